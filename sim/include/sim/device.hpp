@@ -1,0 +1,36 @@
+// A modeled GPU, as data (models/devices/*.json). Every figure carries its provenance in the
+// JSON; the simulator reads only the numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sim {
+
+struct Device {
+  std::string name;    // as the user named it ("h100-sxm")
+  std::string source;  // file it was read from
+  std::string label;   // human name ("NVIDIA H100 SXM5 80GB HBM3")
+  int sm_arch = 90;    // compute capability x10: 80 (A100), 90 (H100, H200)
+
+  int64_t hbm_bytes = 0;           // total device memory as the driver reports it (exact bytes)
+  int64_t cuda_context_bytes = 0;  // memory the CUDA context takes outside PyTorch's allocator
+  int64_t nccl_buffer_bytes = 0;   // per communicator, outside PyTorch's allocator (tp/dp > 1)
+  int64_t cublas_workspace_bytes = 0;  // per (handle, stream), through the allocator
+
+  double peak_bf16_flops_per_s = 0;  // dense 16-bit tensor-core peak
+  double peak_tf32_flops_per_s = 0;  // dense TF32 tensor-core peak
+  double peak_fp32_flops_per_s = 0;  // non-tensor FP32 peak
+  double hbm_bytes_per_s = 0;        // HBM bandwidth
+  double host_link_bytes_per_s = 0;  // host link, one direction, usable
+  double nvlink_bytes_per_s = 0;     // NVLink, one direction
+
+  double compute_efficiency = 0;  // share of peak large matmuls reach (measured, see provenance)
+  double memory_efficiency = 0;   // share of bandwidth large copies reach
+  int64_t launch_overhead_ns = 0; // per kernel, added to every op's duration
+};
+
+// Throws ConfigError naming device.source and the field for missing or non-positive figures.
+void validate(const Device& device);
+
+}  // namespace sim

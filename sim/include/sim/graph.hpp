@@ -1,0 +1,113 @@
+// The op graph of one training step on one rank: storages and the ops that make, save and free
+// them, in forward order. Built once per (model, setup); strategies do not change it. The op list
+// and what each op saves is written down in docs/memory-model.md, which must agree with
+// sim/src/graph_*.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/model.hpp"
+#include "sim/result.hpp"
+#include "sim/setup.hpp"
+#include "sim/units.hpp"
+
+namespace sim {
+
+struct Device;
+
+// A contiguous slice of Graph::idx.
+struct IdxRange {
+  int32_t begin = 0;
+  int32_t count = 0;
+};
+
+// Storage identity (DESIGN.md §3): a view shares its base's storage, so live memory is the sum
+// of live storages, never of saved tensors.
+struct Storage {
+  int64_t bytes = 0;
+  DType dtype = DType::kBF16;
+  Category category = Category::kActivations;  // as made in forward (recompute re-labels)
+  int32_t block = -1;     // attributed block: that of its first forward consumer, else producer
+  int32_t producer = -1;  // op whose forward (or backward, for grads) allocates it; -1 persistent
+  const char* role = "";  // what it is, for explanations ("ln1 input", "softmax out")
+};
+
+enum class OpKind : uint8_t {
+  kEmbedding, kLayerNorm, kRmsNorm, kLinear, kBmm, kMask, kSoftmax, kDropout, kGelu, kSilu,
+  kMul, kAdd, kCast, kCopy, kSplit, kRope, kFlashAttention, kLogSoftmax, kNllLoss, kVocabCe,
+};
+std::string_view op_kind_name(OpKind k);
+
+// What an op costs on the device (DESIGN.md §5): matmul FLOPs (0 for others) and bytes moved.
+struct OpCost {
+  int64_t flops = 0;        // matmul FLOPs only (Korthikanti App. A convention)
+  int64_t bytes = 0;        // bytes read + written by its kernels
+  int64_t comm_bytes = 0;   // tensor-parallel collective payload per rank
+  uint8_t comm_kind = 0;    // 0 none, 1 all-reduce, 2 all-gather, 3 reduce-scatter
+  uint8_t kernels = 1;      // kernel launches
+};
+
+struct Op {
+  OpKind kind = OpKind::kAdd;
+  const char* name = "";   // role in its block ("qkv", "softmax", ...)
+  int32_t block = -1;      // -1 outside the blocks (embedding, final norm, loss)
+  bool core_attention = false;  // inside Megatron's selective-recompute region
+  bool sac_save = false;        // output kept by the save-matmuls policy (sac:mm)
+  bool math16 = true;           // its matmuls run on 16-bit tensor cores (else fp32 peak)
+
+  IdxRange outputs;   // storages this op allocates in forward (views allocate nothing)
+  IdxRange inputs;    // distinct storages it reads in forward (one forward use each)
+  IdxRange saves;     // distinct storages it saves for backward
+  int64_t fwd_transient_bytes = 0;  // allocated and freed inside its forward
+  int64_t bwd_transient_bytes = 0;  // allocated and freed inside its backward
+
+  // Backward node (static: independent of the strategy, DESIGN.md §3 event protocol).
+  IdxRange bwd_allocs;     // gradient storages it allocates (first arrivals, lazy param grads)
+  int64_t bwd_accum_bytes = 0;  // gradients accumulated in place into an earlier arrival
+  IdxRange bwd_frees;      // gradient storages whose last use is this node
+
+  OpCost fwd;
+  OpCost bwd;
+};
+
+struct Graph {
+  std::vector<Storage> storages;
+  std::vector<Op> ops;         // forward order
+  std::vector<int32_t> idx;    // backing store of every IdxRange
+  int64_t n_blocks = 0;
+  std::vector<IdxRange> block_ops;  // per block: its ops (begin = first op index)
+
+  std::vector<int32_t> persistent;    // allocated before the step and kept (weights, state)
+  std::vector<int32_t> step_end_frees;  // lazily allocated param grads, freed by zero_grad
+  std::vector<int32_t> autocast_cached; // weight casts held by autocast's cache until forward ends
+  std::vector<int32_t> initial_uses;    // per storage: forward consumers (refcount start)
+
+  int64_t optimizer_transient_bytes = 0;  // e.g. foreach Adam's sqrt(v) copy
+  OpCost optimizer_cost;                  // bytes moved by the optimizer step
+
+  int64_t params = 0;           // whole model
+  int64_t params_per_rank = 0;
+  int64_t weights_bytes = 0;
+  int64_t grads_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t comm_persistent_bytes = 0;
+  int64_t tokens = 0;           // tokens per micro-batch and rank-group (b * s)
+  Precision precision = Precision::kBf16Amp;
+  Profile profile = Profile::kPytorch;
+
+  const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
+  const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }
+};
+
+// Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;
+// checked arithmetic throughout). The device matters only for its cuBLAS workspace size.
+Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device);
+
+// A synthetic chain for testing Chen's law: n blocks, each one op that saves only its input, so a
+// checkpoint costs exactly one block's activations (c = A = bytes).
+Graph build_chain_graph(int64_t n_blocks, int64_t bytes);
+
+}  // namespace sim

@@ -1,0 +1,51 @@
+// The architecture of a transformer language model, as a value. Loaders (sim_io) fill it from
+// actsim's own model JSON or a HuggingFace config.json; validate() checks it before any use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sim {
+
+enum class MlpKind : uint8_t { kGelu, kSwiglu };  // h→f GeLU→h, or SwiGLU (gate, up; down)
+enum class NormKind : uint8_t { kLayerNorm, kRmsNorm };
+enum class PosEmbedding : uint8_t { kLearned, kRope };  // learned table, or rotary (no weights)
+
+struct ModelConfig {
+  std::string name;    // as the user named it: a file stem ("gpt2-small") or a path
+  std::string source;  // file it was read from; errors name it
+  std::string family;  // model_type of the allow-list: "gpt2", "llama", "bert", "megatron-gpt", ...
+
+  int64_t layers = 0;       // transformer blocks
+  int64_t hidden = 0;       // h
+  int64_t heads = 0;        // a (query heads)
+  int64_t kv_heads = 0;     // g; a for MHA, fewer for GQA/MQA
+  int64_t head_dim = 0;     // d; h / a unless the config says otherwise (Gemma, Qwen3)
+  int64_t ffn_hidden = 0;   // f: MLP inner width (4h for GPT; per projection for SwiGLU)
+  int64_t vocab = 0;        // v as in the config (padded later for vocab-parallel TP)
+  int64_t max_positions = 0;  // longest sequence the config allows (learned positions)
+  int64_t type_vocab = 0;     // BERT token-type embeddings; 0 when absent
+
+  MlpKind mlp = MlpKind::kGelu;
+  NormKind norm = NormKind::kLayerNorm;
+  PosEmbedding positions = PosEmbedding::kLearned;
+  bool post_norm = false;        // BERT: norm after each residual add (and on the embeddings)
+  bool causal = true;            // decoder (causal mask) or encoder (bidirectional)
+  bool tied_embeddings = true;   // output projection shares the word-embedding table
+  bool qkv_bias = true;          // bias on the fused Q/K/V projection
+  bool linear_bias = true;       // bias on the attention output projection and the MLP
+  bool norm_bias = true;         // LayerNorm has a bias; RMSNorm never does
+
+  double attn_dropout = 0.0;    // on the softmax output
+  double hidden_dropout = 0.0;  // after the attention projection and after the MLP
+  double embd_dropout = 0.0;    // after the embeddings
+};
+
+// Throws ConfigError naming model.source and the field for zero, negative or inconsistent
+// sizes (heads not dividing hidden without head_dim, kv_heads not dividing heads, ...).
+void validate(const ModelConfig& model);
+
+// Parameters of the whole model (not per rank), checked against overflow.
+int64_t parameter_count(const ModelConfig& model);
+
+}  // namespace sim

@@ -1,0 +1,103 @@
+// What one simulated step produces. All bytes and FLOPs are per GPU (per rank); time is
+// nanoseconds of simulated device time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sim {
+
+// Ledger categories (STYLE.md rule 5). Order is the breakdown's column order.
+enum class Category : uint8_t {
+  kWeights,      // parameters (and persistent buffers such as causal masks)
+  kGrads,        // parameter gradients (persistent main_grad, or lazily allocated)
+  kOptimizer,    // optimizer state (master weights, moments, loss-scaler state)
+  kActivations,  // tensors made by the forward pass (saved or not yet consumed)
+  kRecomputed,   // tensors made again by recomputation during backward
+  kActGrads,     // gradients of activations
+  kCasts,        // autocast's cached 16-bit copies of fp32 weights
+  kTransient,    // op workspaces and temporaries, gradient accumulation buffers
+  kWorkspace,    // cuBLAS workspace
+  kComm,         // DDP gradient buckets, gathered ZeRO-3 parameters
+  kCount,
+};
+inline constexpr int kCategoryCount = static_cast<int>(Category::kCount);
+std::string_view category_name(Category c);  // "weights", "grads", ...
+
+using Breakdown = std::array<int64_t, kCategoryCount>;  // bytes per category
+
+enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
+std::string_view phase_name(Phase p);
+
+// One memory sample: live bytes right after the allocations of event `event_index`.
+struct MemorySample {
+  int64_t t_ns = 0;
+  int64_t allocated_bytes = 0;
+  int32_t event_index = 0;
+  Phase phase = Phase::kForward;
+};
+
+// One op's run on a stream, for timelines and traces.
+struct OpSpan {
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+  int32_t op = 0;       // index into the Graph's ops
+  int32_t stream = 0;   // 0 compute, 1 collective
+  Phase phase = Phase::kForward;
+};
+
+struct Result {
+  // Memory (DESIGN.md §3 "What the figures mean").
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_t_ns = 0;           // simulated time of the peak sample
+  int32_t peak_event_index = -1;   // schedule event at which the peak was sampled
+  Phase peak_phase = Phase::kForward;
+  std::string peak_op;             // name of the op running at the peak ("block 3 fc1 backward")
+  Breakdown peak_breakdown{};      // by category at the peak
+  int64_t activation_peak_bytes = 0;
+  int64_t activation_bytes_per_layer = 0;          // max over blocks
+  std::vector<int64_t> activation_bytes_per_block; // live at the end of forward, per block
+  int64_t baseline_bytes = 0;      // weights + grads (persistent) + optimizer before the step
+  int64_t end_bytes = 0;           // after the step; equals baseline_bytes (ledger invariant)
+
+  // Persistent state per rank.
+  int64_t layers = 0;              // transformer blocks of the model
+  int64_t params = 0;              // whole model
+  int64_t params_per_rank = 0;
+  int64_t weights_bytes = 0;
+  int64_t grads_bytes = 0;         // all parameter gradients once allocated
+  int64_t optimizer_bytes = 0;
+  int64_t workspace_bytes = 0;
+
+  // Work.
+  int64_t fwd_flops = 0;        // matmul FLOPs of the forward pass (Korthikanti App. A)
+  int64_t bwd_flops = 0;        // matmul FLOPs of the backward pass
+  int64_t recompute_flops = 0;  // matmul FLOPs of recomputed forward ops
+  int64_t model_flops = 0;      // fwd + bwd (recompute excluded)
+
+  // Time.
+  int64_t step_time_ns = 0;
+  int64_t fwd_time_ns = 0;
+  int64_t bwd_time_ns = 0;        // backward nodes, recompute excluded
+  int64_t recompute_time_ns = 0;
+  int64_t optimizer_time_ns = 0;
+  int64_t comm_time_ns = 0;       // tensor-parallel collectives on the critical path
+  double tokens_per_s = 0;
+  double mfu = 0;   // model FLOPs / (step time x peak)
+  double hfu = 0;   // (model + recompute FLOPs) / (step time x peak)
+
+  // Fit.
+  int64_t cuda_context_bytes = 0;
+  int64_t comm_buffer_bytes = 0;
+  int64_t device_bytes = 0;
+  int64_t headroom_bytes = 0;     // device - (peak + context + comm buffers); negative if not
+  bool fits = false;
+
+  // Recorded only when SimOptions::record_timeline is set.
+  std::vector<MemorySample> timeline;
+  std::vector<OpSpan> spans;
+};
+
+}  // namespace sim

@@ -1,0 +1,53 @@
+// The training set-up knobs of one simulated step (DESIGN.md §3, §7). Flags name these fields:
+// errors about a set-up name the flag ("--batch") as where, and the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sim/model.hpp"
+
+namespace sim {
+
+enum class Precision : uint8_t { kBf16Mixed, kBf16Amp, kFp16Amp, kFp32 };
+enum class AttentionKind : uint8_t { kStandard, kFlash };
+enum class Profile : uint8_t { kPytorch, kPaper };
+enum class Optimizer : uint8_t { kAdamForeach, kAdamFused, kSgd };
+enum class AllocatorKind : uint8_t { kExact, kCaching, kCachingExpandable };
+
+struct TrainSetup {
+  int64_t micro_batch = 1;    // b
+  int64_t seq = 2048;         // s
+  Profile profile = Profile::kPytorch;
+  std::optional<Precision> precision;    // unset: the profile's default (pytorch bf16-amp, paper bf16-mixed)
+  AttentionKind attention = AttentionKind::kStandard;
+  std::optional<double> dropout;         // overrides all three dropout probabilities when set
+  int64_t tp = 1;            // tensor-parallel ranks t
+  bool sp = false;           // sequence parallelism (needs tp > 1 to matter)
+  int64_t dp = 1;            // data-parallel ranks d
+  int zero = 0;              // ZeRO stage 0-3 over the dp ranks
+  Optimizer optimizer = Optimizer::kAdamForeach;
+  AllocatorKind allocator = AllocatorKind::kExact;
+};
+
+Precision resolved_precision(const TrainSetup& setup);  // the regime actually simulated
+
+// Throws ConfigError (where = flag name) for values out of range, and for knobs outside the
+// paper profile's scope (Unsupported naming the knob). Needs the model for divisibility checks.
+void validate(const ModelConfig& model, const TrainSetup& setup);
+
+// Names as the CLI, CSV and JSON write them, and their inverse (nullopt when unknown).
+std::string_view name(Precision p);          // "bf16-mixed", "bf16-amp", "fp16-amp", "fp32"
+std::string_view name(AttentionKind a);      // "standard", "flash"
+std::string_view name(Profile p);            // "pytorch", "paper"
+std::string_view name(Optimizer o);          // "adam", "adam-fused", "sgd"
+std::string_view name(AllocatorKind a);      // "exact", "caching", "caching-expandable"
+std::optional<Precision> parse_precision(std::string_view s);
+std::optional<AttentionKind> parse_attention(std::string_view s);
+std::optional<Profile> parse_profile(std::string_view s);
+std::optional<Optimizer> parse_optimizer(std::string_view s);
+std::optional<AllocatorKind> parse_allocator(std::string_view s);
+
+}  // namespace sim

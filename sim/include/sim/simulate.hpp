@@ -1,0 +1,49 @@
+// The pipeline of DESIGN.md §2 in one call: graph, schedule, engine, result.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/device.hpp"
+#include "sim/graph.hpp"
+#include "sim/model.hpp"
+#include "sim/result.hpp"
+#include "sim/schedule.hpp"
+#include "sim/setup.hpp"
+#include "sim/strategy.hpp"
+
+namespace sim {
+
+struct SimOptions {
+  bool record_timeline = false;  // fill Result::timeline and Result::spans
+};
+
+// One step of `model` under `setup` on `device` with `strategy`. Throws ConfigError (or
+// Unsupported) for bad input; never returns a partial result.
+Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                const Strategy& strategy, const SimOptions& options = {});
+
+// The engine alone, for callers that reuse a graph across plans (valley, sweeps, planner).
+Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
+                  const SimOptions& options);
+Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
+                     const SimOptions& options = {});
+
+RecomputeMode recompute_mode(Profile profile);
+
+// One storage live at the peak, with the reason it is alive.
+struct PeakItem {
+  int64_t bytes = 0;
+  Category category = Category::kActivations;
+  int32_t block = -1;
+  std::string what;  // "block 3 softmax out (bf16)"
+  std::string why;   // "saved for block 3 av backward", "checkpoint input of blocks 0-3", ...
+};
+
+// The largest `max_items` storages live at the result's peak, largest first. Replays the schedule
+// to the peak's event (only when asked; sweeps never pay for it).
+std::vector<PeakItem> explain_peak(const Graph& graph, const Plan& plan, const Result& result,
+                                   int max_items);
+
+}  // namespace sim

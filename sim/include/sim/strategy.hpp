@@ -1,0 +1,74 @@
+// Activation-checkpointing strategies as values (DESIGN.md §4), parsed by one explicit table.
+// A Strategy is what the user wrote; a Plan is what it means for a model with n blocks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sim {
+
+enum class StrategyKind : uint8_t {
+  kNone,       // keep every saved tensor
+  kFull,       // checkpoint each block
+  kEvery,      // every:k — groups of k consecutive blocks (last smaller), Megatron "uniform"
+  kBlock,      // block:k — the first k blocks (of each pipeline stage) checkpointed, Megatron "block"
+  kSqrt,       // m = round(sqrt(n)) segments, first n mod m one block longer (Chen et al. 2016)
+  kSelective,  // core attention recomputed (Korthikanti et al. 2022 §5)
+  kSacMm,      // save matmul and SDPA outputs, recompute the rest (torchtitan's SAC policy)
+  kCustom,     // custom:<clause>+<clause>..., see Clause
+};
+
+// One clause of a custom spec: blocks [first, last] (inclusive) in one mode.
+enum class ClauseMode : uint8_t { kNone, kFull, kSeg, kSelective, kSacMm };
+struct Clause {
+  ClauseMode mode = ClauseMode::kNone;
+  int64_t first = 0;
+  int64_t last = 0;
+  int64_t group = 1;  // seg@a-b/k: groups of k blocks
+};
+
+struct Strategy {
+  StrategyKind kind = StrategyKind::kNone;
+  int64_t k = 0;                // every:k, block:k
+  std::vector<Clause> clauses;  // custom, sorted by first block, adjacent equal clauses merged
+
+  std::string canonical() const;  // parse_strategy(s.canonical()) == s; the CSV's strategy column
+  friend bool operator==(const Strategy&, const Strategy&) = default;
+};
+
+// Parses "none", "full", "every:4", "block:2", "sqrt", "selective", "sac:mm" and
+// "custom:none@0-3+full@4-23+seg@24-31/4" (also "sel@a-b", "sac@a-b"). Throws ConfigError with
+// where "--strategy" on anything else. Block ranges are checked against n only by resolve().
+Strategy parse_strategy(std::string_view text);
+
+// What is done to one block.
+enum class BlockMode : uint8_t {
+  kStore,       // forward saves everything
+  kSelective,   // core attention checkpointed inside the block
+  kSacMm,       // block checkpointed with a save-matmuls policy
+  kCheckpoint,  // block belongs to a checkpointed segment (see Plan::segments)
+};
+
+// Consecutive blocks [first, last] recomputed as one unit before the backward of `last`.
+struct Segment {
+  int64_t first = 0;
+  int64_t last = 0;
+  friend bool operator==(const Segment&, const Segment&) = default;
+};
+
+struct Plan {
+  std::vector<BlockMode> mode;    // one per block
+  std::vector<Segment> segments;  // ascending, disjoint; exactly the kCheckpoint blocks
+};
+
+// The plan for n blocks. Throws ConfigError("--strategy", ...) when a custom spec leaves gaps,
+// overlaps, or names blocks beyond n - 1, or when k is out of range for n.
+Plan resolve(const Strategy& strategy, int64_t n_blocks);
+
+// The segments of `sqrt` for n blocks: m = round(sqrt(n)), sizes differing by at most one,
+// the first n mod m one longer (DESIGN.md §4).
+std::vector<Segment> sqrt_segments(int64_t n_blocks);
+
+}  // namespace sim

@@ -1,0 +1,37 @@
+// The memory valley (DESIGN.md §4 "The valley"): peak memory against m evenly spaced checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/device.hpp"
+#include "sim/graph.hpp"
+
+namespace sim {
+
+struct ValleyPoint {
+  int64_t m = 0;
+  double chen_units = 0;        // Chen et al.: m + n/m, in units of one block's activations
+  int64_t model_bytes = 0;      // M(m) = m*c + ceil(n/m)*A + baseline
+  int64_t simulated_bytes = 0;  // peak of the simulated plan with m segments
+  int64_t step_time_ns = 0;     // simulated step time of that plan
+  int64_t recompute_flops = 0;
+};
+
+struct Valley {
+  int64_t n = 0;              // blocks
+  int64_t c_bytes = 0;        // one checkpoint: a block's input (from the `full` run)
+  int64_t a_bytes = 0;        // one block's activations (from the `none` run)
+  int64_t baseline_bytes = 0; // peak(full) - n*c - A
+  int64_t m_star = 0;         // argmin of M(m) over 1..n
+  int64_t m_star_simulated = 0;  // argmin of the simulated peaks
+  int64_t sqrt_n = 0;         // round(sqrt(n)), the argmin of Chen's curve
+  std::vector<ValleyPoint> points;  // m = 1..n
+};
+
+// m segments over n blocks, sizes differing by at most one, the first n mod m one longer.
+std::vector<Segment> even_segments(int64_t n_blocks, int64_t m);
+
+Valley compute_valley(const Graph& graph, const Device& device);
+
+}  // namespace sim

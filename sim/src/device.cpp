@@ -1,0 +1,29 @@
+#include "sim/device.hpp"
+
+#include "sim/error.hpp"
+
+namespace sim {
+
+void validate(const Device& d) {
+  auto pos = [&](double v, const char* field) {
+    if (!(v > 0)) throw ConfigError(d.source, field, "must be a positive number");
+  };
+  pos(static_cast<double>(d.hbm_bytes), "hbm_bytes");
+  pos(d.peak_bf16_flops_per_s, "peak_bf16_flops_per_s");
+  pos(d.peak_tf32_flops_per_s, "peak_tf32_flops_per_s");
+  pos(d.peak_fp32_flops_per_s, "peak_fp32_flops_per_s");
+  pos(d.hbm_bytes_per_s, "hbm_bytes_per_s");
+  pos(d.host_link_bytes_per_s, "host_link_bytes_per_s");
+  pos(d.nvlink_bytes_per_s, "nvlink_bytes_per_s");
+  pos(d.compute_efficiency, "compute_efficiency");
+  pos(d.memory_efficiency, "memory_efficiency");
+  if (d.compute_efficiency > 1) throw ConfigError(d.source, "compute_efficiency", "must be <= 1");
+  if (d.memory_efficiency > 1) throw ConfigError(d.source, "memory_efficiency", "must be <= 1");
+  if (d.launch_overhead_ns < 0) throw ConfigError(d.source, "launch_overhead_ns", "must be >= 0");
+  if (d.cublas_workspace_bytes < 0)
+    throw ConfigError(d.source, "cublas_workspace_bytes", "must be >= 0");
+  if (d.cuda_context_bytes < 0) throw ConfigError(d.source, "cuda_context_bytes", "must be >= 0");
+  if (d.nccl_buffer_bytes < 0) throw ConfigError(d.source, "nccl_buffer_bytes", "must be >= 0");
+}
+
+}  // namespace sim
