@@ -56,6 +56,7 @@ struct Op {
   bool core_attention = false;  // inside Megatron's selective-recompute region
   bool sac_save = false;        // output kept by the save-matmuls policy (sac:mm)
   bool math16 = true;           // its matmuls run on 16-bit tensor cores (else fp32 peak)
+  bool has_backward = false;    // a gradient reaches it, so autograd records and runs its node
 
   IdxRange outputs;   // storages this op allocates in forward (views allocate nothing)
   IdxRange inputs;    // distinct storages it reads in forward (one forward use each)
@@ -83,6 +84,7 @@ struct Graph {
   std::vector<int32_t> step_end_frees;  // lazily allocated param grads, freed by zero_grad
   std::vector<int32_t> autocast_cached; // weight casts held by autocast's cache until forward ends
   std::vector<int32_t> initial_uses;    // per storage: forward consumers (refcount start)
+  std::vector<IdxRange> consumers;      // per storage: its forward consumer ops, ascending
 
   int64_t optimizer_transient_bytes = 0;  // e.g. foreach Adam's sqrt(v) copy
   OpCost optimizer_cost;                  // bytes moved by the optimizer step
@@ -95,6 +97,8 @@ struct Graph {
   int64_t workspace_bytes = 0;
   int64_t comm_persistent_bytes = 0;
   int64_t tokens = 0;           // tokens per micro-batch and rank-group (b * s)
+  int64_t tp = 1;               // tensor-parallel ranks (collective sizes)
+  int64_t dp = 1;               // data-parallel ranks
   Precision precision = Precision::kBf16Amp;
   Profile profile = Profile::kPytorch;
 

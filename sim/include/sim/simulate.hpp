@@ -34,9 +34,10 @@ RecomputeMode recompute_mode(Profile profile);
 
 // One storage live at the peak, with the reason it is alive.
 struct PeakItem {
-  int64_t bytes = 0;
+  int64_t bytes = 0;   // all storages of the group together
+  int64_t count = 1;   // storages grouped (the same role and reason in several blocks)
   Category category = Category::kActivations;
-  int32_t block = -1;
+  int32_t block = -1;  // the block, or -1 for several or none
   std::string what;  // "block 3 softmax out (bf16)"
   std::string why;   // "saved for block 3 av backward", "checkpoint input of blocks 0-3", ...
 };

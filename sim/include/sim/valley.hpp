@@ -6,6 +6,7 @@
 
 #include "sim/device.hpp"
 #include "sim/graph.hpp"
+#include "sim/strategy.hpp"
 
 namespace sim {
 

@@ -1,0 +1,152 @@
+// CSV schema v1 (DESIGN.md §7). The column list below is the contract: columns are only ever
+// appended, never renamed or reordered; sim_io::kSchemaVersion changes if that ever breaks.
+//
+// Value formats, chosen so that output is byte-identical run to run and locale-independent:
+// integers in decimal; key knobs as their flags take them (sp "on"/"off", dropout empty when the
+// config's probabilities are used, precision resolved to the regime actually simulated); fits as
+// "true"/"false"; tokens_per_s with 3 decimals, mfu and hfu with 6 (fmt never uses the locale
+// unless asked). A row with an error has its key columns and the error, and every result column
+// empty.
+#include <fmt/format.h>
+
+#include "sim_io/output.hpp"
+
+namespace sim_io {
+namespace {
+
+std::vector<std::string> make_columns() {
+  std::vector<std::string> c = {
+      "schema_version", "source", "row_index", "model", "device", "strategy", "profile",
+      "precision", "attention", "dropout", "batch", "seq", "tp", "sp", "dp", "zero", "optimizer",
+      "allocator",
+      // Result: memory.
+      "layers", "params", "params_per_rank", "peak_allocated_bytes", "peak_time_ns",
+      "peak_phase", "activation_bytes_per_layer", "activation_peak_bytes", "weights_bytes",
+      "grads_bytes", "optimizer_bytes", "workspace_bytes"};
+  for (int i = 0; i < sim::kCategoryCount; ++i)
+    c.push_back(fmt::format("peak_{}_bytes", sim::category_name(static_cast<sim::Category>(i))));
+  for (const char* name :
+       {"fwd_flops", "bwd_flops", "recompute_flops", "model_flops", "step_time_ns", "fwd_time_ns",
+        "bwd_time_ns", "recompute_time_ns", "optimizer_time_ns", "comm_time_ns", "tokens_per_s",
+        "mfu", "hfu", "fits", "headroom_bytes", "cuda_context_bytes", "comm_buffer_bytes",
+        "device_bytes", "error"})
+    c.emplace_back(name);
+  return c;
+}
+
+// Appends one field and its separator (',' before every field but the first).
+class RowWriter {
+ public:
+  explicit RowWriter(fmt::memory_buffer& out) : out_(out) {}
+  void text(std::string_view s) { sep(); append(csv_quote(s)); }
+  void integer(int64_t v) { sep(); fmt::format_to(std::back_inserter(out_), "{}", v); }
+  void fixed(double v, int digits) {
+    sep();
+    fmt::format_to(std::back_inserter(out_), "{:.{}f}", v, digits);
+  }
+  void empty(int count) {
+    for (int i = 0; i < count; ++i) sep();
+  }
+
+ private:
+  void sep() {
+    if (!first_) out_.push_back(',');
+    first_ = false;
+  }
+  void append(std::string_view s) { out_.append(s.data(), s.data() + s.size()); }
+  fmt::memory_buffer& out_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+const std::vector<std::string>& csv_columns() {
+  static const std::vector<std::string> columns = make_columns();
+  return columns;
+}
+
+std::string csv_header() {
+  std::string line = fmt::format("{}", fmt::join(csv_columns(), ","));
+  line += '\n';
+  return line;
+}
+
+std::string csv_quote(std::string_view field) {
+  if (field.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(field);
+  std::string out = "\"";
+  for (char ch : field) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  out += '"';
+  return out;
+}
+
+std::string csv_row(const Row& row) {
+  fmt::memory_buffer buf;
+  RowWriter w(buf);
+  const sim::TrainSetup& s = row.key.setup;
+  w.integer(kSchemaVersion);
+  w.text(row.source);
+  w.integer(row.row_index);
+  w.text(row.key.model);
+  w.text(row.key.device);
+  w.text(row.key.strategy);
+  w.text(sim::name(s.profile));
+  w.text(sim::name(sim::resolved_precision(s)));
+  w.text(sim::name(s.attention));
+  w.text(s.dropout ? fmt::format("{}", *s.dropout) : std::string());
+  w.integer(s.micro_batch);
+  w.integer(s.seq);
+  w.integer(s.tp);
+  w.text(s.sp ? "on" : "off");
+  w.integer(s.dp);
+  w.integer(s.zero);
+  w.text(sim::name(s.optimizer));
+  w.text(sim::name(s.allocator));
+
+  // Columns between the key and `error`.
+  constexpr int kKeyColumns = 18;
+  const int result_columns = static_cast<int>(csv_columns().size()) - kKeyColumns - 1;
+  if (!row.result || !row.error.empty()) {
+    w.empty(result_columns);
+  } else {
+    const sim::Result& r = *row.result;
+    w.integer(r.layers);
+    w.integer(r.params);
+    w.integer(r.params_per_rank);
+    w.integer(r.peak_allocated_bytes);
+    w.integer(r.peak_t_ns);
+    w.text(sim::phase_name(r.peak_phase));
+    w.integer(r.activation_bytes_per_layer);
+    w.integer(r.activation_peak_bytes);
+    w.integer(r.weights_bytes);
+    w.integer(r.grads_bytes);
+    w.integer(r.optimizer_bytes);
+    w.integer(r.workspace_bytes);
+    for (int64_t bytes : r.peak_breakdown) w.integer(bytes);
+    w.integer(r.fwd_flops);
+    w.integer(r.bwd_flops);
+    w.integer(r.recompute_flops);
+    w.integer(r.model_flops);
+    w.integer(r.step_time_ns);
+    w.integer(r.fwd_time_ns);
+    w.integer(r.bwd_time_ns);
+    w.integer(r.recompute_time_ns);
+    w.integer(r.optimizer_time_ns);
+    w.integer(r.comm_time_ns);
+    w.fixed(r.tokens_per_s, 3);
+    w.fixed(r.mfu, 6);
+    w.fixed(r.hfu, 6);
+    w.text(r.fits ? "true" : "false");
+    w.integer(r.headroom_bytes);
+    w.integer(r.cuda_context_bytes);
+    w.integer(r.comm_buffer_bytes);
+    w.integer(r.device_bytes);
+  }
+  w.text(row.error);
+  buf.push_back('\n');
+  return fmt::to_string(buf);
+}
+
+}  // namespace sim_io

@@ -1,0 +1,80 @@
+// JSON output of one row (DESIGN.md §7). Keys come in a fixed order (ordered_json keeps insertion
+// order): the key fields as the CSV names them, then every Result figure under its CSV name, the
+// breakdown at the peak as an object by category, and the per-block activation vector. Numbers
+// are written by nlohmann's shortest round-trip formatting, so output is byte-identical run to run.
+#include <nlohmann/json.hpp>
+
+#include "sim_io/output.hpp"
+
+namespace sim_io {
+
+std::string result_json(const Row& row) {
+  using Json = nlohmann::ordered_json;
+  const sim::TrainSetup& s = row.key.setup;
+  Json j;
+  j["schema_version"] = kSchemaVersion;
+  j["source"] = row.source;
+  j["row_index"] = row.row_index;
+  j["model"] = row.key.model;
+  j["device"] = row.key.device;
+  j["strategy"] = row.key.strategy;
+  j["profile"] = sim::name(s.profile);
+  j["precision"] = sim::name(sim::resolved_precision(s));
+  j["attention"] = sim::name(s.attention);
+  j["dropout"] = s.dropout ? Json(*s.dropout) : Json(nullptr);
+  j["batch"] = s.micro_batch;
+  j["seq"] = s.seq;
+  j["tp"] = s.tp;
+  j["sp"] = s.sp;
+  j["dp"] = s.dp;
+  j["zero"] = s.zero;
+  j["optimizer"] = sim::name(s.optimizer);
+  j["allocator"] = sim::name(s.allocator);
+
+  if (row.result && row.error.empty()) {
+    const sim::Result& r = *row.result;
+    j["layers"] = r.layers;
+    j["params"] = r.params;
+    j["params_per_rank"] = r.params_per_rank;
+    j["peak_allocated_bytes"] = r.peak_allocated_bytes;
+    j["peak_time_ns"] = r.peak_t_ns;
+    j["peak_phase"] = sim::phase_name(r.peak_phase);
+    j["peak_op"] = r.peak_op;
+    j["activation_bytes_per_layer"] = r.activation_bytes_per_layer;
+    j["activation_peak_bytes"] = r.activation_peak_bytes;
+    j["baseline_bytes"] = r.baseline_bytes;
+    j["end_bytes"] = r.end_bytes;
+    j["weights_bytes"] = r.weights_bytes;
+    j["grads_bytes"] = r.grads_bytes;
+    j["optimizer_bytes"] = r.optimizer_bytes;
+    j["workspace_bytes"] = r.workspace_bytes;
+    Json breakdown = Json::object();
+    for (int i = 0; i < sim::kCategoryCount; ++i)
+      breakdown[std::string(sim::category_name(static_cast<sim::Category>(i)))] =
+          r.peak_breakdown[static_cast<std::size_t>(i)];
+    j["peak_breakdown_bytes"] = std::move(breakdown);
+    j["activation_bytes_per_block"] = r.activation_bytes_per_block;
+    j["fwd_flops"] = r.fwd_flops;
+    j["bwd_flops"] = r.bwd_flops;
+    j["recompute_flops"] = r.recompute_flops;
+    j["model_flops"] = r.model_flops;
+    j["step_time_ns"] = r.step_time_ns;
+    j["fwd_time_ns"] = r.fwd_time_ns;
+    j["bwd_time_ns"] = r.bwd_time_ns;
+    j["recompute_time_ns"] = r.recompute_time_ns;
+    j["optimizer_time_ns"] = r.optimizer_time_ns;
+    j["comm_time_ns"] = r.comm_time_ns;
+    j["tokens_per_s"] = r.tokens_per_s;
+    j["mfu"] = r.mfu;
+    j["hfu"] = r.hfu;
+    j["fits"] = r.fits;
+    j["headroom_bytes"] = r.headroom_bytes;
+    j["cuda_context_bytes"] = r.cuda_context_bytes;
+    j["comm_buffer_bytes"] = r.comm_buffer_bytes;
+    j["device_bytes"] = r.device_bytes;
+  }
+  j["error"] = row.error.empty() ? Json(nullptr) : Json(row.error);
+  return j.dump(2);
+}
+
+}  // namespace sim_io

@@ -1,0 +1,103 @@
+// GPU files (models/devices/<name>.json, "format": "actsim-device-v1"). Strict: every field is
+// required, unknown keys are errors, and "provenance" must give a one-line source for every
+// numeric field (a datasheet, a measurement with GPU and date, or "assumption: ..." with the
+// reasoning), so no figure enters the simulator without saying where it came from.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "json_reader.hpp"
+#include "sim/device.hpp"
+#include "sim/error.hpp"
+#include "sim_io/load.hpp"
+
+namespace sim_io {
+namespace {
+
+using detail::ObjectReader;
+
+constexpr std::string_view kDeviceFormat = "actsim-device-v1";
+
+// The numeric fields, each of which needs a provenance line.
+constexpr std::string_view kIntegerFields[] = {
+    "sm_arch", "hbm_bytes", "cuda_context_bytes", "nccl_buffer_bytes", "cublas_workspace_bytes",
+    "launch_overhead_ns"};
+constexpr std::string_view kRealFields[] = {
+    "peak_bf16_flops_per_s", "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
+    "host_link_bytes_per_s", "nvlink_bytes_per_s",   "compute_efficiency",    "memory_efficiency"};
+
+bool is_numeric_field(std::string_view key) {
+  return std::find(std::begin(kIntegerFields), std::end(kIntegerFields), key) !=
+             std::end(kIntegerFields) ||
+         std::find(std::begin(kRealFields), std::end(kRealFields), key) != std::end(kRealFields);
+}
+
+// Every numeric field has a non-empty provenance string, and every provenance entry names a
+// numeric field (a misspelt one would otherwise leave its field undocumented).
+void check_provenance(const ObjectReader& in) {
+  if (!in.has("provenance"))
+    in.fail("provenance", "missing: give a one-line source for every numeric field");
+  const detail::Json& table = in.json().at("provenance");
+  if (!table.is_object())
+    in.fail("provenance", std::string("expected an object mapping each numeric field to its "
+                                      "source, got ") + table.type_name());
+  for (const auto& [key, value] : table.items()) {
+    const std::string field = "provenance." + key;
+    if (!is_numeric_field(key)) in.fail(field, "not a numeric field of the device");
+    if (!value.is_string()) in.fail(field, std::string("expected a string, got ") + value.type_name());
+    if (value.get_ref<const std::string&>().empty()) in.fail(field, "must not be empty");
+  }
+  auto require = [&](std::string_view key) {
+    if (!table.contains(key))
+      in.fail(key, "no provenance: add a one-line source for it under \"provenance\"");
+  };
+  for (std::string_view key : kIntegerFields) require(key);
+  for (std::string_view key : kRealFields) require(key);
+}
+
+}  // namespace
+
+sim::Device parse_device(std::string_view json_text, std::string_view name,
+                         std::string_view source) {
+  const detail::Json doc = detail::parse_json_object(json_text, source);
+  const ObjectReader in(doc, std::string(source), ObjectReader::Nulls::kStrict);
+  in.reject_unknown({"format", "label", "sm_arch", "hbm_bytes", "cuda_context_bytes",
+                     "nccl_buffer_bytes", "cublas_workspace_bytes", "peak_bf16_flops_per_s",
+                     "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
+                     "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency",
+                     "memory_efficiency", "launch_overhead_ns", "provenance"});
+  if (const std::string format = in.string("format"); format != kDeviceFormat)
+    in.fail("format", "unknown format \"" + format + "\"; expected \"" +
+                          std::string(kDeviceFormat) + "\"");
+
+  sim::Device d;
+  d.name = std::string(name);
+  d.source = std::string(source);
+  d.label = in.string("label");
+  if (d.label.empty()) in.fail("label", "must not be empty");
+  const int64_t sm_arch = in.integer("sm_arch");
+  if (sm_arch <= 0 || sm_arch > std::numeric_limits<int>::max())
+    in.fail("sm_arch", "must be a positive compute capability x10 (80, 90), got " +
+                           std::to_string(sm_arch));
+  d.sm_arch = static_cast<int>(sm_arch);
+  d.hbm_bytes = in.integer("hbm_bytes");
+  d.cuda_context_bytes = in.integer("cuda_context_bytes");
+  d.nccl_buffer_bytes = in.integer("nccl_buffer_bytes");
+  d.cublas_workspace_bytes = in.integer("cublas_workspace_bytes");
+  d.peak_bf16_flops_per_s = in.number("peak_bf16_flops_per_s");
+  d.peak_tf32_flops_per_s = in.number("peak_tf32_flops_per_s");
+  d.peak_fp32_flops_per_s = in.number("peak_fp32_flops_per_s");
+  d.hbm_bytes_per_s = in.number("hbm_bytes_per_s");
+  d.host_link_bytes_per_s = in.number("host_link_bytes_per_s");
+  d.nvlink_bytes_per_s = in.number("nvlink_bytes_per_s");
+  d.compute_efficiency = in.number("compute_efficiency");
+  d.memory_efficiency = in.number("memory_efficiency");
+  d.launch_overhead_ns = in.integer("launch_overhead_ns");
+  check_provenance(in);
+  sim::validate(d);
+  return d;
+}
+
+}  // namespace sim_io

@@ -1,0 +1,136 @@
+// Internal: builds a Graph op by op with tensors (views share storages), then finalizes use
+// counts, attribution and the static backward pass. Shared by graph_builder.cpp (whole model,
+// persistent state) and graph_blocks.cpp (the op lists of docs/memory-model.md).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/graph.hpp"
+
+namespace sim::detail {
+
+// How the backward node of an op produces the gradient of one of its inputs.
+enum class GradRule : uint8_t {
+  kNone,  // no gradient flows to this input (indices, masks, constants)
+  kNew,   // the backward kernel allocates a new gradient buffer
+  kPass,  // the gradient of output `pass_from` is handed on as is (add, clone); if dtypes differ
+          // the engine casts it, which allocates (torch/csrc/autograd/engine.cpp validate_outputs)
+};
+
+struct Tensor {
+  int32_t storage = -1;
+  int64_t bytes = 0;    // of this tensor (a view may be smaller than its storage)
+  DType dtype = DType::kBF16;
+  bool param = false;   // a leaf parameter: its gradient goes to the param's grad storage
+  int32_t param_index = -1;
+};
+
+struct InputUse {
+  int32_t tensor = -1;
+  GradRule rule = GradRule::kNew;
+  int32_t pass_from = 0;  // output index for kPass
+};
+
+struct OpDraft {
+  Op op;
+  bool root = false;             // the loss: its backward runs with an implicit unit gradient
+  std::vector<InputUse> inputs;
+  std::vector<int32_t> outputs;  // tensors; new storages are allocated, views are not
+  std::vector<int32_t> saves;    // tensors
+  bool fused_wgrad = false;      // Megatron gradient-accumulation fusion writes into main_grad
+};
+
+struct Param {
+  int32_t tensor = -1;
+  int64_t bytes = 0;       // weight bytes on this rank
+  int64_t numel = 0;
+  int32_t grad_storage = -1;  // lazily allocated grad (or persistent main_grad)
+};
+
+class Builder {
+ public:
+  explicit Builder(Graph& g) : g_(g) {}
+
+  // A new storage and its tensor, made by the op being built (producer set on add_op).
+  int32_t fresh(int64_t bytes, DType dtype, const char* role, Category cat = Category::kActivations);
+  // A tensor sharing `base`'s storage.
+  int32_t view(int32_t base, int64_t bytes, DType dtype);
+  // A persistent parameter (weights category) of `bytes` on this rank.
+  int32_t param(int64_t numel, DType dtype, const char* role);
+  // A persistent non-parameter buffer (e.g. the causal mask); no gradient.
+  int32_t buffer(int64_t bytes, DType dtype, const char* role);
+
+  // Adds an op; tensors in `outputs` that are fresh get this op as producer.
+  int32_t add_op(OpDraft draft);
+
+  void model_level(int32_t tensor) { model_level_.push_back(tensors_[tensor].storage); }
+  // The training loop holds this tensor until the step ends (batch tensors, the loss).
+  void hold_until_step_end(int32_t tensor) { step_end_holds.push_back(tensors_[tensor].storage); }
+  // Autocast's weight-cast cache holds this tensor until the forward pass ends.
+  void autocast_cache(int32_t tensor) { autocast_cached_.push_back(tensors_[tensor].storage); }
+  // The causal-mask buffer (bool [s, s]), made once, persistent.
+  int32_t causal_mask(int64_t bytes);
+  // Marks the last added op as part of core attention (selective recompute's region).
+  void mark_core_attention_last() { drafts_.back().op.core_attention = true; }
+  void set_labels(int32_t t) { labels_ = t; }
+  int32_t labels() const { return labels_; }
+  void set_rope_tables(int32_t t) { rope_tables_ = t; }
+  int32_t rope_tables() const { return rope_tables_; }
+  // The loss: the root of backward; held until the step ends.
+  void set_loss(int32_t t);
+
+  const Tensor& tensor(int32_t t) const { return tensors_[t]; }
+  int32_t storage_of(int32_t t) const { return tensors_[t].storage; }
+  int32_t current_block = -1;
+  bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
+  bool ignore_transients = false; // paper profile
+
+  // Use counts, attribution, the backward pass; fills the Graph. Call once.
+  void finalize();
+
+  std::vector<Param> params;
+  std::vector<int32_t> step_end_holds;  // storages the training loop keeps until step end
+
+ private:
+  Graph& g_;
+  std::vector<Tensor> tensors_;
+  std::vector<OpDraft> drafts_;
+  std::vector<int32_t> model_level_;  // storages attributed outside the blocks
+  std::vector<int32_t> autocast_cached_;
+  std::vector<bool> persistent_;      // per storage
+  int32_t labels_ = -1;
+  int32_t rope_tables_ = -1;
+  int32_t mask_ = -1;
+  int32_t loss_op_ = -1;
+};
+
+// Per-rank shapes and dtypes of one build (docs/memory-model.md "Shapes and dtypes").
+struct Dims {
+  const ModelConfig* model = nullptr;
+  Profile profile = Profile::kPytorch;
+  Precision precision = Precision::kBf16Amp;
+  AttentionKind attention = AttentionKind::kStandard;
+  bool amp = false;        // autocast regime (bf16-amp, fp16-amp)
+  bool paper = false;
+  int64_t b = 1, s = 1;    // micro-batch, sequence
+  int64_t t = 1;           // tensor-parallel ranks
+  bool sp = false;         // sequence parallel
+  int64_t s_local = 1;     // sequence in non-tensor-parallel regions (s / t with SP)
+  int64_t h = 0, a = 0, g = 0, d = 0, f = 0, v = 0;  // per rank: heads, kv heads, MLP width, vocab
+  int64_t v_full = 0;      // padded vocabulary, all ranks
+  DType param_dt = DType::kF32;  // parameters
+  DType half_dt = DType::kBF16;  // matmul outputs
+  DType resid_dt = DType::kF32;  // the residual stream
+  double p_attn = 0, p_hidden = 0, p_embd = 0;
+  bool fused_qkv = true;   // GPT: one Q/K/V projection split into views; Llama/BERT: three
+
+  int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
+  int64_t n_full() const { return s * b; }         // tokens in TP regions
+};
+
+int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table);
+int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block);
+void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table);
+
+}  // namespace sim::detail

@@ -1,0 +1,291 @@
+// The discrete-event engine (DESIGN.md §2, §5): executes a schedule on a modeled device with an
+// exact-bytes ledger by category and a clock per stream. Memory is sampled right after each
+// event's allocations (the event protocol's "sample the peak").
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "sim/error.hpp"
+#include "sim/simulate.hpp"
+
+namespace sim {
+namespace {
+
+enum Stream : int32_t { kCompute = 0, kCollective = 1 };
+
+// Duration of one op's kernels (DESIGN.md §5): the roofline
+// max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) plus the
+// launch overhead per kernel. Floating point only here, rounded once (STYLE.md rule 3).
+int64_t kernel_ns(const OpCost& c, bool math16, const Device& d, Precision prec) {
+  if (c.flops == 0 && c.bytes == 0) return 0;
+  // fp32 regime: PyTorch leaves TF32 off for matmuls by default (torch.backends.cuda.matmul
+  // .allow_tf32 = False since 1.12), so matmuls run at the fp32 peak.
+  const double peak = math16 && prec != Precision::kFp32 ? d.peak_bf16_flops_per_s
+                                                          : d.peak_fp32_flops_per_s;
+  const double compute_s = static_cast<double>(c.flops) / (peak * d.compute_efficiency);
+  const double memory_s = static_cast<double>(c.bytes) / (d.hbm_bytes_per_s * d.memory_efficiency);
+  return std::llround(std::max(compute_s, memory_s) * 1e9) + c.kernels * d.launch_overhead_ns;
+}
+
+// Ring collectives over NVLink, one direction (REFERENCE.md GPUs note): all-reduce moves
+// 2(t-1)/t of the buffer per rank, all-gather and reduce-scatter (t-1)/t of the full buffer.
+int64_t collective_ns(const OpCost& c, int64_t t, const Device& d) {
+  if (c.comm_kind == 0 || t <= 1) return 0;
+  const double share = (c.comm_kind == 1 ? 2.0 : 1.0) * static_cast<double>(t - 1) /
+                       static_cast<double>(t);
+  return std::llround(share * static_cast<double>(c.comm_bytes) / d.nvlink_bytes_per_s * 1e9) +
+         d.launch_overhead_ns;
+}
+
+class Engine {
+ public:
+  Engine(const Graph& g, const Schedule& s, const Device& d, const SimOptions& o)
+      : g_(g), sched_(s), dev_(d), opt_(o) {
+    live_.assign(g.storages.size(), 0);
+    cat_.assign(g.storages.size(), 0);
+  }
+
+  Result run() {
+    Result& r = res_;
+    for (int32_t sid : g_.persistent) alloc(sid, g_.storages[sid].category);
+    r.baseline_bytes = total_;
+    const auto& ev = sched_.events;
+    for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
+      if (k == sched_.forward_end) end_of_forward();
+      const Event& e = ev[k];
+      switch (e.kind) {
+        case EventKind::kForward: run_forward(k, e.id, Phase::kForward, false); break;
+        case EventKind::kRecompute:
+          if (!(e.flags & kCachedOutput)) run_forward(k, e.id, Phase::kRecompute, true);
+          break;
+        case EventKind::kBackward: run_backward(k, e.id); break;
+        case EventKind::kFree:
+          release(e.id);
+          if (opt_.record_timeline) r.timeline.push_back({clock_, total_, k, phase_});
+          break;
+        case EventKind::kOptimizer: run_optimizer(k); break;
+      }
+    }
+    if (sched_.forward_end >= static_cast<int32_t>(ev.size())) end_of_forward();
+    r.end_bytes = total_;
+    if (r.end_bytes != r.baseline_bytes)
+      throw std::logic_error("engine: ledger did not return to baseline after the step");
+    finish();
+    return std::move(res_);
+  }
+
+ private:
+  void alloc(int32_t s, Category c) {
+    if (live_[s]) throw std::logic_error("engine: storage allocated twice");
+    live_[s] = 1;
+    cat_[s] = static_cast<uint8_t>(c);
+    by_cat_[static_cast<int>(c)] += g_.storages[s].bytes;
+    total_ += g_.storages[s].bytes;
+  }
+  void release(int32_t s) {
+    if (!live_[s]) throw std::logic_error("engine: storage freed while not allocated");
+    live_[s] = 0;
+    by_cat_[cat_[s]] -= g_.storages[s].bytes;
+    total_ -= g_.storages[s].bytes;
+    if (by_cat_[cat_[s]] < 0) throw std::logic_error("engine: negative category in ledger");
+  }
+
+  // Samples live memory plus `transient` bytes held inside the running event.
+  void sample(int32_t k, int64_t transient) {
+    const int64_t live = total_ + transient;
+    if (opt_.record_timeline) res_.timeline.push_back({clock_, live, k, phase_});
+    if (live > res_.peak_allocated_bytes) {
+      res_.peak_allocated_bytes = live;
+      res_.peak_event_index = k;
+      res_.peak_t_ns = clock_;
+      res_.peak_phase = phase_;
+      res_.peak_breakdown = by_cat_;
+      res_.peak_breakdown[static_cast<int>(Category::kTransient)] += transient;
+      peak_op_ = cur_op_;
+    }
+  }
+
+  void advance(int32_t op, int64_t compute_ns, int64_t comm_ns) {
+    if (opt_.record_timeline && compute_ns > 0)
+      res_.spans.push_back({clock_, compute_ns, op, kCompute, phase_});
+    clock_ += compute_ns;
+    // Megatron's tensor-parallel collectives sit on the critical path: compute waits for them.
+    if (comm_ns > 0) {
+      if (opt_.record_timeline) res_.spans.push_back({clock_, comm_ns, op, kCollective, phase_});
+      clock_ += comm_ns;
+      res_.comm_time_ns += comm_ns;
+    }
+  }
+
+  void run_forward(int32_t k, int32_t id, Phase phase, bool recompute) {
+    const Op& op = g_.ops[id];
+    phase_ = phase;
+    cur_op_ = id;
+    for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
+      Category c = g_.storages[*s].category;
+      if (recompute && c == Category::kActivations) c = Category::kRecomputed;
+      alloc(*s, c);
+    }
+    sample(k, op.fwd_transient_bytes);
+    const int64_t ns = kernel_ns(op.fwd, op.math16, dev_, g_.precision);
+    const int64_t comm = collective_ns(op.fwd, g_.tp, dev_);
+    if (recompute) {
+      res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
+      res_.recompute_time_ns += ns;
+    } else {
+      res_.fwd_flops = checked_add(res_.fwd_flops, op.fwd.flops, "fwd_flops");
+      res_.fwd_time_ns += ns;
+    }
+    advance(id, ns, comm);
+    if (opt_.record_timeline) res_.timeline.push_back({clock_, total_, k, phase_});
+  }
+
+  void run_backward(int32_t k, int32_t id) {
+    const Op& op = g_.ops[id];
+    phase_ = Phase::kBackward;
+    cur_op_ = id;
+    for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s)
+      alloc(*s, g_.storages[*s].category);
+    sample(k, op.bwd_transient_bytes + op.bwd_accum_bytes);
+    const int64_t ns = kernel_ns(op.bwd, op.math16, dev_, g_.precision);
+    res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
+    res_.bwd_time_ns += ns;
+    advance(id, ns, collective_ns(op.bwd, g_.tp, dev_));
+    if (opt_.record_timeline) res_.timeline.push_back({clock_, total_, k, phase_});
+  }
+
+  void run_optimizer(int32_t k) {
+    phase_ = Phase::kOptimizer;
+    cur_op_ = -1;
+    sample(k, g_.optimizer_transient_bytes);
+    const int64_t ns = kernel_ns(g_.optimizer_cost, false, dev_, g_.precision);
+    res_.optimizer_time_ns += ns;
+    advance(-1, ns, 0);
+    if (opt_.record_timeline) res_.timeline.push_back({clock_, total_, k, phase_});
+  }
+
+  // DESIGN.md §3 activation_bytes_per_layer: storages attributed to each block, live once the
+  // forward pass has ended.
+  void end_of_forward() {
+    if (forward_done_) return;
+    forward_done_ = true;
+    res_.activation_bytes_per_block.assign(static_cast<size_t>(g_.n_blocks), 0);
+    for (size_t s = 0; s < g_.storages.size(); ++s) {
+      const Storage& st = g_.storages[s];
+      if (!live_[s] || st.block < 0 || cat_[s] != static_cast<uint8_t>(Category::kActivations))
+        continue;
+      res_.activation_bytes_per_block[st.block] += st.bytes;
+    }
+    for (int64_t b : res_.activation_bytes_per_block)
+      res_.activation_bytes_per_layer = std::max(res_.activation_bytes_per_layer, b);
+  }
+
+  void finish() {
+    Result& r = res_;
+    r.params = g_.params;
+    r.params_per_rank = g_.params_per_rank;
+    r.layers = g_.n_blocks;
+    r.weights_bytes = g_.weights_bytes;
+    r.grads_bytes = g_.grads_bytes;
+    r.optimizer_bytes = g_.optimizer_bytes;
+    r.workspace_bytes = g_.workspace_bytes;
+    r.model_flops = checked_add(r.fwd_flops, r.bwd_flops, "model_flops");
+    r.step_time_ns = clock_;
+    // DESIGN.md §3: activation peak = peak minus persistent state and workspaces at that instant.
+    const auto& b = r.peak_breakdown;
+    auto at = [&](Category c) { return b[static_cast<int>(c)]; };
+    r.activation_peak_bytes = r.peak_allocated_bytes - at(Category::kWeights) - at(Category::kGrads) -
+                              at(Category::kOptimizer) - at(Category::kWorkspace) -
+                              at(Category::kComm);
+    if (peak_op_ >= 0) {
+      const Op& op = g_.ops[peak_op_];
+      r.peak_op = (op.block >= 0 ? "block " + std::to_string(op.block) + " " : std::string()) +
+                  op.name + " " + std::string(phase_name(r.peak_phase));
+    } else {
+      r.peak_op = "optimizer step";
+    }
+    if (r.step_time_ns > 0) {
+      const double step_s = static_cast<double>(r.step_time_ns) * 1e-9;
+      const double peak = g_.precision == Precision::kFp32 ? dev_.peak_fp32_flops_per_s
+                                                           : dev_.peak_bf16_flops_per_s;
+      r.tokens_per_s = static_cast<double>(g_.tokens) / step_s;
+      r.mfu = static_cast<double>(r.model_flops) / (step_s * peak);
+      r.hfu = static_cast<double>(r.model_flops + r.recompute_flops) / (step_s * peak);
+    }
+    // Fit (DESIGN.md §3): peak + CUDA context + communicator buffers against the device's bytes.
+    r.cuda_context_bytes = dev_.cuda_context_bytes;
+    r.comm_buffer_bytes = dev_.nccl_buffer_bytes * ((g_.tp > 1 ? 1 : 0) + (g_.dp > 1 ? 1 : 0));
+    r.device_bytes = dev_.hbm_bytes;
+    r.headroom_bytes = r.device_bytes - r.peak_allocated_bytes - r.cuda_context_bytes -
+                       r.comm_buffer_bytes;
+    r.fits = r.headroom_bytes >= 0;
+  }
+
+  const Graph& g_;
+  const Schedule& sched_;
+  const Device& dev_;
+  const SimOptions& opt_;
+  Result res_;
+  std::vector<uint8_t> live_, cat_;
+  Breakdown by_cat_{};
+  int64_t total_ = 0;
+  int64_t clock_ = 0;
+  Phase phase_ = Phase::kForward;
+  int32_t cur_op_ = -1, peak_op_ = -1;
+  bool forward_done_ = false;
+};
+
+}  // namespace
+
+std::string_view category_name(Category c) {
+  switch (c) {
+    case Category::kWeights: return "weights";
+    case Category::kGrads: return "grads";
+    case Category::kOptimizer: return "optimizer";
+    case Category::kActivations: return "activations";
+    case Category::kRecomputed: return "recomputed";
+    case Category::kActGrads: return "activation_grads";
+    case Category::kCasts: return "weight_casts";
+    case Category::kTransient: return "transient";
+    case Category::kWorkspace: return "workspace";
+    case Category::kComm: return "comm";
+    case Category::kCount: break;
+  }
+  return "?";
+}
+
+std::string_view phase_name(Phase p) {
+  switch (p) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kRecompute: return "recompute";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+RecomputeMode recompute_mode(Profile p) {
+  return p == Profile::kPaper ? RecomputeMode::kReentrant : RecomputeMode::kNonReentrant;
+}
+
+Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
+                  const SimOptions& options) {
+  return Engine(graph, schedule, device, options).run();
+}
+
+Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
+                     const SimOptions& options) {
+  Schedule s = build_schedule(graph, plan, recompute_mode(graph.profile));
+  return run_engine(graph, s, device, options);
+}
+
+Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                const Strategy& strategy, const SimOptions& options) {
+  validate(device);
+  Graph g = build_graph(model, setup, device);
+  Plan plan = resolve(strategy, g.n_blocks);
+  return simulate_plan(g, plan, device, options);
+}
+
+}  // namespace sim
