@@ -95,6 +95,8 @@ class Engine {
   void sample(int32_t k, int64_t transient) {
     const int64_t live = total_ + transient;
     if (opt_.record_timeline) res_.timeline.push_back({clock_, live, k, phase_});
+    if (cur_op_ >= 0 && g_.ops[cur_op_].block >= 0)
+      res_.block_peak_bytes = std::max(res_.block_peak_bytes, live);
     if (live > res_.peak_allocated_bytes) {
       res_.peak_allocated_bytes = live;
       res_.peak_event_index = k;

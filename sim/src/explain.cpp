@@ -78,8 +78,9 @@ std::vector<PeakItem> explain_peak(const Graph& graph, const Plan& plan, const R
       it.what = "block " + std::to_string(gr.lo) + " " + it.what;
     } else {
       it.block = -1;
-      it.what = std::to_string(it.count) + " x " + it.what + ", blocks " + std::to_string(gr.lo) +
-                "-" + std::to_string(gr.hi);
+      it.what = std::to_string(it.count) + " x " + it.what +
+                (gr.lo < 0 ? ", outside the blocks and blocks 0-" : ", blocks " +
+                 std::to_string(gr.lo) + "-") + std::to_string(gr.hi);
     }
     items.push_back(std::move(it));
   }

@@ -203,7 +203,6 @@ class Scheduler {
         if (mode_ == RecomputeMode::kReentrant && consumed_outside(reg, *s)) ++uses;
         if (cached) {
           for (int32_t k = 0; k < uses; ++k) hold(*s, {Holder::kForwardUse, -1});
-          release(*s, {Holder::kSacCache, i});  // the cache hands it to the replay
         } else {
           made(*s, uses);
         }
@@ -211,6 +210,9 @@ class Scheduler {
       sampled();
       for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s)
         hold(*s, {Holder::kSavedBy, i});
+      if (cached)  // the cache hands its outputs to the replay (after they are saved again)
+        for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
+          release(*s, {Holder::kSacCache, i});
       for (const int32_t* s = g_.begin(op.inputs); s != g_.end(op.inputs); ++s)
         if (in_replay(*s)) release(*s, {Holder::kForwardUse, -1});
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) settle(*s);

@@ -40,9 +40,10 @@ Valley compute_valley(const Graph& g, const Device& device) {
   // c: a checkpoint is a block's input, what `full` keeps per block; A: a block's activations.
   v.c_bytes = r_full.activation_bytes_per_layer;
   v.a_bytes = r_none.activation_bytes_per_layer;
-  // baseline: what the peak holds besides checkpoints and one segment's activations, read off the
-  // m = n run: peak(full) = n*c + 1*A + baseline.
-  v.baseline_bytes = r_full.peak_allocated_bytes - checked_mul(n, v.c_bytes, "valley") - v.a_bytes;
+  // baseline: what the block phase holds besides checkpoints and one segment's activations, read
+  // off the m = n run: block peak(full) = n*c + 1*A + baseline. The block phase, because the
+  // step's peak may sit in the loss instead (large vocabularies), which M(m) does not model.
+  v.baseline_bytes = r_full.block_peak_bytes - checked_mul(n, v.c_bytes, "valley") - v.a_bytes;
   v.sqrt_n = std::llround(std::sqrt(static_cast<double>(n)));
   int64_t best_model = INT64_MAX, best_sim = INT64_MAX;
   for (int64_t m = 1; m <= n; ++m) {
@@ -55,6 +56,7 @@ Valley compute_valley(const Graph& g, const Device& device) {
                                 v.baseline_bytes, "valley");
     const Result r = m == n ? r_full : simulate_plan(g, plan_for(m), device);
     p.simulated_bytes = r.peak_allocated_bytes;
+    p.simulated_block_bytes = r.block_peak_bytes;
     p.step_time_ns = r.step_time_ns;
     p.recompute_flops = r.recompute_flops;
     if (p.model_bytes < best_model) best_model = p.model_bytes, v.m_star = m;

@@ -57,6 +57,7 @@ struct Result {
   std::string peak_op;             // name of the op running at the peak ("block 3 fc1 backward")
   Breakdown peak_breakdown{};      // by category at the peak
   int64_t activation_peak_bytes = 0;
+  int64_t block_peak_bytes = 0;    // highest sample while a block's op runs (not embedding/head)
   int64_t activation_bytes_per_layer = 0;          // max over blocks
   std::vector<int64_t> activation_bytes_per_block; // live at the end of forward, per block
   int64_t baseline_bytes = 0;      // weights + grads (persistent) + optimizer before the step

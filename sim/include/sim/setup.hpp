@@ -19,7 +19,7 @@ enum class AllocatorKind : uint8_t { kExact, kCaching, kCachingExpandable };
 
 struct TrainSetup {
   int64_t micro_batch = 1;    // b
-  int64_t seq = 2048;         // s
+  int64_t seq = 1024;         // s (the CLI default)
   Profile profile = Profile::kPytorch;
   std::optional<Precision> precision;    // unset: the profile's default (pytorch bf16-amp, paper bf16-mixed)
   AttentionKind attention = AttentionKind::kStandard;

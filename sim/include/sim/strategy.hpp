@@ -27,6 +27,7 @@ struct Clause {
   int64_t first = 0;
   int64_t last = 0;
   int64_t group = 1;  // seg@a-b/k: groups of k blocks
+  friend bool operator==(const Clause&, const Clause&) = default;
 };
 
 struct Strategy {

@@ -15,6 +15,7 @@ struct ValleyPoint {
   double chen_units = 0;        // Chen et al.: m + n/m, in units of one block's activations
   int64_t model_bytes = 0;      // M(m) = m*c + ceil(n/m)*A + baseline
   int64_t simulated_bytes = 0;  // peak of the simulated plan with m segments
+  int64_t simulated_block_bytes = 0;  // its peak while block ops run (what M(m) models)
   int64_t step_time_ns = 0;     // simulated step time of that plan
   int64_t recompute_flops = 0;
 };
@@ -23,7 +24,7 @@ struct Valley {
   int64_t n = 0;              // blocks
   int64_t c_bytes = 0;        // one checkpoint: a block's input (from the `full` run)
   int64_t a_bytes = 0;        // one block's activations (from the `none` run)
-  int64_t baseline_bytes = 0; // peak(full) - n*c - A
+  int64_t baseline_bytes = 0; // block-phase peak(full) - n*c - A
   int64_t m_star = 0;         // argmin of M(m) over 1..n
   int64_t m_star_simulated = 0;  // argmin of the simulated peaks
   int64_t sqrt_n = 0;         // round(sqrt(n)), the argmin of Chen's curve

@@ -1,0 +1,96 @@
+// Hand-built configs for core tests, so sim tests depend on nothing but sim. The figures are the
+// published ones (REFERENCE.md); the shipped JSON files are tested separately in test_load.cpp.
+#pragma once
+
+#include "sim/simulate.hpp"
+
+namespace fixtures {
+
+// Korthikanti et al. 2022 Table 5 / worked value: a=96, h=12288, L=96, s=2048, v=51200.
+inline sim::ModelConfig gpt3_175b() {
+  sim::ModelConfig m;
+  m.name = m.source = "gpt3-175b";
+  m.family = "megatron-gpt";
+  m.layers = 96;
+  m.hidden = 12288;
+  m.heads = m.kv_heads = 96;
+  m.head_dim = 128;
+  m.ffn_hidden = 4 * 12288;
+  m.vocab = 51200;
+  m.max_positions = 2048;
+  m.attn_dropout = m.hidden_dropout = m.embd_dropout = 0.1;
+  return m;
+}
+
+inline sim::ModelConfig gpt2_small() {
+  sim::ModelConfig m;
+  m.name = m.source = "gpt2-small";
+  m.family = "gpt2";
+  m.layers = 12;
+  m.hidden = 768;
+  m.heads = m.kv_heads = 12;
+  m.head_dim = 64;
+  m.ffn_hidden = 3072;
+  m.vocab = 50257;
+  m.max_positions = 1024;
+  m.attn_dropout = m.hidden_dropout = m.embd_dropout = 0.1;
+  return m;
+}
+
+// A small Llama-style model: GQA, SwiGLU, RMSNorm, rotary, untied.
+inline sim::ModelConfig tiny_llama() {
+  sim::ModelConfig m;
+  m.name = m.source = "tiny-llama";
+  m.family = "llama";
+  m.layers = 4;
+  m.hidden = 256;
+  m.heads = 8;
+  m.kv_heads = 2;
+  m.head_dim = 32;
+  m.ffn_hidden = 688;
+  m.vocab = 1000;
+  m.max_positions = 2048;
+  m.mlp = sim::MlpKind::kSwiglu;
+  m.norm = sim::NormKind::kRmsNorm;
+  m.positions = sim::PosEmbedding::kRope;
+  m.tied_embeddings = false;
+  m.qkv_bias = m.linear_bias = m.norm_bias = false;
+  return m;
+}
+
+// H100 SXM figures of REFERENCE.md.
+inline sim::Device h100() {
+  sim::Device d;
+  d.name = d.source = "h100-test";
+  d.sm_arch = 90;
+  d.hbm_bytes = 81559LL * 1024 * 1024;
+  d.cuda_context_bytes = 500LL * 1024 * 1024;
+  d.nccl_buffer_bytes = 0;
+  d.cublas_workspace_bytes = 32LL * 1024 * 1024;
+  d.peak_bf16_flops_per_s = 989e12;
+  d.peak_tf32_flops_per_s = 495e12;
+  d.peak_fp32_flops_per_s = 67e12;
+  d.hbm_bytes_per_s = 3.35e12;
+  d.host_link_bytes_per_s = 50e9;
+  d.nvlink_bytes_per_s = 450e9;
+  d.compute_efficiency = 0.8;
+  d.memory_efficiency = 0.9;
+  d.launch_overhead_ns = 3000;
+  return d;
+}
+
+inline sim::TrainSetup paper(int64_t t, bool sp) {
+  sim::TrainSetup s;
+  s.profile = sim::Profile::kPaper;
+  s.micro_batch = 1;
+  s.seq = 2048;
+  s.tp = t;
+  s.sp = sp;
+  return s;
+}
+
+inline sim::Result run(const sim::ModelConfig& m, const sim::TrainSetup& s, const char* strategy) {
+  return sim::simulate(m, s, h100(), sim::parse_strategy(strategy));
+}
+
+}  // namespace fixtures
