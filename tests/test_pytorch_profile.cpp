@@ -35,7 +35,7 @@ TEST_CASE("GPT block, bf16-mixed: 34sbh + 5as^2b + 16sb per layer (the paper's p
   CHECK(r.activation_bytes_per_layer == 34 * s * b * h + 5 * a * s * s * b + 16 * s * b);
 }
 
-TEST_CASE("GPT block without dropout, bf16-amp: masks gone, 35sbh + 6as^2b + 16sb") {
+TEST_CASE("GPT block without dropout, bf16-amp: masks gone, 36sbh + 6as^2b + 16sb") {
   const int64_t b = 2, s = 256, h = 768, a = 12;
   TrainSetup t = setup(b, s, Precision::kBf16Amp);
   t.dropout = 0.0;

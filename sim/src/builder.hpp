@@ -3,7 +3,10 @@
 // persistent state) and graph_blocks.cpp (the op lists of docs/memory-model.md).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
 #include <vector>
 
 #include "sim/graph.hpp"
@@ -26,6 +29,35 @@ struct Tensor {
   int32_t param_index = -1;
 };
 
+// A fixed-capacity vector kept inline: ops have at most a handful of inputs, outputs and saves,
+// and building a 175B graph must not spend its time in malloc (bench/bench_engine.cpp).
+template <typename T, int N>
+class SmallVec {
+ public:
+  SmallVec() = default;
+  SmallVec(std::initializer_list<T> v) {
+    for (const T& x : v) push_back(x);
+  }
+  void push_back(const T& x) {
+    if (n_ == N) throw std::logic_error("SmallVec capacity exceeded");
+    a_[n_++] = x;
+  }
+  void clear() { n_ = 0; }
+  int size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T* begin() { return a_.data(); }
+  T* end() { return a_.data() + n_; }
+  const T* begin() const { return a_.data(); }
+  const T* end() const { return a_.data() + n_; }
+  T& operator[](int i) { return a_[i]; }
+  const T& operator[](int i) const { return a_[i]; }
+  T& back() { return a_[n_ - 1]; }
+
+ private:
+  std::array<T, N> a_{};
+  int n_ = 0;
+};
+
 struct InputUse {
   int32_t tensor = -1;
   GradRule rule = GradRule::kNew;
@@ -35,9 +67,9 @@ struct InputUse {
 struct OpDraft {
   Op op;
   bool root = false;             // the loss: its backward runs with an implicit unit gradient
-  std::vector<InputUse> inputs;
-  std::vector<int32_t> outputs;  // tensors; new storages are allocated, views are not
-  std::vector<int32_t> saves;    // tensors
+  SmallVec<InputUse, 6> inputs;
+  SmallVec<int32_t, 4> outputs;  // tensors; new storages are allocated, views are not
+  SmallVec<int32_t, 6> saves;    // tensors
   bool fused_wgrad = false;      // Megatron gradient-accumulation fusion writes into main_grad
 };
 
@@ -86,6 +118,13 @@ class Builder {
   bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
   bool ignore_transients = false; // paper profile
 
+  // Capacity for about `ops` ops (and their tensors and storages).
+  void reserve(size_t ops) {
+    drafts_.reserve(ops);
+    tensors_.reserve(ops * 2);
+    persistent_.reserve(ops * 2);
+    g_.storages.reserve(ops * 4);
+  }
   // Use counts, attribution, the backward pass; fills the Graph. Call once.
   void finalize();
 

@@ -83,10 +83,10 @@ int32_t Builder::add_op(OpDraft draft) {
 
 namespace {
 
-// Appends distinct values to g.idx and returns their range.
-IdxRange push_distinct(Graph& g, std::vector<int32_t> v) {
+// Appends distinct values to g.idx, ascending, and returns their range.
+template <typename V>
+IdxRange push_sorted(Graph& g, V v) {
   std::sort(v.begin(), v.end());
-  v.erase(std::unique(v.begin(), v.end()), v.end());
   IdxRange r{static_cast<int32_t>(g.idx.size()), static_cast<int32_t>(v.size())};
   g.idx.insert(g.idx.end(), v.begin(), v.end());
   return r;
@@ -97,29 +97,33 @@ IdxRange push_distinct(Graph& g, std::vector<int32_t> v) {
 void Builder::finalize() {
   const int32_t n_ops = static_cast<int32_t>(drafts_.size());
   const size_t n_st = g_.storages.size();
-  std::vector<std::vector<int32_t>> in_st(n_ops), out_st(n_ops), save_st(n_ops);
+  using Ids = SmallVec<int32_t, 8>;
+  std::vector<Ids> in_st(n_ops), out_st(n_ops), save_st(n_ops), allocs(n_ops), frees(n_ops);
   std::vector<int32_t> first_consumer(n_st, -1);
   g_.initial_uses.assign(n_st, 0);
+  auto add_distinct = [](Ids& v, int32_t x) {
+    for (int32_t y : v)
+      if (y == x) return;
+    v.push_back(x);
+  };
 
   for (int32_t i = 0; i < n_ops; ++i) {
     const OpDraft& d = drafts_[i];
     for (const InputUse& u : d.inputs) {
       int32_t s = tensors_[u.tensor].storage;
-      if (!persistent_[s]) in_st[i].push_back(s);
+      if (!persistent_[s]) add_distinct(in_st[i], s);
     }
-    std::sort(in_st[i].begin(), in_st[i].end());
-    in_st[i].erase(std::unique(in_st[i].begin(), in_st[i].end()), in_st[i].end());
     for (int32_t s : in_st[i]) {
       ++g_.initial_uses[s];
       if (first_consumer[s] < 0) first_consumer[s] = i;
     }
     for (int32_t t : d.outputs) {
       int32_t s = tensors_[t].storage;
-      if (g_.storages[s].producer == i) out_st[i].push_back(s);
+      if (g_.storages[s].producer == i) add_distinct(out_st[i], s);
     }
     for (int32_t t : d.saves) {
       int32_t s = tensors_[t].storage;
-      if (!persistent_[s]) save_st[i].push_back(s);
+      if (!persistent_[s]) add_distinct(save_st[i], s);
     }
   }
   // Attribution (DESIGN.md §3 activation_bytes_per_layer): the block of a storage's first
@@ -134,9 +138,9 @@ void Builder::finalize() {
   // buffer to both inputs) and freed when the last such slot has been consumed by its producer.
   std::vector<int32_t> slot(tensors_.size(), -1);
   std::vector<int32_t> gref(n_st, 0);
-  std::vector<std::vector<int32_t>> allocs(n_ops), frees(n_ops);
   std::vector<int64_t> accum(n_ops, 0);
   std::vector<bool> has_bwd(n_ops, false);
+  g_.storages.reserve(n_st + static_cast<size_t>(n_ops) * 2);
   auto new_grad = [&](int32_t op, int64_t bytes, DType dt, Category cat, const char* role) {
     Storage s;
     s.bytes = bytes;
@@ -205,16 +209,17 @@ void Builder::finalize() {
 
   g_.ops.clear();
   g_.ops.reserve(n_ops);
+  g_.idx.reserve(static_cast<size_t>(n_ops) * 8);
   for (int32_t i = 0; i < n_ops; ++i) {
     Op op = drafts_[i].op;
     op.has_backward = has_bwd[i];
     // An op autograd does not record saves nothing (no node holds the tensors).
     if (!has_bwd[i]) save_st[i].clear();
-    op.inputs = push_distinct(g_, in_st[i]);
-    op.outputs = push_distinct(g_, out_st[i]);
-    op.saves = push_distinct(g_, save_st[i]);
-    op.bwd_allocs = push_distinct(g_, allocs[i]);
-    op.bwd_frees = push_distinct(g_, frees[i]);
+    op.inputs = push_sorted(g_, in_st[i]);
+    op.outputs = push_sorted(g_, out_st[i]);
+    op.saves = push_sorted(g_, save_st[i]);
+    op.bwd_allocs = push_sorted(g_, allocs[i]);
+    op.bwd_frees = push_sorted(g_, frees[i]);
     op.bwd_accum_bytes = ignore_transients ? 0 : accum[i];
     // Bytes moved (DESIGN.md §5): forward reads its inputs and writes its outputs; backward
     // reads gradients of outputs and saved tensors and writes gradients of inputs.
@@ -409,6 +414,7 @@ Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Devic
   g.dp = setup.dp;
   Dims dm = make_dims(model, setup);
   Builder bld(g);
+  bld.reserve(static_cast<size_t>(model.layers) * 48 + 64);
   bld.persistent_grads = g.precision == Precision::kBf16Mixed || setup.zero >= 2;
   bld.ignore_transients = dm.paper;
   int32_t table = -1;

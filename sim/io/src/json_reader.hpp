@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -65,9 +66,9 @@ inline Json parse_json_object(std::string_view text, std::string_view source) {
                                std::to_string(column) + ": " + reason);
   }
   if (!doc.is_object())
-    throw sim::ConfigError(std::string(source), std::string(kDocumentField),
-                           std::string("expected a JSON object at the top level, got ") +
-                               doc.type_name());
+    throw sim::ConfigError(
+        std::string(source), std::string(kDocumentField),
+        std::string("expected a JSON object at the top level, got ") + doc.type_name());
   return doc;
 }
 

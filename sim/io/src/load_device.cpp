@@ -21,12 +21,14 @@ using detail::ObjectReader;
 constexpr std::string_view kDeviceFormat = "actsim-device-v1";
 
 // The numeric fields, each of which needs a provenance line.
+// clang-format off
 constexpr std::string_view kIntegerFields[] = {
     "sm_arch", "hbm_bytes", "cuda_context_bytes", "nccl_buffer_bytes", "cublas_workspace_bytes",
     "launch_overhead_ns"};
 constexpr std::string_view kRealFields[] = {
     "peak_bf16_flops_per_s", "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
-    "host_link_bytes_per_s", "nvlink_bytes_per_s",   "compute_efficiency",    "memory_efficiency"};
+    "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency", "memory_efficiency"};
+// clang-format on
 
 bool is_numeric_field(std::string_view key) {
   return std::find(std::begin(kIntegerFields), std::end(kIntegerFields), key) !=
@@ -42,11 +44,13 @@ void check_provenance(const ObjectReader& in) {
   const detail::Json& table = in.json().at("provenance");
   if (!table.is_object())
     in.fail("provenance", std::string("expected an object mapping each numeric field to its "
-                                      "source, got ") + table.type_name());
+                                      "source, got ") +
+                              table.type_name());
   for (const auto& [key, value] : table.items()) {
     const std::string field = "provenance." + key;
     if (!is_numeric_field(key)) in.fail(field, "not a numeric field of the device");
-    if (!value.is_string()) in.fail(field, std::string("expected a string, got ") + value.type_name());
+    if (!value.is_string())
+      in.fail(field, std::string("expected a string, got ") + value.type_name());
     if (value.get_ref<const std::string&>().empty()) in.fail(field, "must not be empty");
   }
   auto require = [&](std::string_view key) {
@@ -69,8 +73,8 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
                      "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency",
                      "memory_efficiency", "launch_overhead_ns", "provenance"});
   if (const std::string format = in.string("format"); format != kDeviceFormat)
-    in.fail("format", "unknown format \"" + format + "\"; expected \"" +
-                          std::string(kDeviceFormat) + "\"");
+    in.fail("format",
+            "unknown format \"" + format + "\"; expected \"" + std::string(kDeviceFormat) + "\"");
 
   sim::Device d;
   d.name = std::string(name);
@@ -79,8 +83,8 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
   if (d.label.empty()) in.fail("label", "must not be empty");
   const int64_t sm_arch = in.integer("sm_arch");
   if (sm_arch <= 0 || sm_arch > std::numeric_limits<int>::max())
-    in.fail("sm_arch", "must be a positive compute capability x10 (80, 90), got " +
-                           std::to_string(sm_arch));
+    in.fail("sm_arch",
+            "must be a positive compute capability x10 (80, 90), got " + std::to_string(sm_arch));
   d.sm_arch = static_cast<int>(sm_arch);
   d.hbm_bytes = in.integer("hbm_bytes");
   d.cuda_context_bytes = in.integer("cuda_context_bytes");

@@ -23,42 +23,41 @@ constexpr std::string_view kParallel = "parallel residual";
 constexpr std::string_view kQkNorm = "per-head q/k norms";
 constexpr std::string_view kGemma = "GeGLU and scaled embeddings";
 
+// Known model types with a feature actsim does not model yet, as space-separated lists. Any
+// type neither here nor allowed below is refused too ("model_type <x>"); this table only makes
+// the reason precise.
 struct Refusal {
-  std::string_view model_type;
   std::string_view feature;
+  std::string_view model_types;
+};
+constexpr Refusal kRefused[] = {
+    {kEncoderDecoder,
+     "t5 mt5 umt5 longt5 bart mbart pegasus pegasus_x marian whisper led blenderbot "
+     "blenderbot-small m2m_100 fsmt prophetnet plbart bigbird_pegasus encoder-decoder "
+     "speech-encoder-decoder seamless_m4t"},
+    {kMoe,
+     "mixtral qwen2_moe qwen3_moe deepseek_v2 deepseek_v3 dbrx jamba olmoe granitemoe "
+     "granitemoeshared phimoe jetmoe gpt_oss minimax switch_transformers nllb-moe llama4"},
+    {kVision,
+     "vit clip clip_vision_model siglip siglip2 siglip_vision_model llava llava_next "
+     "llava_onevision idefics idefics2 idefics3 blip blip-2 instructblip paligemma qwen2_vl "
+     "qwen2_5_vl mllama pixtral chameleon fuyu kosmos-2 deit swin beit dinov2 convnext sam "
+     "owlvit git vision-encoder-decoder"},
+    {kParallel, "gpt_neox gpt_neox_japanese gptj falcon phi codegen cohere"},
+    {kQkNorm, "qwen3 olmo2"},
+    {kGemma, "gemma gemma2 gemma3 gemma3_text recurrent_gemma"},
 };
 
-// Known model types with a feature actsim does not model yet. Any type not here and not
-// allowed below is refused too ("model_type <x>"); this table only makes the reason precise.
-constexpr Refusal kRefused[] = {
-    {"t5", kEncoderDecoder}, {"mt5", kEncoderDecoder}, {"umt5", kEncoderDecoder},
-    {"longt5", kEncoderDecoder}, {"bart", kEncoderDecoder}, {"mbart", kEncoderDecoder},
-    {"pegasus", kEncoderDecoder}, {"pegasus_x", kEncoderDecoder}, {"marian", kEncoderDecoder},
-    {"whisper", kEncoderDecoder}, {"led", kEncoderDecoder}, {"blenderbot", kEncoderDecoder},
-    {"blenderbot-small", kEncoderDecoder}, {"m2m_100", kEncoderDecoder},
-    {"fsmt", kEncoderDecoder}, {"prophetnet", kEncoderDecoder}, {"plbart", kEncoderDecoder},
-    {"bigbird_pegasus", kEncoderDecoder}, {"encoder-decoder", kEncoderDecoder},
-    {"speech-encoder-decoder", kEncoderDecoder}, {"seamless_m4t", kEncoderDecoder},
-    {"mixtral", kMoe}, {"qwen2_moe", kMoe}, {"qwen3_moe", kMoe}, {"deepseek_v2", kMoe},
-    {"deepseek_v3", kMoe}, {"dbrx", kMoe}, {"jamba", kMoe}, {"olmoe", kMoe},
-    {"granitemoe", kMoe}, {"granitemoeshared", kMoe}, {"phimoe", kMoe}, {"jetmoe", kMoe},
-    {"gpt_oss", kMoe}, {"minimax", kMoe}, {"switch_transformers", kMoe}, {"nllb-moe", kMoe},
-    {"llama4", kMoe},
-    {"vit", kVision}, {"clip", kVision}, {"clip_vision_model", kVision}, {"siglip", kVision},
-    {"siglip2", kVision}, {"siglip_vision_model", kVision}, {"llava", kVision},
-    {"llava_next", kVision}, {"llava_onevision", kVision}, {"idefics", kVision},
-    {"idefics2", kVision}, {"idefics3", kVision}, {"blip", kVision}, {"blip-2", kVision},
-    {"instructblip", kVision}, {"paligemma", kVision}, {"qwen2_vl", kVision},
-    {"qwen2_5_vl", kVision}, {"mllama", kVision}, {"pixtral", kVision}, {"chameleon", kVision},
-    {"fuyu", kVision}, {"kosmos-2", kVision}, {"deit", kVision}, {"swin", kVision},
-    {"beit", kVision}, {"dinov2", kVision}, {"convnext", kVision}, {"sam", kVision},
-    {"owlvit", kVision}, {"git", kVision}, {"vision-encoder-decoder", kVision},
-    {"gpt_neox", kParallel}, {"gpt_neox_japanese", kParallel}, {"gptj", kParallel},
-    {"falcon", kParallel}, {"phi", kParallel}, {"codegen", kParallel}, {"cohere", kParallel},
-    {"qwen3", kQkNorm}, {"olmo2", kQkNorm},
-    {"gemma", kGemma}, {"gemma2", kGemma}, {"gemma3", kGemma}, {"gemma3_text", kGemma},
-    {"recurrent_gemma", kGemma},
-};
+// Whether the space-separated `list` contains `word`.
+bool lists(std::string_view list, std::string_view word) {
+  while (!list.empty()) {
+    const size_t space = list.find(' ');
+    if (list.substr(0, space) == word) return true;
+    if (space == std::string_view::npos) break;
+    list.remove_prefix(space + 1);
+  }
+  return false;
+}
 
 // Keys that count routed experts; more than one expert is MoE whatever the model_type says.
 constexpr std::string_view kExpertKeys[] = {"num_local_experts", "num_experts", "n_routed_experts"};
@@ -163,9 +162,9 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type) {
     in.fail("num_key_value_heads", "num_attention_heads (" + std::to_string(m.heads) +
                                        ") must be a multiple of num_key_value_heads (" +
                                        std::to_string(m.kv_heads) + ")");
-  m.head_dim = in.has("head_dim") ? size(in, "head_dim")
-                                  : head_dim(in, m.hidden, m.heads, "hidden_size",
-                                             "num_attention_heads");
+  m.head_dim = in.has("head_dim")
+                   ? size(in, "head_dim")
+                   : head_dim(in, m.hidden, m.heads, "hidden_size", "num_attention_heads");
   m.ffn_hidden = size(in, "intermediate_size");
   m.vocab = size(in, "vocab_size");
   m.max_positions = size(in, "max_position_embeddings");
@@ -232,8 +231,10 @@ sim::ModelConfig model_from_hf(const ObjectReader& in) {
             "missing: a HuggingFace config.json names its model_type (an actsim model file "
             "starts with \"format\": \"actsim-model-v1\")");
   const std::string type = in.string("model_type");
+  if (type.empty()) in.fail("model_type", "must not be empty");
   for (const Refusal& r : kRefused)
-    if (r.model_type == type) refuse(in, "model_type", std::string(r.feature) + " (" + type + ")");
+    if (lists(r.model_types, type))
+      refuse(in, "model_type", std::string(r.feature) + " (" + type + ")");
   if (in.boolean_or("is_encoder_decoder", false))
     refuse(in, "is_encoder_decoder", std::string(kEncoderDecoder) + " (" + type + ")");
   for (std::string_view key : kExpertKeys) {

@@ -48,14 +48,16 @@ constexpr Choice<sim::PosEmbedding> kPositions[] = {{"learned", sim::PosEmbeddin
 // and wrong types are errors. Defaults: kv_heads = heads, head_dim = hidden / heads,
 // ffn_hidden = 4 hidden, type_vocab = 0, and ModelConfig's own defaults for the rest.
 sim::ModelConfig model_from_actsim(const ObjectReader& in) {
+  // clang-format off
   in.reject_unknown({"format", "description", "provenance", "family", "layers", "hidden", "heads",
                      "kv_heads", "head_dim", "ffn_hidden", "vocab", "max_positions", "type_vocab",
                      "mlp", "norm", "positions", "post_norm", "causal", "tied_embeddings",
                      "qkv_bias", "linear_bias", "norm_bias", "attn_dropout", "hidden_dropout",
                      "embd_dropout"});
+  // clang-format on
   if (const std::string format = in.string("format"); format != kModelFormat)
-    in.fail("format", "unknown format \"" + format + "\"; expected \"" +
-                          std::string(kModelFormat) + "\"");
+    in.fail("format",
+            "unknown format \"" + format + "\"; expected \"" + std::string(kModelFormat) + "\"");
   (void)in.opt_string("description");  // documentation only, but must be a string
   (void)in.opt_string("provenance");
 
@@ -124,9 +126,9 @@ sim::ModelConfig parse_model(std::string_view json_text, std::string_view name,
                              std::string_view source) {
   const detail::Json doc = detail::parse_json_object(json_text, source);
   const bool actsim_format = doc.contains("format");
-  const ObjectReader in(doc, std::string(source),
-                        actsim_format ? ObjectReader::Nulls::kStrict
-                                      : ObjectReader::Nulls::kNullIsAbsent);
+  const ObjectReader in(
+      doc, std::string(source),
+      actsim_format ? ObjectReader::Nulls::kStrict : ObjectReader::Nulls::kNullIsAbsent);
   sim::ModelConfig m = actsim_format ? model_from_actsim(in) : detail::model_from_hf(in);
   m.name = std::string(name);
   m.source = std::string(source);

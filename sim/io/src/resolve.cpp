@@ -36,8 +36,7 @@ std::string read_file(const fs::path& path, std::string_view field) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   if (in) text << in.rdbuf();
-  if (!in || in.bad())
-    throw sim::ConfigError(where, std::string(field), "cannot be read");
+  if (!in || in.bad()) throw sim::ConfigError(where, std::string(field), "cannot be read");
   return text.str();
 }
 
@@ -71,16 +70,17 @@ fs::path resolve(std::string_view name_or_path, const std::vector<fs::path>& dir
   }
   std::string searched;
   for (const fs::path& dir : dirs)
-    searched += (searched.empty() ? "" : ", ") + (subfolder.empty() ? dir : dir / subfolder).string();
+    searched +=
+        (searched.empty() ? "" : ", ") + (subfolder.empty() ? dir : dir / subfolder).string();
   std::string known;
   for (const CatalogEntry& e : list_in(dirs, subfolder))
     known += (known.empty() ? "" : ", ") + e.name;
-  throw sim::ConfigError(
-      std::string(name_or_path), std::string(field),
-      "no " + std::string(field) + " of that name; searched " +
-          (searched.empty() ? "no folders (set ACTSIM_MODELS)" : searched) + "; known " +
-          std::string(field) + "s: " + (known.empty() ? "none" : known) +
-          " (or give a path to a .json file)");
+  throw sim::ConfigError(std::string(name_or_path), std::string(field),
+                         "no " + std::string(field) + " of that name; searched " +
+                             (searched.empty() ? "no folders (set ACTSIM_MODELS)" : searched) +
+                             "; known " + std::string(field) +
+                             "s: " + (known.empty() ? "none" : known) +
+                             " (or give a path to a .json file)");
 }
 
 }  // namespace
