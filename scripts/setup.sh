@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what actsim needs on Debian 12 (only what is missing) and configures + builds it.
+# Safe to run again. Usage: scripts/setup.sh [build-dir] [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The one apt line of shared TOOLCHAIN.md: compilers, CMake/Ninja, the libraries, the GUI
+# stack, Xvfb and Mesa for headless screenshots, clang's fuzzer/sanitizer runtimes, and Debian's
+# PyTorch for the saved-tensor census.
+packages=(build-essential cmake ninja-build pkg-config
+  libcli11-dev libfmt-dev doctest-dev nlohmann-json3-dev libbenchmark-dev
+  libimgui-dev libstb-dev libglfw3-dev libgl-dev libgl1-mesa-dri xvfb xauth
+  clang libclang-rt-14-dev python3 python3-torch)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo_cmd=(sudo)
+  fi
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${1:-build}
+shift || true
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build "$build" -j "$(nproc)"
