@@ -64,6 +64,7 @@ inline sim::Device h100() {
   d.name = d.source = "h100-test";
   d.sm_arch = 90;
   d.hbm_bytes = 81559LL * 1024 * 1024;
+  d.driver_reserved_bytes = 477LL * 1024 * 1024;
   d.cuda_context_bytes = 500LL * 1024 * 1024;
   d.nccl_buffer_bytes = 0;
   d.cublas_workspace_bytes = 32LL * 1024 * 1024;

@@ -732,6 +732,7 @@ TEST_SUITE("load: HuggingFace errors") {
 TEST_SUITE("load: device errors") {
   const char* const kNumeric[] = {"sm_arch",
                                   "hbm_bytes",
+                                  "driver_reserved_bytes",
                                   "cuda_context_bytes",
                                   "nccl_buffer_bytes",
                                   "cublas_workspace_bytes",
@@ -758,6 +759,7 @@ TEST_SUITE("load: device errors") {
                                 {"label", "\"Test GPU\""},
                                 {"sm_arch", "90"},
                                 {"hbm_bytes", "1000000"},
+                                {"driver_reserved_bytes", "0"},
                                 {"cuda_context_bytes", "0"},
                                 {"nccl_buffer_bytes", "0"},
                                 {"cublas_workspace_bytes", "0"},

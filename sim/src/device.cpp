@@ -22,6 +22,8 @@ void validate(const Device& d) {
   if (d.launch_overhead_ns < 0) throw ConfigError(d.source, "launch_overhead_ns", "must be >= 0");
   if (d.cublas_workspace_bytes < 0)
     throw ConfigError(d.source, "cublas_workspace_bytes", "must be >= 0");
+  if (d.driver_reserved_bytes < 0 || d.driver_reserved_bytes >= d.hbm_bytes)
+    throw ConfigError(d.source, "driver_reserved_bytes", "must be >= 0 and below hbm_bytes");
   if (d.cuda_context_bytes < 0) throw ConfigError(d.source, "cuda_context_bytes", "must be >= 0");
   if (d.nccl_buffer_bytes < 0) throw ConfigError(d.source, "nccl_buffer_bytes", "must be >= 0");
 }

@@ -215,10 +215,11 @@ class Engine {
       r.mfu = static_cast<double>(r.model_flops) / (step_s * peak);
       r.hfu = static_cast<double>(r.model_flops + r.recompute_flops) / (step_s * peak);
     }
-    // Fit (DESIGN.md §3): peak + CUDA context + communicator buffers against the device's bytes.
+    // Fit (DESIGN.md §3): peak + CUDA context + communicator buffers against the bytes CUDA
+    // offers (the nvidia-smi total less the driver's reservation).
     r.cuda_context_bytes = dev_.cuda_context_bytes;
     r.comm_buffer_bytes = dev_.nccl_buffer_bytes * ((g_.tp > 1 ? 1 : 0) + (g_.dp > 1 ? 1 : 0));
-    r.device_bytes = dev_.hbm_bytes;
+    r.device_bytes = dev_.hbm_bytes - dev_.driver_reserved_bytes;
     r.headroom_bytes = r.device_bytes - r.peak_allocated_bytes - r.cuda_context_bytes -
                        r.comm_buffer_bytes;
     r.fits = r.headroom_bytes >= 0;

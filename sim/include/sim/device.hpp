@@ -13,7 +13,8 @@ struct Device {
   std::string label;   // human name ("NVIDIA H100 SXM5 80GB HBM3")
   int sm_arch = 90;    // compute capability x10: 80 (A100), 90 (H100, H200)
 
-  int64_t hbm_bytes = 0;           // total device memory as the driver reports it (exact bytes)
+  int64_t hbm_bytes = 0;           // total device memory as nvidia-smi reports it (exact bytes)
+  int64_t driver_reserved_bytes = 0;  // of hbm_bytes, what CUDA never offers (cudaMemGetInfo total)
   int64_t cuda_context_bytes = 0;  // memory the CUDA context takes outside PyTorch's allocator
   int64_t nccl_buffer_bytes = 0;   // per communicator, outside PyTorch's allocator (tp/dp > 1)
   int64_t cublas_workspace_bytes = 0;  // per (handle, stream), through the allocator

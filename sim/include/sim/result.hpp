@@ -92,7 +92,7 @@ struct Result {
   // Fit.
   int64_t cuda_context_bytes = 0;
   int64_t comm_buffer_bytes = 0;
-  int64_t device_bytes = 0;
+  int64_t device_bytes = 0;       // what CUDA offers: hbm_bytes - driver_reserved_bytes
   int64_t headroom_bytes = 0;     // device - (peak + context + comm buffers); negative if not
   bool fits = false;
 

@@ -23,7 +23,7 @@ constexpr std::string_view kDeviceFormat = "actsim-device-v1";
 // The numeric fields, each of which needs a provenance line.
 // clang-format off
 constexpr std::string_view kIntegerFields[] = {
-    "sm_arch", "hbm_bytes", "cuda_context_bytes", "nccl_buffer_bytes", "cublas_workspace_bytes",
+    "sm_arch", "hbm_bytes", "driver_reserved_bytes", "cuda_context_bytes", "nccl_buffer_bytes", "cublas_workspace_bytes",
     "launch_overhead_ns"};
 constexpr std::string_view kRealFields[] = {
     "peak_bf16_flops_per_s", "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
@@ -67,7 +67,8 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
                          std::string_view source) {
   const detail::Json doc = detail::parse_json_object(json_text, source);
   const ObjectReader in(doc, std::string(source), ObjectReader::Nulls::kStrict);
-  in.reject_unknown({"format", "label", "sm_arch", "hbm_bytes", "cuda_context_bytes",
+  in.reject_unknown({"format", "label", "sm_arch", "hbm_bytes", "driver_reserved_bytes",
+                     "cuda_context_bytes",
                      "nccl_buffer_bytes", "cublas_workspace_bytes", "peak_bf16_flops_per_s",
                      "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
                      "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency",
@@ -87,6 +88,7 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
             "must be a positive compute capability x10 (80, 90), got " + std::to_string(sm_arch));
   d.sm_arch = static_cast<int>(sm_arch);
   d.hbm_bytes = in.integer("hbm_bytes");
+  d.driver_reserved_bytes = in.integer("driver_reserved_bytes");
   d.cuda_context_bytes = in.integer("cuda_context_bytes");
   d.nccl_buffer_bytes = in.integer("nccl_buffer_bytes");
   d.cublas_workspace_bytes = in.integer("cublas_workspace_bytes");
