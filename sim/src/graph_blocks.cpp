@@ -85,7 +85,7 @@ class Ops {
     const bool col = tp == Tp::kColumn, row = tp == Tp::kRow;
     const int64_t numel_w = mul(in_f, out_f) + (bias && shared_param < 0 ? out_f : 0);
     int32_t w = weight(numel_w, name, shared_param);
-    int32_t xin = to_half(x, "input cast", "linear input (16-bit cast)");
+    int32_t xin = to_half(x, "input cast", "linear input cast");
     const DType dt = dm_.amp ? dm_.half_dt : b_.tensor(xin).dtype;
     const int64_t e = bytes_of(dt);
     // Tokens the matmul runs on: TP regions see the whole sequence (gathered under SP); a
@@ -191,7 +191,7 @@ class Ops {
   int32_t layer_norm(int32_t x, const char* name) {
     const int64_t n = numel_of(b_.tensor(x)) / dm_.h;
     int32_t w = b_.param(dm_.model->norm_bias ? 2 * dm_.h : dm_.h, dm_.param_dt, name);
-    int32_t xin = dm_.amp ? cast(x, DType::kF32, "norm input cast", "norm input (fp32 cast)") : x;
+    int32_t xin = dm_.amp ? cast(x, DType::kF32, "norm input cast", "norm input cast") : x;
     const DType out_dt = dm_.amp ? DType::kF32 : b_.tensor(xin).dtype;
     OpDraft d = draft(OpKind::kLayerNorm, name);
     d.inputs.push_back({xin, GradRule::kNew});
@@ -215,7 +215,7 @@ class Ops {
     const Tensor tx = b_.tensor(x);
     const int64_t n = numel_of(tx) / dm_.h;
     int32_t w = b_.param(dm_.h, dm_.param_dt, name);
-    int32_t h32 = cast(x, DType::kF32, "rmsnorm to fp32", "rmsnorm input (fp32)");
+    int32_t h32 = cast(x, DType::kF32, "rmsnorm to fp32", "rmsnorm fp32 input");
     {  // pow(2).mean(-1): the pow output is freed once the mean has it
       OpDraft d = draft(OpKind::kMul, "rmsnorm pow+mean");
       d.inputs.push_back({h32, GradRule::kNew});
@@ -234,7 +234,7 @@ class Ops {
       r.saves = {rs};
       b_.add_op(std::move(r));
       int32_t hn = mul_op(h32, rs, bytes(mul(n, dm_.h), DType::kF32), DType::kF32,
-                          "rmsnorm scale", "rmsnorm normalized (fp32)", true, true);
+                          "rmsnorm scale", "rmsnorm normalized", true, true);
       int32_t hc = cast(hn, tx.dtype, "rmsnorm to input dtype", "rmsnorm normalized");
       const DType out_dt = promote(dm_.param_dt, b_.tensor(hc).dtype);
       return mul_op(w, hc, bytes(mul(n, dm_.h), out_dt), out_dt, "rmsnorm weight", "norm out",
@@ -440,7 +440,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     if (dm.amp) {
       p_dt = DType::kF32;
       if (dm.half_dt == DType::kBF16)
-        sm_in = o.cast(scores, DType::kF32, "softmax input cast", "scores (fp32 cast)");
+        sm_in = o.cast(scores, DType::kF32, "softmax input cast", "scores cast");
     }
     OpDraft sm = o.draft(OpKind::kSoftmax, "softmax");
     sm.op.core_attention = true;
@@ -452,7 +452,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     bld.add_op(std::move(sm));
     int32_t dprobs = o.dropout(probs, dm.p_attn, "attention dropout");
     if (dprobs != probs) bld.mark_core_attention_last();
-    int32_t pv_in = o.to_half(dprobs, "probs cast", "probs (16-bit cast)");
+    int32_t pv_in = o.to_half(dprobs, "probs cast", "probs cast");
     if (pv_in != dprobs) bld.mark_core_attention_last();
     OpDraft av = o.draft(OpKind::kBmm, "av");
     av.op.core_attention = true;
@@ -468,7 +468,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     OpDraft cp = o.draft(OpKind::kCopy, "attention out copy");
     cp.op.math16 = false;
     cp.inputs.push_back({out, GradRule::kPass, 0});
-    ctx = o.fresh_like(out, "attention out (contiguous)");
+    ctx = o.fresh_like(out, "attention out copy");
     cp.outputs = {ctx};
     bld.add_op(std::move(cp));
   }
@@ -527,7 +527,7 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     d.op.math16 = false;
     d.inputs.push_back({logits, GradRule::kNew});
     d.inputs.push_back({bld.labels(), GradRule::kNone});
-    int32_t soft = bld.fresh(lv, DType::kF32, "softmax of logits (fp32)");
+    int32_t soft = bld.fresh(lv, DType::kF32, "softmax of logits");
     d.outputs = {soft, loss};
     d.saves = {soft, bld.labels()};
     if (dm.t > 1) d.op.fwd.comm_bytes = mul(3 * 4, n), d.op.fwd.comm_kind = kAllReduce;
@@ -535,7 +535,7 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   } else {
     // HF: logits.float(); F.cross_entropy = log_softmax (saves its output) + nll_loss (saves
     // the target); nll's backward allocates a zeroed gradient of the log-probabilities.
-    int32_t l32 = o.cast(logits, DType::kF32, "logits to fp32", "logits (fp32)");
+    int32_t l32 = o.cast(logits, DType::kF32, "logits to fp32", "logits upcast");
     OpDraft ls = o.draft(OpKind::kLogSoftmax, "log softmax");
     ls.op.math16 = false;
     ls.inputs.push_back({l32, GradRule::kNew});
