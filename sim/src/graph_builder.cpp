@@ -42,6 +42,7 @@ int32_t Builder::param(int64_t numel, DType dtype, const char* role) {
   int32_t s = tensors_[t].storage;
   persistent_[s] = true;
   g_.persistent.push_back(s);
+  g_.param_storages.push_back(s);
   tensors_[t].param = true;
   tensors_[t].param_index = static_cast<int32_t>(params.size());
   params.push_back({t, tensors_[t].bytes, numel, -1});
@@ -312,16 +313,15 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
 
 // Persistent state per rank (DESIGN.md §3 precision table; Megatron-LM
 // theoretical_memory_usage.py: 18 B/param, distributed optimizer 6 + 12/d).
-void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev,
-                          const detail::Builder& bld) {
+void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   const char* f = "persistent bytes";
   int64_t numel = 0, max_block_weights = 0;
   std::vector<int64_t> block_weights(static_cast<size_t>(g.n_blocks), 0);
-  for (const auto& p : bld.params) {
-    numel = checked_add(numel, p.numel, f);
-    const Storage& st = g.storages[bld.storage_of(p.tensor)];
+  for (int32_t sid : g.param_storages) {
+    const Storage& st = g.storages[sid];
+    numel = checked_add(numel, st.bytes / bytes_of(st.dtype), f);
     // weights of a block: those created while building it
-    if (st.block >= 0 && st.block < g.n_blocks) block_weights[st.block] += p.bytes;
+    if (st.block >= 0 && st.block < g.n_blocks) block_weights[st.block] += st.bytes;
   }
   for (int64_t w : block_weights) max_block_weights = std::max(max_block_weights, w);
   g.params_per_rank = numel;
@@ -399,16 +399,14 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev,
   g.comm_persistent_bytes = comm;
 }
 
-}  // namespace
 
-Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
-  validate(model);
-  validate(model, setup);
+// The ops and storages of blocks 0..n-1 built one by one, before persistent state.
+Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+  (void)device;
   Graph g;
   g.n_blocks = model.layers;
   g.precision = resolved_precision(setup);
   g.profile = setup.profile;
-  g.params = parameter_count(model);
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
   g.tp = setup.tp;
   g.dp = setup.dp;
@@ -419,14 +417,14 @@ Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Devic
   bld.ignore_transients = dm.paper;
   int32_t table = -1;
   int32_t x = detail::build_embedding(bld, dm, &table);
-  std::vector<int32_t> block_first;
-  for (int32_t i = 0; i < model.layers; ++i) {
-    block_first.push_back(static_cast<int32_t>(g.ops.size()));
-    x = detail::build_block(bld, dm, x, i);
-  }
+  for (int32_t i = 0; i < model.layers; ++i) x = detail::build_block(bld, dm, x, i);
   detail::build_head(bld, dm, x, table);
   bld.finalize();
-  // Block op ranges, from the ops' block tags (ops of a block are contiguous).
+  return g;
+}
+
+// Recomputes per-block op ranges, use counts and consumer lists, then persistent state.
+void complete(Graph& g, const ModelConfig& model, const TrainSetup& setup, const Device& device) {
   g.block_ops.assign(static_cast<size_t>(g.n_blocks), IdxRange{});
   for (int32_t i = 0; i < static_cast<int32_t>(g.ops.size()); ++i) {
     int32_t b = g.ops[i].block;
@@ -435,8 +433,161 @@ Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Devic
     if (r.count == 0) r.begin = i;
     ++r.count;
   }
-  add_persistent_state(g, setup, device, bld);
+  g.params = parameter_count(model);
+  add_persistent_state(g, setup, device);
+  g.initial_uses.assign(g.storages.size(), 0);
+  for (const Op& op : g.ops)
+    for (int32_t k = 0; k < op.inputs.count; ++k) ++g.initial_uses[g.idx[op.inputs.begin + k]];
   detail::index_consumers(g);
+}
+
+// Clones block 1 of a three-block graph into blocks 1..n-2 (block 2 becomes block n-1).
+// A storage belongs to the block of the op that allocates it (forward or backward) or, for a
+// parameter, the block that created it; block 1's references to block 0's storages (its input)
+// become references to the previous clone's matching storage. Anything else crossing blocks is a
+// logic error: the caller then builds directly.
+bool expand(const Graph& g3, int64_t n, Graph& out) {
+  const IdxRange b0 = g3.block_ops[0], b1 = g3.block_ops[1], b2 = g3.block_ops[2];
+  const int32_t n1 = b1.count, shift_ops = static_cast<int32_t>((n - 3) * n1);
+  const size_t ns = g3.storages.size();
+  std::vector<int32_t> owner(ns, -1);
+  for (size_t s = 0; s < ns; ++s) {
+    const Storage& st = g3.storages[s];
+    owner[s] = st.producer >= 0 ? g3.ops[st.producer].block : -1;
+  }
+  for (int32_t s : g3.param_storages) owner[s] = g3.storages[s].block;
+  // block 0 storage -> the block 1 storage made by the same local op in the same position
+  std::vector<int32_t> next_of(ns, -1);
+  for (int32_t l = 0; l < b1.count; ++l) {
+    const Op& a = g3.ops[b0.begin + l];
+    const Op& b = g3.ops[b1.begin + l];
+    for (auto [ra, rb] : {std::pair{a.outputs, b.outputs}, std::pair{a.bwd_allocs, b.bwd_allocs}}) {
+      if (ra.count != rb.count) return false;
+      for (int32_t k = 0; k < ra.count; ++k) next_of[g3.idx[ra.begin + k]] = g3.idx[rb.begin + k];
+    }
+  }
+  // Block 1's storages in id order, and their index among them.
+  std::vector<int32_t> local(ns, -1), block1;
+  for (size_t s = 0; s < ns; ++s)
+    if (owner[s] == 1) local[s] = static_cast<int32_t>(block1.size()), block1.push_back(static_cast<int32_t>(s));
+  const int32_t m1 = static_cast<int32_t>(block1.size());
+  // copy k (1..n-2) of block 1's storage s: s itself for k = 1, else a clone.
+  auto clone_id = [&](int32_t s, int64_t k) {
+    return k == 1 ? s : static_cast<int32_t>(ns + (k - 2) * m1 + local[s]);
+  };
+  auto map_op = [&](int32_t op, int64_t k) -> int32_t {  // op of g3 -> op of out (copy k for block 1)
+    if (op < b1.begin) return op;
+    if (op < b1.begin + b1.count) return static_cast<int32_t>(op + (k - 1) * n1);
+    return op + shift_ops;
+  };
+  bool ok = true;
+  // Maps a storage referenced by an op of g3's block `blk` placed as copy k.
+  auto map_st = [&](int32_t s, int32_t blk, int64_t k) -> int32_t {
+    const int32_t o = owner[s];
+    if (o < 0) return s;
+    if (blk == 1) {
+      if (o == 1) return clone_id(s, k);
+      if (o == 0) return k == 1 ? s : clone_id(next_of[s], k - 1);
+    } else if (blk == 2 || blk < 0) {
+      if (o == 2 || o == 0) return s;
+      if (o == 1) return clone_id(s, n - 2);
+    } else if (blk == 0) {
+      if (o == 0 || o == 1) return s;
+    }
+    ok = false;
+    return s;
+  };
+
+  out = Graph{};
+  out.n_blocks = n;
+  out.precision = g3.precision;
+  out.profile = g3.profile;
+  out.tokens = g3.tokens;
+  out.tp = g3.tp;
+  out.dp = g3.dp;
+  out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1));
+  out.storages = g3.storages;
+  for (int64_t k = 2; k <= n - 2; ++k)
+    for (int32_t s : block1) out.storages.push_back(g3.storages[s]);
+  // Fix producers and attribution blocks.
+  auto fix = [&](Storage& st, int64_t k, int32_t o) {
+    if (st.producer >= 0) st.producer = map_op(st.producer, k);
+    if (o == 2 && st.block >= 0) st.block += static_cast<int32_t>(n - 3);
+    if (o == 1 && st.block >= 1) st.block += static_cast<int32_t>(k - 1);
+    if (o < 0 && st.block == 2) st.block = static_cast<int32_t>(n - 1);
+  };
+  for (size_t s = 0; s < ns; ++s) fix(out.storages[s], 1, owner[s]);
+  for (int64_t k = 2; k <= n - 2; ++k)
+    for (int32_t s : block1) fix(out.storages[clone_id(s, k)], k, 1);
+
+  out.ops.reserve(g3.ops.size() + static_cast<size_t>(shift_ops));
+  out.idx.reserve(g3.idx.size() * static_cast<size_t>(n) / 3 + 64);
+  auto copy_range = [&](IdxRange r, int32_t blk, int64_t k) {
+    IdxRange nr{static_cast<int32_t>(out.idx.size()), r.count};
+    for (int32_t i = 0; i < r.count; ++i) out.idx.push_back(map_st(g3.idx[r.begin + i], blk, k));
+    std::sort(out.idx.begin() + nr.begin, out.idx.end());
+    return nr;
+  };
+  auto emit = [&](int32_t i, int64_t k) {
+    Op op = g3.ops[i];
+    const int32_t blk = op.block;
+    if (blk == 1) op.block = static_cast<int32_t>(k);
+    if (blk == 2) op.block = static_cast<int32_t>(n - 1);
+    op.inputs = copy_range(op.inputs, blk, k);
+    op.outputs = copy_range(op.outputs, blk, k);
+    op.saves = copy_range(op.saves, blk, k);
+    op.bwd_allocs = copy_range(op.bwd_allocs, blk, k);
+    op.bwd_frees = copy_range(op.bwd_frees, blk, k);
+    out.ops.push_back(op);
+  };
+  for (int32_t i = 0; i < b1.begin; ++i) emit(i, 1);
+  for (int64_t k = 1; k <= n - 2; ++k)
+    for (int32_t i = b1.begin; i < b1.begin + b1.count; ++i) emit(i, k);
+  for (int32_t i = b2.begin; i < static_cast<int32_t>(g3.ops.size()); ++i) emit(i, 1);
+
+  // Lists of storages: clones of block 1's entries for every further copy.
+  auto extend = [&](const std::vector<int32_t>& src, std::vector<int32_t>& dst) {
+    dst = src;
+    for (int32_t s : src)
+      if (owner[s] == 1)
+        for (int64_t k = 2; k <= n - 2; ++k) dst.push_back(clone_id(s, k));
+  };
+  extend(g3.persistent, out.persistent);
+  extend(g3.param_storages, out.param_storages);
+  extend(g3.step_end_frees, out.step_end_frees);
+  extend(g3.autocast_cached, out.autocast_cached);
+  out.optimizer_transient_bytes = g3.optimizer_transient_bytes;
+  out.optimizer_cost = g3.optimizer_cost;
+  return ok;
+}
+
+}  // namespace
+
+Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+  validate(model);
+  validate(model, setup);
+  Graph g = build_ops(model, setup, device);
+  complete(g, model, setup, device);
+  return g;
+}
+
+Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+  validate(model);
+  validate(model, setup);
+  if (model.layers < 5) return build_graph_direct(model, setup, device);
+  ModelConfig three = model;
+  three.layers = 3;
+  Graph g3 = build_ops(three, setup, device);
+  g3.block_ops.assign(3, IdxRange{});
+  for (int32_t i = 0; i < static_cast<int32_t>(g3.ops.size()); ++i) {
+    int32_t b = g3.ops[i].block;
+    if (b < 0) continue;
+    if (g3.block_ops[b].count == 0) g3.block_ops[b].begin = i;
+    ++g3.block_ops[b].count;
+  }
+  Graph g;
+  if (!expand(g3, model.layers, g)) return build_graph_direct(model, setup, device);
+  complete(g, model, setup, device);
   return g;
 }
 

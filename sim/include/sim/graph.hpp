@@ -81,6 +81,7 @@ struct Graph {
   std::vector<IdxRange> block_ops;  // per block: its ops (begin = first op index)
 
   std::vector<int32_t> persistent;    // allocated before the step and kept (weights, state)
+  std::vector<int32_t> param_storages;  // the parameters among them
   std::vector<int32_t> step_end_frees;  // lazily allocated param grads, freed by zero_grad
   std::vector<int32_t> autocast_cached; // weight casts held by autocast's cache until forward ends
   std::vector<int32_t> initial_uses;    // per storage: forward consumers (refcount start)
@@ -108,7 +109,11 @@ struct Graph {
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;
 // checked arithmetic throughout). The device matters only for its cuBLAS workspace size.
+// Blocks are identical, so a deep model is built with three blocks and its middle block cloned
+// (tests/test_graph_expand.cpp holds the result equal to building every block).
 Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device);
+// The same graph built op by op for every block (the reference for the cloned build).
+Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device);
 
 // A synthetic chain for testing Chen's law: n blocks, each one op that saves only its input, so a
 // checkpoint costs exactly one block's activations (c = A = bytes).
