@@ -524,8 +524,14 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.idx.reserve(g3.idx.size() * static_cast<size_t>(n) / 3 + 64);
   auto copy_range = [&](IdxRange r, int32_t blk, int64_t k) {
     IdxRange nr{static_cast<int32_t>(out.idx.size()), r.count};
-    for (int32_t i = 0; i < r.count; ++i) out.idx.push_back(map_st(g3.idx[r.begin + i], blk, k));
-    std::sort(out.idx.begin() + nr.begin, out.idx.end());
+    for (int32_t i = 0; i < r.count; ++i) {
+      // insertion sort: ranges hold a handful of ids
+      int32_t v = map_st(g3.idx[r.begin + i], blk, k);
+      size_t j = out.idx.size();
+      out.idx.push_back(v);
+      while (j > static_cast<size_t>(nr.begin) && out.idx[j - 1] > v) out.idx[j] = out.idx[j - 1], --j;
+      out.idx[j] = v;
+    }
     return nr;
   };
   auto emit = [&](int32_t i, int64_t k) {

@@ -77,13 +77,15 @@ class Scheduler {
       : g_(g), mode_(mode), stop_at_(stop_at), regions_(make_regions(g, plan, mode)) {
     const size_t n = g.storages.size();
     count_.assign(n, 0);
-    live_.assign(n, false);
+    live_.assign(n, 0);
+    // forward + backward + frees of every storage, plus recompute: reserve to avoid regrowth
+    out_.events.reserve(g.ops.size() * 3 + n);
     region_of_.assign(g.ops.size(), -1);
     for (int32_t r = 0; r < static_cast<int32_t>(regions_.size()); ++r)
       for (int32_t i = regions_[r].first; i <= regions_[r].last; ++i) region_of_[i] = r;
-    cached_.assign(n, false);
+    cached_.assign(n, 0);
     for (int32_t s : g.autocast_cached) cached_[s] = true;
-    step_end_.assign(n, false);
+    step_end_.assign(n, 0);
     for (int32_t s : g.step_end_frees) step_end_[s] = true;
     if (tracking()) holders_.assign(n, {});
   }
@@ -139,13 +141,13 @@ class Scheduler {
     if (--count_[s] == 0) free_storage(s);
   }
   void free_storage(int32_t s) {
-    live_[s] = false;
+    live_[s] = 0;
     emit(EventKind::kFree, s);
   }
   // A storage made by an op: alive from now, held by its uses; freed at once if nothing holds it.
   void made(int32_t s, int32_t uses) {
     if (live_[s]) throw std::logic_error("schedule: storage made twice while alive");
-    live_[s] = true;
+    live_[s] = 1;
     count_[s] = 0;
     if (tracking()) holders_[s].clear();
     for (int32_t k = 0; k < uses; ++k) hold(s, {Holder::kForwardUse, -1});
@@ -155,7 +157,7 @@ class Scheduler {
   }
 
   void forward() {
-    for (int32_t s : g_.persistent) live_[s] = true;  // baseline, never freed by the schedule
+    for (int32_t s : g_.persistent) live_[s] = 1;  // baseline, never freed by the schedule
     for (int32_t i = 0; i < static_cast<int32_t>(g_.ops.size()); ++i) {
       const Op& op = g_.ops[i];
       const int32_t r = region_of_[i];
@@ -233,7 +235,7 @@ class Scheduler {
       if (op.has_backward) {
         emit(EventKind::kBackward, i);
         for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s) {
-          live_[*s] = true;
+          live_[*s] = 1;
           if (step_end_[*s]) hold(*s, {Holder::kPersistent, -1});
         }
         sampled();
@@ -270,7 +272,7 @@ class Scheduler {
   std::vector<Region> regions_;
   std::vector<int32_t> region_of_;
   std::vector<int32_t> count_;
-  std::vector<bool> live_, cached_, step_end_;
+  std::vector<uint8_t> live_, cached_, step_end_;
   std::vector<std::vector<Holder>> holders_;
   Schedule out_;
 };

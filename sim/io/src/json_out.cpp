@@ -42,6 +42,7 @@ std::string result_json(const Row& row) {
     j["peak_op"] = r.peak_op;
     j["activation_bytes_per_layer"] = r.activation_bytes_per_layer;
     j["activation_peak_bytes"] = r.activation_peak_bytes;
+    j["block_peak_bytes"] = r.block_peak_bytes;
     j["baseline_bytes"] = r.baseline_bytes;
     j["end_bytes"] = r.end_bytes;
     j["weights_bytes"] = r.weights_bytes;
