@@ -1,0 +1,499 @@
+#!/usr/bin/python3
+"""Saved-tensor census (DESIGN.md section 6, validation step 2).
+
+Builds one GPT block, one Llama block and the HuggingFace loss op for op as
+docs/memory-model.md writes them, runs them forward on the CPU under each precision regime
+this torch can express, and records through torch.autograd.graph.saved_tensors_hooks which
+storages each op saves for backward. tests/test_census.cpp checks the simulator's declared
+saves (sim::Op::saves) against the result; tests/census.cmake regenerates it in CI and diffs
+it against the committed harness/census/census.json.
+
+Usage: /usr/bin/python3 harness/census.py [-o FILE]   (default: harness/census/census.json)
+Only torch and the standard library; CPU only; the output is deterministic (no pointers, no
+random values, sorted keys).
+"""
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+# Small, pairwise different sizes so that a wrong factor cannot cancel out: tokens n = b*s = 24,
+# scores per head s*s = 144, a*s = 48 != h.
+DIMS = dict(b=2, s=12, h=32, a=4, d=8, v=50)
+GPT = dict(DIMS, family="gpt2", g=4, f=128)    # 4h GeLU MLP, fused Q/K/V, LayerNorm
+LLAMA = dict(DIMS, family="llama", g=2, f=88)  # GQA, SwiGLU, RMSNorm, rotary
+LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
+
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+               torch.bool: "bool", torch.int64: "int64"}
+
+CPU_AUTOCAST_LABEL = "cpu-autocast (differs from CUDA autocast; informational)"
+
+
+def storage_of(t):
+    # torch >= 2.0 has untyped_storage(); 1.13 has storage() (a TypedStorage, nbytes in bytes).
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
+class Census:
+    """Attributes every saved-tensor pack to the memory-model op whose region performed it.
+
+    Storage identity: storages get small integer ids in order of first appearance (the data
+    pointer is only the key). Every tensor seen is kept alive until the case ends, so a pointer
+    is never reused by a later allocation and two saves of one storage always share an id.
+    """
+
+    def __init__(self):
+        self.ops = []
+        self.ids = {}          # storage data_ptr -> id
+        self.persistent = {}   # storage data_ptr -> "parameter" | "buffer"
+        self.keep = []         # tensors and autograd nodes kept alive (pointer/identity reuse)
+        self.claimed = set()   # ids of autograd nodes created by earlier regions
+        self.region = None
+
+    def sid(self, t):
+        ptr = storage_of(t).data_ptr()
+        if ptr not in self.ids:
+            self.ids[ptr] = len(self.ids)
+        self.keep.append(t)
+        return self.ids[ptr]
+
+    def param(self, t):
+        self.persistent[storage_of(t).data_ptr()] = "parameter"
+        self.sid(t)
+        return t
+
+    def buffer(self, t):
+        self.persistent[storage_of(t).data_ptr()] = "buffer"
+        self.sid(t)
+        return t
+
+    def pack(self, t):
+        if self.region is None:
+            raise RuntimeError("a tensor was saved outside any census region: %s %s"
+                               % (tuple(t.shape), t.dtype))
+        self.region["packs"].append(t)
+        return t
+
+    def describe(self, t):
+        return {"shape": list(t.shape), "dtype": DTYPE_NAMES[t.dtype], "storage": self.sid(t),
+                "storage_bytes": storage_of(t).nbytes(),
+                "view_bytes": t.numel() * t.element_size()}
+
+    @contextlib.contextmanager
+    def op(self, name, *inputs):
+        """`with census.op("qk", q, k) as r: ...; r.out(scores)`: one op of the memory model."""
+        region = {"name": name, "inputs": list(inputs), "outputs": [], "packs": []}
+
+        class Region:
+            def out(self, *ts):
+                region["outputs"].extend(ts)
+                return ts[0] if len(ts) == 1 else ts
+
+        self.region = region
+        try:
+            yield Region()
+        finally:
+            self.region = None
+        self.ops.append(self.finish(region))
+
+    def new_nodes(self, region):
+        """Autograd nodes this region created: reachable from its outputs, not beyond its
+        inputs' nodes or any node an earlier region created."""
+        stop = set(self.claimed)
+        for t in region["inputs"]:
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                stop.add(id(t.grad_fn))
+                self.keep.append(t.grad_fn)
+        found, todo = [], [t.grad_fn for t in region["outputs"] if t.grad_fn is not None]
+        while todo:
+            node = todo.pop()
+            if node is None or id(node) in stop:
+                continue
+            stop.add(id(node))
+            self.keep.append(node)
+            found.append(node)
+            todo.extend(n for n, _ in node.next_functions)
+        self.claimed.update(id(n) for n in found)
+        return found
+
+    def finish(self, region):
+        in_ptrs = {storage_of(t).data_ptr() for t in region["inputs"]
+                   if isinstance(t, torch.Tensor)}
+        out_ptrs = {storage_of(t).data_ptr() for t in region["outputs"]}
+        # Which node saved what: match each pack to a node's _saved_* attribute.
+        saved_by = [None] * len(region["packs"])
+        for node in self.new_nodes(region):
+            for attr in sorted(a for a in dir(node) if a.startswith("_saved_")):
+                try:
+                    val = getattr(node, attr)
+                except Exception:  # pylint: disable=broad-except
+                    continue
+                vals = val if isinstance(val, (tuple, list)) else [val]
+                for v in vals:
+                    if not isinstance(v, torch.Tensor):
+                        continue
+                    for i, p in enumerate(region["packs"]):
+                        if saved_by[i] is None and same_view(p, v):
+                            saved_by[i] = "%s.%s" % (node.name(), attr[len("_saved_"):])
+                            break
+        saves = []
+        for i, t in enumerate(region["packs"]):
+            ptr = storage_of(t).data_ptr()
+            if ptr in self.persistent:
+                role = self.persistent[ptr]
+            elif ptr in in_ptrs:
+                role = "input"
+            elif ptr in out_ptrs:
+                role = "output"
+            else:
+                role = "new"
+            rec = self.describe(t)
+            rec["role"] = role
+            rec["saved_by"] = saved_by[i]
+            note = platform_note(rec)
+            if note:
+                rec["platform_note"] = note
+            saves.append(rec)
+        inputs = [t for t in region["inputs"] if isinstance(t, torch.Tensor)]
+        outputs = region["outputs"]
+        # An op that hands back its input unchanged (x.float() of an fp32 x, dropout with p = 0)
+        # is no op at all: the simulator leaves it out.
+        identity = (len(outputs) == 1 and len(inputs) >= 1 and outputs[0] is inputs[0])
+        return {"name": region["name"], "identity": identity,
+                "inputs": [self.describe(t) for t in inputs],
+                "outputs": [self.describe(t) for t in outputs],
+                "saves": saves}
+
+
+def same_view(x, y):
+    # An unpacked saved tensor is a new Python object over the same view.
+    return (storage_of(x).data_ptr() == storage_of(y).data_ptr()
+            and x.storage_offset() == y.storage_offset() and x.shape == y.shape
+            and x.stride() == y.stride() and x.dtype == y.dtype)
+
+
+def platform_note(rec):
+    """Saves where torch 1.13 on the CPU differs from what CUDA torch 2.x saves (what the
+    simulator models). The census keeps what this torch recorded; `cuda_equivalent` says what
+    the CUDA build keeps instead (null: nothing). Unverified until a GPU run covers them."""
+    by = rec["saved_by"] or ""
+    # native_layer_norm's outputs 1 and 2 are mean and rstd
+    if by.startswith("NativeLayerNormBackward") and by.endswith((".result1", ".result2")) \
+            and rec["dtype"] != "fp32":
+        numel = rec["storage_bytes"] // 2
+        return {"reason": "CPU layer_norm keeps mean/rstd in the input dtype; layer_norm_cuda "
+                          "allocates them in the accumulate type (fp32) "
+                          "(aten/src/ATen/native/cuda/layer_norm_kernel.cu)",
+                "cuda_equivalent": {"dtype": "fp32", "storage_bytes": numel * 4}}
+    if by == "MeanBackward1.self":
+        return {"reason": "torch 1.13's MeanBackward1 keeps mean's input (here the pow output "
+                          "of RMSNorm); torch 2.x's derivatives.yaml formula for mean.dim, "
+                          "mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim), "
+                          "keeps only sizes, so the pow output is a transient",
+                "cuda_equivalent": None}
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Op lists (docs/memory-model.md section 3). Region names are the simulator's Op::name.
+
+def dropout(C, name, x, p):
+    # p > 0: native_dropout (what ATen's dropout runs on CUDA: a 1-byte mask, saved). The CPU's
+    # F.dropout takes another path (input * float noise, saving the noise in x's dtype), so the
+    # CUDA op is called directly. p = 0: ATen's dropout returns its input (no op).
+    with C.op(name, x) as r:
+        if p > 0:
+            y, _mask = torch.native_dropout(x, p, True)
+        else:
+            y = F.dropout(x, p, training=True)
+        return r.out(y)
+
+
+def attention(C, q, k, v, to3, mask, p, d):
+    """Standard attention as explicit ops. `to3` folds a layout's q, k or v into the [b*a, s, d]
+    operand of the batched matmuls (a view or a copy, whichever the layout gives; inside the
+    qk and av regions, so a copy counts as theirs)."""
+    with C.op("qk", q, k) as r:
+        q3, k3 = to3(q), to3(k)
+        buf = torch.empty(q3.shape[0], q3.shape[1], k3.shape[1], dtype=q3.dtype)  # beta = 0: unread
+        scores = r.out(torch.baddbmm(buf, q3, k3.transpose(1, 2), beta=0.0,
+                                     alpha=1.0 / math.sqrt(d)))
+    with C.op("causal mask", scores) as r:
+        masked = r.out(torch.where(mask, scores, float("-inf")))
+    with C.op("softmax", masked) as r:
+        probs = r.out(torch.softmax(masked, dim=-1))
+    dprobs = dropout(C, "attention dropout", probs, p)
+    with C.op("av", dprobs, v) as r:
+        return r.out(torch.bmm(dprobs, to3(v)))
+
+
+def gpt_block(C, P, x, mask, p, hf_layout=False):
+    """GPT block, pre-norm. Megatron's [s, b, h] layout: the fused QKV output viewed as
+    [s, b, a, 3d] and split on the last dim, so q, k, v and their [s, b*a, d] folds are views of
+    the QKV storage (Megatron-LM ParallelAttention / core_attention), as the memory model has it.
+    hf_layout: HF GPT2Attention eager instead, [b, s, h]: split into [b, s, h] thirds viewed as
+    [b, a, s, d] (permuted), which the batched matmuls can only fold to [b*a, s, d] by copying."""
+    h = x.shape[-1]
+    a, d = P["a"], P["d"]
+    with C.op("norm1", x) as r:
+        ln1 = r.out(F.layer_norm(x, (h,), P["ln1_w"], P["ln1_b"]))
+    with C.op("qkv", ln1) as r:
+        qkv = r.out(F.linear(ln1, P["qkv_w"], P["qkv_b"]))
+    with C.op("qkv split", qkv) as r:
+        if hf_layout:
+            b, s, _ = x.shape
+            heads = lambda t: t.view(b, s, a, d).permute(0, 2, 1, 3)
+            q, k, v = r.out(*(heads(t) for t in qkv.split(h, dim=2)))
+            to3 = lambda t: t.reshape(b * a, s, d)  # as HF's matmul folds them: copies
+        else:
+            s, b, _ = x.shape
+            q, k, v = r.out(*qkv.view(s, b, a, 3 * d).split(d, dim=-1))
+            to3 = lambda t: t.reshape(s, b * a, d).transpose(0, 1)  # views: b and a merge
+    ctx = attention(C, q, k, v, to3, mask, p, d)
+    with C.op("attention out copy", ctx) as r:
+        order = (0, 2, 1, 3) if hf_layout else (2, 0, 1, 3)
+        c = r.out(ctx.view(b, a, s, d).permute(*order).contiguous().view(*x.shape))
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["proj_w"], P["proj_b"]))
+    o = dropout(C, "proj dropout", o, p)
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    with C.op("norm2", x2) as r:
+        ln2 = r.out(F.layer_norm(x2, (h,), P["ln2_w"], P["ln2_b"]))
+    with C.op("fc1", ln2) as r:
+        u = r.out(F.linear(ln2, P["fc1_w"], P["fc1_b"]))
+    with C.op("gelu", u) as r:
+        gu = r.out(F.gelu(u, approximate="tanh"))
+    with C.op("fc2", gu) as r:
+        m = r.out(F.linear(gu, P["fc2_w"], P["fc2_b"]))
+    m = dropout(C, "mlp dropout", m, p)
+    with C.op("residual 2", x2, m) as r:
+        return r.out(x2 + m)
+
+
+def rms_norm(C, w, x, eps=1e-6):
+    """HF LlamaRMSNorm.forward, eager, one region per op of the simulator."""
+    in_dtype = x.dtype
+    with C.op("rmsnorm to fp32", x) as r:
+        hs = r.out(x.to(torch.float32))
+    with C.op("rmsnorm pow+mean", hs) as r:
+        var = r.out(hs.pow(2).mean(-1, keepdim=True))
+    with C.op("rmsnorm rsqrt", var) as r:
+        rs = r.out(torch.rsqrt(var + eps))
+    with C.op("rmsnorm scale", hs, rs) as r:
+        hn = r.out(hs * rs)
+    with C.op("rmsnorm to input dtype", hn) as r:
+        hc = r.out(hn.to(in_dtype))
+    with C.op("rmsnorm weight", hc) as r:
+        return r.out(w * hc)
+
+
+def rotate_half(t):
+    half = t.shape[-1] // 2
+    return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+
+
+def llama_block(C, P, x, cos, sin, mask, p):
+    """HF LlamaDecoderLayer, eager attention, [b, s, h] layout (modeling_llama.py)."""
+    b, s, h = x.shape
+    a, g, d = P["a"], P["g"], P["d"]
+    y = rms_norm(C, P["ln1_w"], x)
+    with C.op("q proj", y) as r:
+        q = r.out(F.linear(y, P["q_w"]))
+    with C.op("k proj", y) as r:
+        k = r.out(F.linear(y, P["k_w"]))
+    with C.op("v proj", y) as r:
+        v = r.out(F.linear(y, P["v_w"]))
+
+    def rope(name, t, heads):
+        with C.op(name, t, cos, sin) as r:
+            tv = t.view(b, s, heads, d).transpose(1, 2)
+            c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+            return r.out(tv * c + rotate_half(tv) * sn)
+
+    qr = rope("rope q", q, a)
+    kr = rope("rope k", k, g)
+
+    def repeat_kv(name, t):  # HF repeat_kv: expand + reshape materializes a heads
+        with C.op(name, t) as r:
+            if t.dim() == 3:  # v: [b, s, g*d] -> [b, g, s, d] view first
+                t = t.view(b, s, g, d).transpose(1, 2)
+            return r.out(t[:, :, None].expand(b, g, a // g, s, d).reshape(b, a, s, d))
+
+    kk, vv = kr, v.view(b, s, g, d).transpose(1, 2)
+    if g != a:
+        kk = repeat_kv("repeat k", kr)
+        vv = repeat_kv("repeat v", v)
+    to3 = lambda t: t.reshape(b * a, s, d)  # as HF's matmul folds [b, a, s, d]
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d)
+    with C.op("attention out copy", ctx) as r:
+        c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["o_w"]))
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    y2 = rms_norm(C, P["ln2_w"], x2)
+    with C.op("gate proj", y2) as r:
+        gt = r.out(F.linear(y2, P["gate_w"]))
+    with C.op("up proj", y2) as r:
+        up = r.out(F.linear(y2, P["up_w"]))
+    with C.op("silu", gt) as r:
+        act = r.out(F.silu(gt))
+    with C.op("swiglu mul", act, up) as r:
+        prod = r.out(act * up)
+    with C.op("down proj", prod) as r:
+        m = r.out(F.linear(prod, P["down_w"]))
+    with C.op("residual 2", x2, m) as r:
+        return r.out(x2 + m)
+
+
+def hf_loss(C, P, y, labels):
+    """HF causal-LM loss: lm head, logits.float(), cross_entropy = log_softmax + nll_loss
+    (the labels already shifted by the data pipeline)."""
+    with C.op("lm head", y) as r:
+        logits = r.out(F.linear(y, P["lm_w"]))
+    with C.op("logits to fp32", logits) as r:
+        l32 = r.out(logits.float())
+    with C.op("log softmax", l32) as r:
+        logp = r.out(F.log_softmax(l32.view(-1, l32.shape[-1]), dim=-1))
+    with C.op("nll loss", logp, labels) as r:
+        return r.out(F.nll_loss(logp, labels))
+
+
+# ---------------------------------------------------------------------------------------------
+
+REGIMES = {
+    # name: (parameter and activation dtype, autocast, simulator precision, label)
+    "fp32": (torch.float32, False, "fp32", "fp32"),
+    "bf16-mixed": (torch.bfloat16, False, "bf16-mixed",
+                   "bf16-mixed (bf16 parameters and activations, no autocast)"),
+    "cpu-autocast": (torch.float32, True, "bf16-amp", CPU_AUTOCAST_LABEL),
+}
+
+
+def make_params(C, dims, dtype):
+    gen = torch.Generator().manual_seed(0)
+    h, a, g, d, f, v = (dims[k] for k in "hagdfv")
+
+    def p(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
+
+    P = dict(a=a, g=g, d=d)
+    if dims["family"] == "gpt2":
+        P.update(ln1_w=p(h), ln1_b=p(h), qkv_w=p(3 * h, h), qkv_b=p(3 * h),
+                 proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
+                 fc1_w=p(f, h), fc1_b=p(f), fc2_w=p(h, f), fc2_b=p(h),
+                 lm_w=p(v, h))  # tied: the word-embedding table
+    else:
+        P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
+                 o_w=p(h, a * d), ln2_w=p(h), gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
+                 lm_w=p(v, h))  # untied lm head
+    return P
+
+
+def run_case(dims, regime, p, hf_layout=False):
+    dtype, autocast, sim_precision, label = REGIMES[regime]
+    if hf_layout:
+        label += ", HF GPT2Attention layout (informational)"
+    b, s, h, d = dims["b"], dims["s"], dims["h"], dims["d"]
+    gen = torch.Generator().manual_seed(1)
+    C = Census()
+    P = make_params(C, dims, dtype)
+    mask = C.buffer(torch.ones(s, s, dtype=torch.bool).tril())  # persistent causal-mask buffer
+    gpt = dims["family"] == "gpt2"
+    shape = (s, b, h) if gpt and not hf_layout else (b, s, h)
+    # The block input: the previous layer's output (the embedding's, here a leaf that needs grad).
+    x = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()
+    y = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()  # the final norm's output
+    labels = torch.randint(0, dims["v"], (b * s,), generator=gen)
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t: t), ctx:
+        if gpt:
+            out = gpt_block(C, P, x, mask, p, hf_layout)
+        else:
+            # HF LlamaRotaryEmbedding: cos, sin [b, s, d], made once per forward in x's dtype
+            inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+            fr = torch.outer(torch.arange(s, dtype=torch.float32), inv)
+            emb = torch.cat((fr, fr), dim=-1)[None].expand(b, s, d)
+            cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+            out = llama_block(C, P, x, cos, sin, mask, p)
+        n_block = len(C.ops)
+        loss = hf_loss(C, P, y, labels)
+    (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
+    return {
+        "family": dims["family"],
+        "regime": regime,
+        "regime_label": label,
+        "informational": autocast or hf_layout,
+        "sim_precision": sim_precision,
+        "dropout": p,
+        "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v")},
+        "block": C.ops[:n_block],
+        "loss": C.ops[n_block:],
+    }
+
+
+CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
+    ("gpt2-fp32", GPT, "fp32", 0.1, False),
+    ("gpt2-bf16-mixed", GPT, "bf16-mixed", 0.1, False),
+    ("gpt2-fp32-nodropout", GPT, "fp32", 0.0, False),
+    ("gpt2-bf16-mixed-nodropout", GPT, "bf16-mixed", 0.0, False),
+    ("llama-fp32", LLAMA, "fp32", 0.0, False),
+    ("llama-bf16-mixed", LLAMA, "bf16-mixed", 0.0, False),
+    ("llama-mha-fp32", LLAMA_MHA, "fp32", 0.0, False),
+    ("llama-mha-bf16-mixed", LLAMA_MHA, "bf16-mixed", 0.0, False),
+    ("gpt2-cpu-autocast", GPT, "cpu-autocast", 0.1, False),
+    ("llama-cpu-autocast", LLAMA, "cpu-autocast", 0.0, False),
+    ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
+]
+
+
+def dump(value, indent=""):
+    """JSON with sorted keys, indented, but one line per tensor record (a dict with a
+    "storage"): small diffs, one line per save."""
+    if isinstance(value, dict) and "storage" not in value and value:
+        inner = indent + " "
+        items = ",\n".join("%s%s: %s" % (inner, json.dumps(k), dump(value[k], inner))
+                           for k in sorted(value))
+        return "{\n%s\n%s}" % (items, indent)
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        inner = indent + " "
+        items = ",\n".join(inner + dump(v, inner) for v in value)
+        return "[\n%s\n%s]" % (items, indent)
+    return json.dumps(value, sort_keys=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", help="file to write, or - for stdout (default: "
+                    "census/census.json beside this script)",
+                    default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "census",
+                                         "census.json"))
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    doc = {
+        "schema": 1,
+        "torch": torch.__version__,
+        "device": "cpu",
+        "note": "what torch saves for backward, per op of docs/memory-model.md; "
+                "regenerate with harness/census.py (see harness/census/README.md)",
+        "cases": {name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
+    }
+    text = dump(doc) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

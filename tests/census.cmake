@@ -1,0 +1,28 @@
+# Saved-tensor census (DESIGN.md §6, validation step 2), include()d by tests/CMakeLists.txt after
+# include(doctest) and the test_main target. `census_tests` checks the simulator's declared saves
+# against harness/census/census.json; `census.regenerate` proves that the committed census is what
+# this machine's torch records (skipped where ACTSIM_CENSUS_PYTHON cannot import torch).
+get_filename_component(ACTSIM_CENSUS_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
+add_executable(census_tests ${CMAKE_CURRENT_LIST_DIR}/test_census.cpp)
+target_link_libraries(census_tests PRIVATE sim::sim nlohmann_json::nlohmann_json test_main
+                      actsim_options)
+target_compile_definitions(census_tests PRIVATE ACTSIM_SOURCE_DIR="${ACTSIM_CENSUS_ROOT}")
+doctest_discover_tests(census_tests)
+
+# Debian's python3-torch (PyTorch 1.13.1) is installed for /usr/bin/python3 only; a python3
+# earlier on the PATH may lack it (TOOLCHAIN.md).
+set(ACTSIM_CENSUS_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch for harness/census.py")
+# $1 python, $2 source root, $3 output. Exit 77 (SKIP_RETURN_CODE) when torch cannot be imported.
+add_test(NAME census.regenerate
+         COMMAND sh -c [=[
+set -e
+if ! "$1" -c "import torch" > /dev/null 2>&1
+then
+  echo "census: $1 cannot import torch (python3-torch not installed): skipped"
+  exit 77
+fi
+"$1" "$2/harness/census.py" -o "$3"
+diff -u "$2/harness/census/census.json" "$3"
+]=] sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_CENSUS_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/census.json)
+set_tests_properties(census.regenerate PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
