@@ -323,52 +323,10 @@ struct Reported {
   const char* why;
 };
 
-bool any_case(const json&) { return true; }
-bool llama(const json& c) { return c.at("family") == "llama"; }
-bool llama_mha(const json& c) { return llama(c) && dim(c, "g") == dim(c, "a"); }
-std::string act_dtype(const json& c) { return c.at("sim_precision") == "fp32" ? "fp32" : "bf16"; }
-// Bytes of n tokens x `heads` heads x d in the activation dtype.
-int64_t heads_bytes(const json& c, int64_t heads) {
-  return dim(c, "b") * dim(c, "s") * heads * dim(c, "d") * (act_dtype(c) == "fp32" ? 4 : 2);
-}
-// HF Llama layout: q*cos keeps q's transposed strides, so the rotated q (and the rotated k when
-// no repeat_kv copies it, g = a) fold to [b*a, s, d] only by copying.
-int64_t qk_copies(const json& c) {
-  return heads_bytes(c, dim(c, "a")) + (llama_mha(c) ? heads_bytes(c, dim(c, "g")) : 0);
-}
-
-const Reported kReported[] = {
-    {"saves", "nll loss", any_case,
-     [](const json& c) { return Bytes{{"fp32", dim(c, "b") * dim(c, "s") * dim(c, "v") * 4 + 4}}; },
-     "NllLossBackward0 saves self (the fp32 log-probabilities, the storage log softmax saves) "
-     "and total_weight (an fp32 scalar, 4 B) besides the target; the simulator declares the "
-     "labels only"},
-    {"made", "nll loss", any_case, [](const json&) { return Bytes{{"fp32", 4}}; },
-     "nll_loss_forward returns (output, total_weight): a second 4-byte fp32 storage, saved"},
-    {"shared", "log softmax / nll loss", any_case, [](const json&) { return Bytes{}; },
-     "the log-probabilities are saved by both ops (same cause as 'nll loss' saves)"},
-    {"roles", "qk", llama,
-     [](const json& c) {
-       const int64_t q = qk_copies(c);
-       return Bytes{{"made " + act_dtype(c), q}, {"input " + act_dtype(c), -q}};
-     },
-     "HF layout: the rotated q is [b, a, s, d] over [b, s, a, d] memory (q*cos keeps q's "
-     "transposed strides), so folding it to [b*a, s, d] for the batched matmul copies it; qk "
-     "saves that copy (torch: made by qk), not the rope output (simulator: qk's input). With "
-     "g = a the rotated k is copied too (no repeat_kv)"},
-    {"made", "qk", llama,
-     [](const json& c) { return Bytes{{act_dtype(c), qk_copies(c)}}; },
-     "same cause: qk makes the [b*a, s, d] copies besides the scores"},
-    {"roles", "av", llama_mha,
-     [](const json& c) {
-       const int64_t v = heads_bytes(c, dim(c, "g"));
-       return Bytes{{"made " + act_dtype(c), v}, {"input " + act_dtype(c), -v}};
-     },
-     "g = a: v is the transposed view of the v proj output and av's fold copies it; av saves "
-     "the copy, not the v proj output"},
-    {"made", "av", llama_mha,
-     [](const json& c) { return Bytes{{act_dtype(c), heads_bytes(c, dim(c, "g"))}}; },
-     "same cause: av makes the copy of v besides its output"},
+// Mismatches found by the census and not yet fixed in the simulator, each with its exact byte
+// difference. Empty since the fixes of the loss (nll_loss saves self and total_weight), the HF
+// layout copies made by qk and av, and autocast's cached-but-unsaved bias casts.
+const std::vector<Reported> kReported = {
 };
 
 }  // namespace

@@ -59,17 +59,25 @@ class Ops {
   // A weight (and bias) as a linear uses it. Under autocast the fp32 parameter is cast to 16 bits
   // once per forward and the cast is cached until autocast exits (autocast_mode.cpp cached_cast:
   // leaf tensors that require grad are cached), so it lives through the forward pass.
-  int32_t weight(int64_t numel, const char* name, int32_t shared_param = -1) {
-    int32_t p = shared_param >= 0 ? shared_param : b_.param(numel, dm_.param_dt, name);
+  // Returns the weight as the matmul uses it, and sets *bias_cast to the bias's cast (or -1).
+  // addmm saves its mat2 (the weight cast) but not the bias, whose cast only the cache holds.
+  int32_t weight(int64_t numel_w, int64_t numel_b, const char* name, int32_t shared_param,
+                 int32_t* bias_cast) {
+    *bias_cast = -1;
+    int32_t p = shared_param >= 0 ? shared_param : b_.param(numel_w + numel_b, dm_.param_dt, name);
     if (!dm_.amp) return p;
     OpDraft d = draft(OpKind::kCast, "weight cast");
     d.op.math16 = false;
     d.inputs.push_back({p, GradRule::kNew});
-    int32_t c = b_.fresh(bytes(numel_of(b_.tensor(p)), dm_.half_dt), dm_.half_dt, "weight cast",
-                         Category::kCasts);
+    int32_t c = b_.fresh(bytes(numel_w, dm_.half_dt), dm_.half_dt, "weight cast", Category::kCasts);
     d.outputs.push_back(c);
+    if (numel_b > 0) {
+      *bias_cast = b_.fresh(bytes(numel_b, dm_.half_dt), dm_.half_dt, "bias cast", Category::kCasts);
+      d.outputs.push_back(*bias_cast);
+    }
     b_.add_op(std::move(d));
     b_.autocast_cache(c);
+    if (*bias_cast >= 0) b_.autocast_cache(*bias_cast);
     return c;
   }
 
@@ -83,8 +91,9 @@ class Ops {
   int32_t linear(int32_t x, int64_t in_f, int64_t out_f, bool bias, Tp tp, const char* name,
                  const char* out_role, int32_t shared_param = -1) {
     const bool col = tp == Tp::kColumn, row = tp == Tp::kRow;
-    const int64_t numel_w = mul(in_f, out_f) + (bias && shared_param < 0 ? out_f : 0);
-    int32_t w = weight(numel_w, name, shared_param);
+    int32_t bias_cast = -1;
+    int32_t w = weight(mul(in_f, out_f), bias && shared_param < 0 ? out_f : 0, name, shared_param,
+                       &bias_cast);
     int32_t xin = to_half(x, "input cast", "linear input cast");
     const DType dt = dm_.amp ? dm_.half_dt : b_.tensor(xin).dtype;
     const int64_t e = bytes_of(dt);
@@ -97,6 +106,7 @@ class Ops {
     OpDraft d = draft(OpKind::kLinear, name);
     d.inputs.push_back({xin, GradRule::kNew});
     d.inputs.push_back({w, GradRule::kNew});
+    if (bias_cast >= 0) d.inputs.push_back({bias_cast, GradRule::kNew});
     if (shared_param >= 0 && bias) {
       // A tied weight with a bias of its own (BERT's decoder): the bias is a separate parameter.
       d.inputs.push_back({b_.param(out_f, dm_.param_dt, "output bias"), GradRule::kNew});
@@ -352,11 +362,13 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
       d.op.math16 = false;
       d.inputs.push_back({t, GradRule::kNew});
       d.inputs.push_back({cos_sin, GradRule::kNone});
-      int32_t y = o.fresh_like(t, "rotated");
+      // q*cos promotes: under autocast cos and sin are fp32 (the residual's dtype), q bf16
+      const DType dt = promote(bld.tensor(t).dtype, bld.tensor(cos_sin).dtype);
+      int32_t y = bld.fresh(bytes(numel_of(bld.tensor(t)), dt), dt, "rotated");
       d.outputs.push_back(y);
       d.saves = {cos_sin};
-      d.op.fwd_transient_bytes = mul(2, bld.tensor(t).bytes);
-      d.op.bwd_transient_bytes = mul(2, bld.tensor(t).bytes);
+      d.op.fwd_transient_bytes = mul(2, bld.tensor(y).bytes);
+      d.op.bwd_transient_bytes = mul(2, bld.tensor(y).bytes);
       bld.add_op(std::move(d));
       return y;
     };
@@ -410,13 +422,28 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     }
     const int64_t scores_numel = mul(mul(dm.b, dm.a), mul(dm.s, dm.s));
     const int64_t fl = mul(mul(2, dm.b), mul(mul(dm.s, dm.s), nq));
+    // HF layout (three projections, [b, a, s, d] views over [b, s, a, d] memory): torch.matmul
+    // folds its operands to [b*a, s, d], which copies a non-contiguous operand (and autocast
+    // casts an fp32 one); the op saves the copy, not its input. repeat_kv's output is already
+    // contiguous. Megatron's layout (GPT: baddbmm on strided views of the fused QKV) copies
+    // nothing. (Census: harness/census, "qk" and "av".)
+    const bool hf_layout = !dm.fused_qkv;
+    auto operand = [&](OpDraft& d, int32_t t, bool contiguous, const char* role) {
+      const Tensor& tt = bld.tensor(t);
+      if (!hf_layout || (contiguous && tt.dtype == hdt)) return t;
+      int32_t c = bld.fresh(bytes(numel_of(tt), hdt), hdt, role);
+      d.outputs.push_back(c);
+      return c;
+    };
     // scores = baddbmm(q, k^T, alpha = 1/sqrt(d)): saves q and k
     OpDraft qk = o.draft(OpKind::kBmm, "qk");
     qk.op.core_attention = true;
     qk.inputs = {{q, GradRule::kNew}, {kk, GradRule::kNew}};
     int32_t scores = bld.fresh(bytes(scores_numel, hdt), hdt, "attention scores");
     qk.outputs = {scores};
-    qk.saves = {q, kk};
+    const int32_t q_op = operand(qk, q, false, "q for bmm");
+    const int32_t k_op = operand(qk, kk, dm.g != dm.a, "k for bmm");
+    qk.saves = {q_op, k_op};
     qk.op.fwd.flops = fl;
     qk.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(qk));
@@ -459,7 +486,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     av.inputs = {{pv_in, GradRule::kNew}, {vv, GradRule::kNew}};
     int32_t out = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "attention out");
     av.outputs = {out};
-    av.saves = {pv_in, vv};
+    av.saves = {pv_in, operand(av, vv, dm.g != dm.a, "v for bmm")};
     av.op.fwd.flops = fl;
     av.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(av));
@@ -547,8 +574,11 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     nll.op.math16 = false;
     nll.inputs.push_back({logp, GradRule::kNew});
     nll.inputs.push_back({bld.labels(), GradRule::kNone});
-    nll.outputs = {loss};
-    nll.saves = {bld.labels()};
+    // nll_loss_forward returns (output, total_weight); NllLossBackward0 saves self, target and
+    // total_weight (census: harness/census, "nll loss").
+    int32_t total_weight = bld.fresh(4, DType::kF32, "nll total weight");
+    nll.outputs = {loss, total_weight};
+    nll.saves = {logp, bld.labels(), total_weight};
     bld.add_op(std::move(nll));
   }
   bld.set_loss(loss);
