@@ -1,0 +1,118 @@
+// What the GUI holds (STYLE.md rule 9): the edited configs, one immutable simulation per strategy
+// (shared_ptr<const ...>, so a view keeps drawing the last result while a new one is made), the
+// worker's latest valley and fit map, and the view state. Panels are free functions over these;
+// nothing lives in function-local statics.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gui_plot/axis.hpp"
+#include "phases.hpp"
+#include "sim/graph.hpp"
+#include "sim/result.hpp"
+#include "sim/simulate.hpp"
+#include "sim/strategy.hpp"
+#include "worker.hpp"
+
+namespace gui {
+
+// Model and device presets found in the models folders (sim_io::list_models / list_devices).
+struct Catalog {
+  std::vector<std::filesystem::path> dirs;  // search folders, for loading by name
+  std::vector<std::string> models;          // preset names (file stems), sorted
+  std::vector<std::string> devices;
+};
+
+// One strategy as the user composed it.
+struct StrategyEntry {
+  std::string spec;                  // canonical or as typed: "every:4", "custom:..."
+  std::array<float, 3> color{};      // RGB 0..1, its colour in every view
+  std::optional<sim::Strategy> strategy;  // parsed spec; empty when `error` is set
+  std::string error;                 // parse or resolve error of the spec
+};
+
+// The edited configuration. Every edit bumps AppState::revision.
+struct Inputs {
+  sim::ModelConfig model;
+  std::string model_label;    // preset name, file path, or "custom" once edited
+  sim::TrainSetup setup;
+  sim::Device device;
+  std::string device_label;   // preset name or "custom" once edited
+  std::vector<StrategyEntry> strategies;
+};
+
+// The simulation of one strategy for one revision of the inputs; immutable once made.
+struct RunData {
+  std::shared_ptr<const sim::Graph> graph;  // ops for hover (shared by all strategies)
+  sim::Plan plan;
+  sim::Result result;                       // with timeline and spans
+  std::array<std::vector<int32_t>, 2> lanes;  // indices into result.spans per stream, by start
+  std::vector<PhaseBand> bands;             // phase_bands(result)
+  double simulate_ms = 0;                   // wall time of the simulation (CPU)
+};
+
+// Memory by category at every timeline sample (see categories.hpp); computed on demand.
+struct CategorySeries {
+  std::vector<sim::Breakdown> at;  // one per Result::timeline sample
+};
+
+struct Run {
+  uint64_t revision = 0;                         // inputs revision it was made for; 0: none yet
+  std::shared_ptr<const RunData> data;           // null until simulated or on error
+  std::string error;                             // why data is null (config error)
+  std::shared_ptr<const CategorySeries> categories;  // of `data`, when stacked mode asked
+};
+
+enum class View : uint8_t { kValley, kMemory, kTimeline, kFitMap, kCompare, kCount };
+const char* view_name(View v);                    // "valley", "memory", ... (the --view values)
+std::optional<View> parse_view(std::string_view s);
+
+// Where the views look; edited by the views only.
+struct ViewState {
+  View active = View::kMemory;
+  bool select_active = true;     // make `active` the selected tab on the next frame
+  int focused = 0;               // strategy whose phases shade the memory view and that stacks
+  bool stacked = false;          // memory view: stacked by category (focused strategy)
+  gui_plot::Range time{0, 1};    // shared time axis of the memory and timeline views (ns)
+  bool time_auto = true;         // follow the whole step until the user zooms or pans
+  int64_t valley_n = 0;          // blocks simulated for the valley; 0: the model's layers
+  int fit_batch_max_log2 = 5;    // fit map: micro-batch 1 .. 2^this
+  int fit_seq_min_log2 = 9;      // fit map: sequence 2^min .. 2^max
+  int fit_seq_max_log2 = 14;
+  std::string hf_path;           // model panel: path of a config.json to open
+  std::string csv_path = "actsim-compare.csv";
+  std::string png_path = "actsim-view.png";
+  bool png_requested = false;    // the front end saves the next frame to png_path and clears it
+  std::string message;           // result of the last load or export, shown in the status line
+};
+
+// Timing of the last frame's update, for the status line and the benchmark.
+struct FrameStats {
+  double resimulate_ms = 0;  // re-simulation done this frame
+  int resimulated = 0;       // strategies re-simulated this frame
+  int pending = 0;           // strategies still stale after this frame
+};
+
+struct AppState {
+  Catalog catalog;
+  Inputs inputs;
+  uint64_t revision = 1;           // bumped on every edit of `inputs`
+  uint64_t parsed_revision = 0;    // strategies parsed and graph built for this revision
+  std::shared_ptr<const sim::Graph> graph;
+  std::string graph_error;         // model/setup/device error of this revision
+  std::vector<Run> runs;           // one per Inputs::strategies entry
+  std::shared_ptr<const ValleyData> valley;  // latest snapshot from the worker
+  std::shared_ptr<const FitMapData> fitmap;
+  ValleyKey valley_key;            // what was last requested
+  FitMapKey fitmap_key;
+  ViewState view;
+  FrameStats stats;
+};
+
+}  // namespace gui

@@ -1,0 +1,179 @@
+#include "update.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "categories.hpp"
+#include "sim/error.hpp"
+
+namespace gui {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> graph,
+                                            const sim::Strategy& strategy,
+                                            const sim::Device& device) {
+  const auto t0 = Clock::now();
+  auto d = std::make_shared<RunData>();
+  d->plan = sim::resolve(strategy, graph->n_blocks);
+  sim::SimOptions options;
+  options.record_timeline = true;
+  d->result = sim::simulate_plan(*graph, d->plan, device, options);
+  d->graph = std::move(graph);
+  // Lanes: each stream's spans in start order (the engine appends them in clock order).
+  for (int32_t i = 0; i < static_cast<int32_t>(d->result.spans.size()); ++i) {
+    const int32_t stream = d->result.spans[i].stream;
+    if (stream >= 0 && stream < 2) d->lanes[stream].push_back(i);
+  }
+  for (auto& lane : d->lanes) {
+    std::stable_sort(lane.begin(), lane.end(), [&](int32_t a, int32_t b) {
+      return d->result.spans[a].start_ns < d->result.spans[b].start_ns;
+    });
+  }
+  d->bands = phase_bands(d->result);
+  d->simulate_ms = ms_since(t0);
+  return d;
+}
+
+void apply_edits(AppState& st) {
+  if (st.parsed_revision == st.revision) return;
+  st.parsed_revision = st.revision;
+  st.graph.reset();
+  st.graph_error.clear();
+  try {
+    sim::validate(st.inputs.device);
+    st.graph = std::make_shared<const sim::Graph>(
+        sim::build_graph(st.inputs.model, st.inputs.setup, st.inputs.device));
+  } catch (const sim::ConfigError& e) {
+    st.graph_error = e.what();
+  }
+  for (StrategyEntry& e : st.inputs.strategies) {
+    e.strategy.reset();
+    e.error.clear();
+    try {
+      sim::Strategy s = sim::parse_strategy(e.spec);
+      if (st.graph) sim::resolve(s, st.graph->n_blocks);  // range errors show in the panel
+      e.strategy = std::move(s);
+    } catch (const sim::ConfigError& err) {
+      e.error = err.what();
+    }
+  }
+  st.runs.resize(st.inputs.strategies.size());
+  if (st.view.focused >= static_cast<int>(st.runs.size())) st.view.focused = 0;
+}
+
+void resimulate(AppState& st, double budget_ms) {
+  const auto t0 = Clock::now();
+  st.stats = {};
+  for (size_t i = 0; i < st.runs.size(); ++i) {
+    Run& run = st.runs[i];
+    if (run.revision == st.revision) continue;
+    if (st.stats.resimulated > 0 && ms_since(t0) >= budget_ms) {
+      ++st.stats.pending;
+      continue;
+    }
+    const StrategyEntry& e = st.inputs.strategies[i];
+    run.revision = st.revision;
+    run.categories.reset();
+    run.error.clear();
+    if (!st.graph) {
+      run.data.reset();
+      run.error = st.graph_error;
+      continue;
+    }
+    if (!e.strategy) {
+      run.data.reset();
+      run.error = e.error;
+      continue;
+    }
+    try {
+      run.data = simulate_run(st.graph, *e.strategy, st.inputs.device);
+    } catch (const sim::ConfigError& err) {
+      run.data.reset();
+      run.error = err.what();
+    }
+    ++st.stats.resimulated;
+  }
+  st.stats.resimulate_ms = ms_since(t0);
+  if (st.view.time_auto) {
+    int64_t end = 0;
+    for (const Run& r : st.runs)
+      if (r.data) end = std::max(end, r.data->result.step_time_ns);
+    if (end > 0) st.view.time = {0, static_cast<double>(end)};
+  }
+}
+
+void ensure_categories(AppState& st) {
+  if (!st.view.stacked || st.view.focused < 0 || st.view.focused >= static_cast<int>(st.runs.size()))
+    return;
+  Run& run = st.runs[st.view.focused];
+  if (!run.data || run.categories) return;
+  run.categories = std::make_shared<const CategorySeries>(
+      category_series(*run.data->graph, run.data->plan, run.data->result));
+}
+
+int64_t valley_blocks(const AppState& st) {
+  return st.view.valley_n > 0 ? st.view.valley_n : st.inputs.model.layers;
+}
+
+std::vector<int64_t> fit_batches(const ViewState& v) {
+  std::vector<int64_t> out;
+  for (int i = 0; i <= v.fit_batch_max_log2; ++i) out.push_back(int64_t{1} << i);
+  return out;
+}
+
+std::vector<int64_t> fit_seqs(const ViewState& v) {
+  std::vector<int64_t> out;
+  for (int i = v.fit_seq_min_log2; i <= v.fit_seq_max_log2; ++i) out.push_back(int64_t{1} << i);
+  return out;
+}
+
+void sync_worker(AppState& st, Worker& worker) {
+  const ValleyKey vk{st.revision, valley_blocks(st)};
+  if (!(vk == st.valley_key)) {
+    st.valley_key = vk;
+    ValleyRequest r;
+    r.key = vk;
+    r.model = st.inputs.model;
+    r.model.layers = vk.n;
+    r.setup = st.inputs.setup;
+    r.device = st.inputs.device;
+    worker.request(std::move(r));
+  }
+  const FitMapKey fk{st.revision, st.view.fit_batch_max_log2, st.view.fit_seq_min_log2,
+                     st.view.fit_seq_max_log2};
+  if (!(fk == st.fitmap_key)) {
+    st.fitmap_key = fk;
+    FitMapRequest r;
+    r.key = fk;
+    r.model = st.inputs.model;
+    r.setup = st.inputs.setup;
+    r.device = st.inputs.device;
+    for (size_t i = 0; i < st.inputs.strategies.size(); ++i) {
+      if (!st.inputs.strategies[i].strategy) continue;
+      r.strategies.push_back(*st.inputs.strategies[i].strategy);
+      r.entries.push_back(static_cast<int>(i));
+    }
+    r.batches = fit_batches(st.view);
+    r.seqs = fit_seqs(st.view);
+    worker.request(std::move(r));
+  }
+  if (auto v = worker.valley()) st.valley = std::move(v);
+  if (auto f = worker.fitmap()) st.fitmap = std::move(f);
+}
+
+void update(AppState& st, Worker& worker, double budget_ms) {
+  apply_edits(st);
+  resimulate(st, budget_ms);
+  ensure_categories(st);
+  sync_worker(st, worker);
+}
+
+}  // namespace gui

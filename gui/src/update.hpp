@@ -1,0 +1,44 @@
+// The per-frame update before drawing: edits become a new graph and re-simulated strategies
+// (within a CPU budget, so the focused view follows an edit in the same frame), background
+// requests for the valley and the fit map, and the worker's newest snapshots.
+#pragma once
+
+#include <memory>
+
+#include "state.hpp"
+#include "worker.hpp"
+
+namespace gui {
+
+// Default re-simulation budget per frame: most of a 60 Hz frame's 16 ms, leaving time to draw.
+inline constexpr double kResimulateBudgetMs = 12;
+
+// One strategy simulated with timeline and spans on `graph`. Throws sim::ConfigError.
+std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> graph,
+                                            const sim::Strategy& strategy,
+                                            const sim::Device& device);
+
+// Parses the strategies and rebuilds the graph when the inputs changed since the last call.
+void apply_edits(AppState& state);
+
+// Re-simulates stale strategies until `budget_ms` of wall time is spent (at least one per call);
+// the rest follow in later frames. Fills state.stats.
+void resimulate(AppState& state, double budget_ms);
+
+// The categories of the focused strategy, when the memory view stacks them.
+void ensure_categories(AppState& state);
+
+// Posts valley and fit map requests whose keys changed; takes the worker's newest snapshots.
+void sync_worker(AppState& state, Worker& worker);
+
+// All of the above, in order.
+void update(AppState& state, Worker& worker, double budget_ms = kResimulateBudgetMs);
+
+// The blocks the valley simulates: ViewState::valley_n, or the model's layers when 0.
+int64_t valley_blocks(const AppState& state);
+
+// The micro-batches and sequence lengths of the fit map (powers of two in the view's ranges).
+std::vector<int64_t> fit_batches(const ViewState& view);
+std::vector<int64_t> fit_seqs(const ViewState& view);
+
+}  // namespace gui
