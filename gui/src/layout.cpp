@@ -1,0 +1,100 @@
+// The window's layout: config panels in a scrolling column on the left; on the right a status
+// line and one tab per view. The only place that bumps the inputs' revision.
+#include <string>
+
+#include <imgui.h>
+
+#include "gui_plot/format.hpp"
+#include "panels.hpp"
+
+namespace gui {
+namespace {
+
+void status_line(const AppState& st) {
+  const sim::TrainSetup& s = st.inputs.setup;
+  ImGui::Text("%s on %s:  micro-batch %lld, seq %lld, tp %lld%s, dp %lld, ZeRO %d, %s, %s",
+              st.inputs.model_label.c_str(), st.inputs.device_label.c_str(),
+              static_cast<long long>(s.micro_batch), static_cast<long long>(s.seq),
+              static_cast<long long>(s.tp), s.sp ? " + sp" : "", static_cast<long long>(s.dp),
+              s.zero, std::string(sim::name(s.profile)).c_str(),
+              std::string(sim::name(sim::resolved_precision(s))).c_str());
+  if (!st.graph_error.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%s", st.graph_error.c_str());
+  } else {
+    double sim_ms = 0;
+    for (const Run& r : st.runs)
+      if (r.data) sim_ms += r.data->simulate_ms;
+    ImGui::TextDisabled("%zu strategies simulated in %.1f ms%s", st.runs.size(), sim_ms,
+                        st.stats.pending > 0 ? " (more next frame)" : "");
+  }
+  if (!st.view.message.empty()) {
+    ImGui::SameLine(0, ImGui::GetFontSize() * 2);
+    const bool error = st.view.message.rfind("error", 0) == 0;
+    ImGui::TextColored(error ? ImVec4(1, 0.45f, 0.45f, 1) : ImVec4(0.6f, 0.9f, 0.6f, 1), "%s",
+                       st.view.message.c_str());
+  }
+}
+
+void views(AppState& st) {
+  ViewState& view = st.view;
+  if (!ImGui::BeginTabBar("views")) return;
+  constexpr const char* kTitles[] = {"Valley", "Memory over the step", "Op timeline", "Fit map",
+                                     "Comparison"};
+  for (int i = 0; i < static_cast<int>(View::kCount); ++i) {
+    const View v = static_cast<View>(i);
+    const ImGuiTabItemFlags flags =
+        view.select_active && v == view.active ? ImGuiTabItemFlags_SetSelected : 0;
+    if (!ImGui::BeginTabItem(kTitles[i], nullptr, flags)) continue;
+    if (!view.select_active) view.active = v;
+    switch (v) {
+      case View::kValley: valley_view(st, view); break;
+      case View::kMemory: memory_view(st, view); break;
+      case View::kTimeline: timeline_view(st, view); break;
+      case View::kFitMap: fitmap_view(st, view); break;
+      case View::kCompare: compare_view(st, view); break;
+      case View::kCount: break;
+    }
+    ImGui::EndTabItem();
+  }
+  view.select_active = false;
+  ImGui::EndTabBar();
+}
+
+}  // namespace
+
+void draw_app(AppState& st) {
+  const ImGuiIO& io = ImGui::GetIO();
+  const float fh = ImGui::GetFontSize();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(io.DisplaySize);
+  constexpr ImGuiWindowFlags kMain = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                     ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoSavedSettings |
+                                     ImGuiWindowFlags_NoBringToFrontOnFocus;
+  ImGui::Begin("actsim", nullptr, kMain);
+  bool changed = false;
+  ImGui::BeginChild("config", ImVec2(25 * fh, 0), true);
+  ImGui::Text("actsim");
+  ImGui::SameLine();
+  ImGui::TextDisabled("activation memory of one training step");
+  ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  if (ImGui::CollapsingHeader("Model")) changed |= model_panel(st);
+  ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  if (ImGui::CollapsingHeader("Training setup")) changed |= setup_panel(st);
+  ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  if (ImGui::CollapsingHeader("Device")) changed |= device_panel(st);
+  ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  if (ImGui::CollapsingHeader("Strategies")) changed |= strategies_panel(st);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("views", ImVec2(0, 0), false);
+  status_line(st);
+  ImGui::SameLine(ImGui::GetContentRegionAvail().x - 6 * fh);
+  if (ImGui::Button("Save PNG")) st.view.png_requested = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("saves this window to %s", st.view.png_path.c_str());
+  views(st);
+  ImGui::EndChild();
+  ImGui::End();
+  if (changed) ++st.revision;
+}
+
+}  // namespace gui

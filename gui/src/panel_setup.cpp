@@ -1,0 +1,60 @@
+// The training set-up panel: every knob of sim::TrainSetup.
+#include <array>
+
+#include <imgui.h>
+
+#include "panels.hpp"
+#include "widgets.hpp"
+
+namespace gui {
+namespace {
+
+constexpr std::array<std::string_view, 2> kProfiles{"pytorch", "paper"};
+constexpr std::array<std::string_view, 5> kPrecisions{"profile default", "bf16-mixed", "bf16-amp",
+                                                      "fp16-amp", "fp32"};
+constexpr std::array<std::string_view, 2> kAttention{"standard", "flash"};
+constexpr std::array<std::string_view, 3> kOptimizers{"adam", "adam-fused", "sgd"};
+constexpr std::array<std::string_view, 3> kAllocators{"exact", "caching", "caching-expandable"};
+
+}  // namespace
+
+bool setup_panel(AppState& st) {
+  sim::TrainSetup& s = st.inputs.setup;
+  bool changed = false;
+  changed |= edit_i64("micro-batch", s.micro_batch, 1, 1 << 20);
+  changed |= edit_i64("sequence", s.seq, 1, int64_t{1} << 24, 256);
+  int profile = static_cast<int>(s.profile);
+  if (edit_choice("profile", profile, kProfiles))
+    s.profile = static_cast<sim::Profile>(profile), changed = true;
+  int precision = s.precision ? 1 + static_cast<int>(*s.precision) : 0;
+  if (edit_choice("precision", precision, kPrecisions)) {
+    if (precision == 0) s.precision.reset();
+    else s.precision = static_cast<sim::Precision>(precision - 1);
+    changed = true;
+  }
+  int attention = static_cast<int>(s.attention);
+  if (edit_choice("attention", attention, kAttention))
+    s.attention = static_cast<sim::AttentionKind>(attention), changed = true;
+  form_label("dropout");
+  bool override_dropout = s.dropout.has_value();
+  if (ImGui::Checkbox("override##dropout", &override_dropout)) {
+    if (override_dropout) s.dropout = 0.1;
+    else s.dropout.reset();
+    changed = true;
+  }
+  if (s.dropout) changed |= edit_real("  probability", *s.dropout, 0, 0.999, "%.3f");
+  changed |= edit_i64("tensor parallel", s.tp, 1, 4096);
+  form_label("seq. parallel");
+  changed |= ImGui::Checkbox("##sp", &s.sp);
+  changed |= edit_i64("data parallel", s.dp, 1, 1 << 20);
+  changed |= edit_int("ZeRO stage", s.zero, 0, 3);
+  int optimizer = static_cast<int>(s.optimizer);
+  if (edit_choice("optimizer", optimizer, kOptimizers))
+    s.optimizer = static_cast<sim::Optimizer>(optimizer), changed = true;
+  int allocator = static_cast<int>(s.allocator);
+  if (edit_choice("allocator", allocator, kAllocators))
+    s.allocator = static_cast<sim::AllocatorKind>(allocator), changed = true;
+  return changed;
+}
+
+}  // namespace gui

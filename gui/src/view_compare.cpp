@@ -1,0 +1,137 @@
+// The comparison: a table of every strategy (sortable by any column) and a stacked bar of the
+// ledger's breakdown at each strategy's peak, with the device capacity marked; CSV export.
+#include <algorithm>
+#include <string>
+
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include "canvas.hpp"
+#include "colors.hpp"
+#include "compare.hpp"
+#include "export.hpp"
+#include "gui_plot/format.hpp"
+#include "panels.hpp"
+
+namespace gui {
+namespace {
+
+void table(const AppState& st, std::vector<CompareRow>& rows) {
+  constexpr int kCols = static_cast<int>(CompareColumn::kCount);
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_SortTristate |
+                                ImGuiTableFlags_RowBg |
+                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_BordersOuter |
+                                ImGuiTableFlags_SizingStretchProp;
+  if (!ImGui::BeginTable("compare", kCols, flags)) return;
+  for (int c = 0; c < kCols; ++c) {
+    const auto col = static_cast<CompareColumn>(c);
+    ImGui::TableSetupColumn(column_label(col), 0, col == CompareColumn::kStrategy ? 1.6f : 1.0f);
+  }
+  ImGui::TableHeadersRow();
+  // The table keeps its sort specs itself (none at first: strategy order); re-sorting a handful
+  // of rows every frame is free.
+  if (const ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0)
+    sort_rows(rows, static_cast<CompareColumn>(specs->Specs[0].ColumnIndex),
+              specs->Specs[0].SortDirection == ImGuiSortDirection_Descending);
+  for (const CompareRow& r : rows) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(to_u32(st.inputs.strategies[r.run].color)), "%s",
+                       r.strategy.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(gui_plot::human_bytes(r.peak_bytes).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextColored(r.fits ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.45f, 0.45f, 1), "%s (%s)",
+                       r.fits ? "yes" : "no", gui_plot::human_bytes(r.headroom_bytes).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(gui_plot::human_si(static_cast<double>(r.recompute_flops), "FLOP").c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%.1f %%", 100 * r.recompute_share);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(gui_plot::human_time_ns(r.step_time_ns).c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%.1f %%", 100 * r.mfu);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.1f %%", 100 * r.hfu);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(gui_plot::human_si(r.tokens_per_s, "").c_str());
+  }
+  ImGui::EndTable();
+}
+
+void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {
+  const float fh = ImGui::GetFontSize();
+  int64_t top = 0, capacity = 0;
+  for (const CompareRow& r : rows) {
+    top = std::max(top, r.peak_bytes);
+    capacity = capacity_bytes(st.runs[r.run].data->result);
+  }
+  for (int c = 0; c < sim::kCategoryCount; ++c)
+    legend_item(category_color(static_cast<sim::Category>(c)),
+                std::string(sim::category_name(static_cast<sim::Category>(c))).c_str());
+  ImGui::NewLine();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float want = static_cast<float>(rows.size()) * 2.4f * fh + 3.5f * fh;
+  const AxisSpec xs{{0, static_cast<double>(std::max(top, capacity)) * 1.05}, gui_plot::Unit::kBytes,
+                    "breakdown of allocated memory at each strategy's peak"};
+  const AxisSpec ys{{0, static_cast<double>(rows.size())}, gui_plot::Unit::kPlain, "", false};
+  const PlotArea a = begin_plot("##breakdown", ImVec2(avail.x, std::min(avail.y, want)), xs, ys);
+  const float bar_h = (a.max.y - a.min.y) / static_cast<float>(std::max<size_t>(rows.size(), 1));
+  int hovered_row = -1, hovered_cat = -1;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const sim::Breakdown& b = st.runs[rows[i].run].data->result.peak_breakdown;
+    const float y0 = a.min.y + bar_h * static_cast<float>(i) + 0.2f * bar_h;
+    const float y1 = y0 + 0.6f * bar_h;
+    double base = 0;
+    for (int c = 0; c < sim::kCategoryCount; ++c) {
+      if (b[c] == 0) continue;
+      const float x0 = static_cast<float>(a.x.to_px(base));
+      base += static_cast<double>(b[c]);
+      const float x1 = static_cast<float>(a.x.to_px(base));
+      a.draw->AddRectFilled(ImVec2(x0, y0), ImVec2(std::max(x1, x0 + 1), y1),
+                            category_color(static_cast<sim::Category>(c)));
+      if (a.hovered && a.mouse.x >= x0 && a.mouse.x < x1 && a.mouse.y >= y0 && a.mouse.y < y1)
+        hovered_row = static_cast<int>(i), hovered_cat = c;
+    }
+  }
+  vline(a, static_cast<double>(capacity), capacity_color(), "capacity", 2);
+  end_plot(a);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string& s = rows[i].strategy;
+    const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
+    a.draw->AddText(ImVec2(a.min.x - ts.x - 0.4f * fh, a.min.y + bar_h * (static_cast<float>(i) + 0.5f) - ts.y / 2),
+                    to_u32(st.inputs.strategies[rows[i].run].color), s.c_str());
+  }
+  if (hovered_row >= 0) {
+    const sim::Result& r = st.runs[rows[hovered_row].run].data->result;
+    ImGui::BeginTooltip();
+    ImGui::Text("%s: %s %s of %s at the peak (%s)", rows[hovered_row].strategy.c_str(),
+                std::string(sim::category_name(static_cast<sim::Category>(hovered_cat))).c_str(),
+                gui_plot::human_bytes(r.peak_breakdown[hovered_cat]).c_str(),
+                gui_plot::human_bytes(r.peak_allocated_bytes).c_str(), r.peak_op.c_str());
+    ImGui::EndTooltip();
+  }
+}
+
+}  // namespace
+
+void compare_view(const AppState& st, ViewState& view) {
+  const float fh = ImGui::GetFontSize();
+  std::vector<CompareRow> rows = compare_rows(st);
+  ImGui::SetNextItemWidth(20 * fh);
+  ImGui::InputText("##csv path", &view.csv_path);
+  ImGui::SameLine();
+  if (ImGui::Button("Export CSV")) {
+    const std::string err = write_file(view.csv_path, compare_csv(st));
+    view.message = err.empty() ? "wrote " + view.csv_path : "error: " + err;
+  }
+  if (rows.empty()) {
+    ImGui::TextDisabled("no simulation yet (see the errors on the left)");
+    return;
+  }
+  table(st, rows);
+  ImGui::Spacing();
+  breakdown_bars(st, rows);
+}
+
+}  // namespace gui

@@ -1,0 +1,198 @@
+// Memory over the step: allocated bytes against simulated time for every strategy, overlaid as
+// step lines (decimated per pixel column), the focused strategy's phases shaded, peaks marked,
+// the device capacity as a line; or the focused strategy stacked by ledger category.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "canvas.hpp"
+#include "colors.hpp"
+#include "gui_plot/decimate.hpp"
+#include "gui_plot/format.hpp"
+#include "op_text.hpp"
+#include "panels.hpp"
+
+namespace gui {
+namespace {
+
+const RunData* focused_run(const AppState& st, const ViewState& view) {
+  if (view.focused < 0 || view.focused >= static_cast<int>(st.runs.size())) return nullptr;
+  return st.runs[view.focused].data.get();
+}
+
+void draw_bands(const PlotArea& a, const RunData& run) {
+  for (const PhaseBand& b : run.bands) {
+    if (static_cast<double>(b.t1_ns) < a.x.lo || static_cast<double>(b.t0_ns) > a.x.hi) continue;
+    const float x0 = static_cast<float>(a.x.to_px(static_cast<double>(b.t0_ns)));
+    const float x1 = std::max(x0 + 1, static_cast<float>(a.x.to_px(static_cast<double>(b.t1_ns))));
+    a.draw->AddRectFilled(ImVec2(x0, a.min.y), ImVec2(x1, a.max.y), phase_color(b.phase, 0.16f));
+  }
+}
+
+std::vector<gui_plot::StepColumn> columns_of(const PlotArea& a, const sim::Result& r) {
+  const auto& tl = r.timeline;
+  return gui_plot::decimate_steps(
+      tl.size(), [&](std::size_t i) { return tl[i].t_ns; },
+      [&](std::size_t i) { return tl[i].allocated_bytes; }, a.x);
+}
+
+// x pixel where a column's held value ends: the next column, or the step's end.
+float column_end(const PlotArea& a, const std::vector<gui_plot::StepColumn>& cols, std::size_t i,
+                 int64_t end_ns) {
+  if (i + 1 < cols.size()) return static_cast<float>(cols[i + 1].px);
+  return std::min(a.max.x, static_cast<float>(a.x.to_px(static_cast<double>(end_ns))));
+}
+
+void draw_line(const PlotArea& a, const sim::Result& r, ImU32 color) {
+  const auto cols = columns_of(a, r);
+  std::vector<ImVec2> pts;
+  pts.reserve(cols.size() * 4 + 1);
+  const auto py = [&](double v) { return static_cast<float>(a.y.to_px(v)); };
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    const auto& c = cols[i];
+    const float x = static_cast<float>(c.px) + 0.5f;
+    if (i > 0) pts.push_back(ImVec2(x, py(cols[i - 1].y_last)));
+    pts.push_back(ImVec2(x, py(c.y_min)));
+    pts.push_back(ImVec2(x, py(c.y_max)));
+    pts.push_back(ImVec2(x, py(c.y_last)));
+  }
+  if (!cols.empty())
+    pts.push_back(ImVec2(column_end(a, cols, cols.size() - 1, r.step_time_ns), py(cols.back().y_last)));
+  if (pts.size() >= 2) a.draw->AddPolyline(pts.data(), static_cast<int>(pts.size()), color, 0, 1.6f);
+}
+
+void draw_stacked(const PlotArea& a, const RunData& run, const CategorySeries& cats) {
+  const auto cols = columns_of(a, run.result);
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    // The column's pixel shows its highest sample (peaks stay visible); the held value after it
+    // shows the column's last sample.
+    const float x0 = static_cast<float>(cols[i].px);
+    const float x1 = std::max(x0 + 1, column_end(a, cols, i, run.result.step_time_ns));
+    const auto stack = [&](const sim::Breakdown& b, float left, float right) {
+      double base = 0;
+      for (int c = 0; c < sim::kCategoryCount; ++c) {
+        if (b[c] == 0) continue;
+        const float y0 = static_cast<float>(a.y.to_px(base));
+        base += static_cast<double>(b[c]);
+        const float y1 = static_cast<float>(a.y.to_px(base));
+        a.draw->AddRectFilled(ImVec2(left, y1), ImVec2(right, y0),
+                              category_color(static_cast<sim::Category>(c)));
+      }
+    };
+    stack(cats.at[cols[i].max_index], x0, x0 + 1);
+    if (x1 > x0 + 1) stack(cats.at[cols[i].last_index], x0 + 1, x1);
+  }
+}
+
+void hover_tooltip(const AppState& st, const ViewState& view, const PlotArea& a) {
+  const auto t = static_cast<int64_t>(a.x.to_value(a.mouse.x));
+  a.draw->AddLine(ImVec2(a.mouse.x, a.min.y), ImVec2(a.mouse.x, a.max.y), IM_COL32(255, 255, 255, 90));
+  ImGui::BeginTooltip();
+  ImGui::Text("t = %s", gui_plot::human_time_ns(t).c_str());
+  for (size_t i = 0; i < st.runs.size(); ++i) {
+    const RunData* run = st.runs[i].data.get();
+    if (!run || t > run->result.step_time_ns) continue;
+    const int32_t s = sample_at(run->result, t);
+    if (s < 0) continue;
+    const sim::MemorySample& m = run->result.timeline[s];
+    const int32_t span = span_at(*run, 0, t);
+    const std::string op = span >= 0 ? op_name(*run->graph, run->result.spans[span].op) : "(between ops)";
+    ImGui::PushStyleColor(ImGuiCol_Text, to_u32(st.inputs.strategies[i].color));
+    ImGui::TextUnformatted(st.inputs.strategies[i].spec.c_str());
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    ImGui::Text("%s  %s, %s", gui_plot::human_bytes(m.allocated_bytes).c_str(), op.c_str(),
+                std::string(sim::phase_name(m.phase)).c_str());
+    const Run& r = st.runs[i];
+    if (view.stacked && static_cast<int>(i) == view.focused && r.categories &&
+        static_cast<size_t>(s) < r.categories->at.size()) {
+      const sim::Breakdown& b = r.categories->at[s];
+      for (int c = sim::kCategoryCount - 1; c >= 0; --c) {
+        if (b[c] == 0) continue;
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(category_color(static_cast<sim::Category>(c))),
+                           "   %-17s %s", std::string(sim::category_name(static_cast<sim::Category>(c))).c_str(),
+                           gui_plot::human_bytes(b[c]).c_str());
+      }
+    }
+  }
+  ImGui::EndTooltip();
+}
+
+}  // namespace
+
+void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
+  int64_t end_ns = 0, top = 0, capacity = 0;
+  for (const Run& r : st.runs) {
+    if (!r.data) continue;
+    end_ns = std::max(end_ns, r.data->result.step_time_ns);
+    top = std::max(top, r.data->result.peak_allocated_bytes);
+    capacity = capacity_bytes(r.data->result);
+  }
+  if (end_ns == 0) {
+    ImGui::TextDisabled("no simulation yet (see the errors on the left)");
+    return;
+  }
+  const double ymax = static_cast<double>(std::max(top, capacity)) * 1.08;
+  const AxisSpec xs{view.time, gui_plot::Unit::kTimeNs,
+                    "simulated time (wheel: zoom, drag: pan, double-click: whole step)"};
+  const AxisSpec ys{{0, ymax}, gui_plot::Unit::kBytes, "allocated"};
+  const PlotArea a = begin_plot("##memory", size, xs, ys);
+  const RunData* focus = focused_run(st, view);
+  if (focus) draw_bands(a, *focus);
+  const Run* focus_run = focus ? &st.runs[view.focused] : nullptr;
+  if (view.stacked && focus && focus_run->categories) {
+    draw_stacked(a, *focus, *focus_run->categories);
+  } else {
+    for (size_t i = 0; i < st.runs.size(); ++i)
+      if (st.runs[i].data)
+        draw_line(a, st.runs[i].data->result, to_u32(st.inputs.strategies[i].color));
+  }
+  const std::string cap = "capacity " + gui_plot::human_bytes(capacity) + " (HBM - context - comm)";
+  hline(a, static_cast<double>(capacity), capacity_color(), cap.c_str());
+  for (size_t i = 0; i < st.runs.size(); ++i) {
+    const RunData* run = st.runs[i].data.get();
+    if (!run || (view.stacked && static_cast<int>(i) != view.focused)) continue;
+    const ImVec2 p(static_cast<float>(a.x.to_px(static_cast<double>(run->result.peak_t_ns))),
+                   static_cast<float>(a.y.to_px(static_cast<double>(run->result.peak_allocated_bytes))));
+    const ImU32 col = to_u32(st.inputs.strategies[i].color);
+    a.draw->AddCircle(p, 5, IM_COL32(255, 255, 255, 230), 12, 2.5f);
+    a.draw->AddCircleFilled(p, 3.5f, col);
+    if (static_cast<int>(i) == view.focused) {
+      const std::string label = "peak " + gui_plot::human_bytes(run->result.peak_allocated_bytes);
+      const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+      const float x = std::min(p.x + 7, a.max.x - ts.x - 2);
+      a.draw->AddText(ImVec2(x, std::max(a.min.y, p.y - ts.y - 4)), IM_COL32(255, 255, 255, 255),
+                      label.c_str());
+    }
+  }
+  end_plot(a);
+  time_axis_input(a, view, static_cast<double>(end_ns));
+  if (a.hovered) hover_tooltip(st, view, a);
+}
+
+void memory_view(const AppState& st, ViewState& view) {
+  ImGui::Checkbox("stacked by category", &view.stacked);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("the focused strategy (radio button in the strategies panel)");
+  ImGui::SameLine(0, ImGui::GetFontSize() * 2);
+  ImGui::TextDisabled("phases of the focused strategy:");
+  ImGui::SameLine();
+  for (sim::Phase p : {sim::Phase::kForward, sim::Phase::kBackward, sim::Phase::kRecompute,
+                       sim::Phase::kOptimizer})
+    legend_item(phase_color(p, 0.55f), std::string(sim::phase_name(p)).c_str());
+  ImGui::NewLine();
+  if (view.stacked) {
+    for (int c = 0; c < sim::kCategoryCount; ++c)
+      legend_item(category_color(static_cast<sim::Category>(c)),
+                  std::string(sim::category_name(static_cast<sim::Category>(c))).c_str());
+  } else {
+    for (size_t i = 0; i < st.inputs.strategies.size(); ++i)
+      legend_item(to_u32(st.inputs.strategies[i].color), st.inputs.strategies[i].spec.c_str());
+  }
+  ImGui::NewLine();
+  memory_plot(st, view, ImGui::GetContentRegionAvail());
+}
+
+}  // namespace gui
