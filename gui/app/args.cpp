@@ -1,0 +1,66 @@
+#include "args.hpp"
+
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "flags.hpp"
+#include "sim/error.hpp"
+#include "sweep.hpp"
+
+namespace gui_app {
+
+std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
+  CLI::App app{"actsim-gui: the memory valley, memory over the step, the op timeline, a fit map "
+               "and a comparison of activation-checkpointing strategies"};
+  cli_common::CommonFlags flags;
+  flags.strategy = "none,full,selective";  // several at once: the GUI compares
+  cli_common::FlagOptions options;
+  options.output = false;
+  cli_common::add_common_flags(app, flags, options);
+  std::string view = gui::view_name(out.view);
+  app.add_option("--screenshot", out.screenshot,
+                 "render a few frames without interaction, save this PNG and exit")
+      ->group("Headless");
+  app.add_option("--width", out.width, "window width in pixels")
+      ->check(CLI::Range(320, 8192))->capture_default_str()->group("Headless");
+  app.add_option("--height", out.height, "window height in pixels")
+      ->check(CLI::Range(240, 8192))->capture_default_str()->group("Headless");
+  app.add_option("--view", view, "the view shown first: valley|memory|timeline|fitmap|compare")
+      ->capture_default_str()->group("Headless");
+  app.add_flag("--stacked", out.stacked, "memory view stacked by category (focused strategy)")
+      ->group("Headless");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "actsim-gui: error: %s\n", e.what());
+    return 2;
+  }
+  try {
+    const auto v = gui::parse_view(view);
+    if (!v) throw sim::ConfigError("--view", view, "expected valley, memory, timeline, fitmap or compare");
+    out.view = *v;
+    const cli_common::Axes axes = cli_common::parse_axes(flags);
+    // The GUI edits one configuration: the first value of each list (strategies: all of them).
+    cli_common::Axes first = axes;
+    first.models.resize(1);
+    first.devices.resize(1);
+    out.dirs = cli_common::search_dirs();
+    const cli_common::Inputs inputs = cli_common::load_inputs(first, out.dirs);
+    out.model = inputs.models.front();
+    out.model_label = first.models.front();
+    out.device = inputs.devices.front();
+    out.device_label = first.devices.front();
+    out.setup = cli_common::point_at(axes, 0).setup;
+    for (const sim::Strategy& s : axes.strategies) out.strategies.push_back(s.canonical());
+  } catch (const sim::ConfigError& e) {
+    std::fprintf(stderr, "actsim-gui: error: %s\n", e.what());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+}  // namespace gui_app
