@@ -1,0 +1,43 @@
+# GUI tests (DESIGN.md §8, STYLE.md rule 11), include()d by tests/CMakeLists.txt: `gui_tests`
+# (the pure plot maths, the GUI's model layer against the simulator, and a windowless smoke test
+# of every panel: no GL), and the real actsim-gui under Xvfb writing a screenshot per view, which
+# `gui_png_check` decodes (stb_image) and checks for size and content.
+if(NOT TARGET gui_panels)
+  return()
+endif()
+
+add_executable(gui_tests ${CMAKE_CURRENT_LIST_DIR}/test_gui_plot.cpp ${CMAKE_CURRENT_LIST_DIR}/test_gui.cpp)
+target_link_libraries(gui_tests PRIVATE gui_panels test_main actsim_options)
+target_compile_definitions(gui_tests PRIVATE ACTSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+doctest_discover_tests(gui_tests)
+
+add_executable(gui_png_check ${CMAKE_CURRENT_LIST_DIR}/test_gui_png_check.cpp)
+target_link_libraries(gui_png_check PRIVATE PkgConfig::STB actsim_options)
+
+find_program(XVFB_RUN xvfb-run)
+if(XVFB_RUN)
+  foreach(view valley memory timeline fitmap compare)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/${view})
+    file(MAKE_DIRECTORY ${dir})
+    add_test(NAME gui.screenshot.${view}
+             COMMAND sh -c "set -e\nrm -f shot.png\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} --model llama-2-7b --tp 8 --strategy none,full,selective\n\"$2\" shot.png 1200 800"
+                     sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check>
+             WORKING_DIRECTORY ${dir})
+  endforeach()
+endif()
+
+# Without a display: one clear line and a non-zero exit (no Xvfb needed).
+set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/no_display)
+file(MAKE_DIRECTORY ${dir})
+add_test(NAME gui.no_display
+         COMMAND sh -c "rc=0\nenv -u DISPLAY -u WAYLAND_DISPLAY \"$1\" --screenshot x.png 2> err.txt || rc=$?\ntest \"$rc\" -ne 0\ntest \"$(wc -l < err.txt)\" -eq 1\ngrep -q '^actsim-gui: error: ' err.txt\ntest ! -e x.png"
+                 sh $<TARGET_FILE:actsim-gui>
+         WORKING_DIRECTORY ${dir})
+
+# Bad flags: exit 2 with one line, before any window is opened.
+set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/bad_flags)
+file(MAKE_DIRECTORY ${dir})
+add_test(NAME gui.bad_flags
+         COMMAND sh -c "for args in '--view nope' '--strategy bogus' '--model no-such-model' '--width 5'\ndo\nrc=0\nenv -u DISPLAY \"$1\" $args 2> err.txt || rc=$?\ntest \"$rc\" -eq 2\ntest \"$(wc -l < err.txt)\" -eq 1\ndone"
+                 sh $<TARGET_FILE:actsim-gui>
+         WORKING_DIRECTORY ${dir})

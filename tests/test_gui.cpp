@@ -1,0 +1,259 @@
+// The GUI without a window (DESIGN.md §8, STYLE.md rule 11): its model layer (re-simulation,
+// categories, phases, comparison, worker) against the simulator, and a windowless smoke test that
+// draws every panel and view on three models and all strategies with Dear ImGui's null loop.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "categories.hpp"
+#include "compare.hpp"
+#include "fitmap.hpp"
+#include "phases.hpp"
+#include "session.hpp"
+#include "sim/valley.hpp"
+#include "sim_io/load.hpp"
+#include "sim_io/output.hpp"
+#include "update.hpp"
+#include "windowless.hpp"
+
+namespace {
+
+const std::vector<std::filesystem::path>& dirs() {
+  static const std::vector<std::filesystem::path> d{std::filesystem::path(ACTSIM_SOURCE_DIR) / "models"};
+  return d;
+}
+
+const std::vector<std::string> kAllStrategies{"none", "full", "every:4", "sqrt", "selective", "sac:mm"};
+
+gui::AppState state_for(const std::string& model, const std::vector<std::string>& strategies,
+                        int64_t seq = 1024, int64_t tp = 1) {
+  sim::TrainSetup setup;
+  setup.seq = seq;
+  setup.tp = tp;
+  return gui::make_state(gui::make_catalog(dirs()), sim_io::load_model(model, dirs()), model, setup,
+                         sim_io::load_device("h100-sxm", dirs()), "h100-sxm", strategies);
+}
+
+// Updates until every strategy is simulated and the worker is done (or 20 s passed).
+void settle(gui::AppState& st, gui::Worker& worker) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    gui::update(st, worker, 1e9);
+    if (st.stats.pending == 0 && worker.idle() && st.valley && st.fitmap &&
+        st.valley->key == st.valley_key && st.fitmap->key == st.fitmap_key && st.fitmap->complete)
+      return;
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) FAIL("worker did not finish");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("re-simulation: one run per strategy with timeline, lanes and phase bands") {
+  gui::AppState st = state_for("gpt2-small", kAllStrategies);
+  gui::apply_edits(st);
+  gui::resimulate(st, 1e9);
+  REQUIRE(st.runs.size() == kAllStrategies.size());
+  for (size_t i = 0; i < st.runs.size(); ++i) {
+    CAPTURE(kAllStrategies[i]);
+    const gui::Run& run = st.runs[i];
+    REQUIRE(run.data);
+    CHECK(run.error.empty());
+    const sim::Result direct = sim::simulate(st.inputs.model, st.inputs.setup, st.inputs.device,
+                                             sim::parse_strategy(kAllStrategies[i]));
+    CHECK(run.data->result.peak_allocated_bytes == direct.peak_allocated_bytes);
+    CHECK(run.data->result.step_time_ns == direct.step_time_ns);
+    CHECK(!run.data->result.timeline.empty());
+    size_t in_lanes = 0;
+    for (int s = 0; s < 2; ++s) {
+      const auto& lane = run.data->lanes[s];
+      in_lanes += lane.size();
+      for (size_t k = 1; k < lane.size(); ++k) {
+        const sim::OpSpan& a = run.data->result.spans[lane[k - 1]];
+        const sim::OpSpan& b = run.data->result.spans[lane[k]];
+        CHECK(a.stream == s);
+        CHECK(a.start_ns + a.duration_ns <= b.start_ns);  // one op at a time per stream
+      }
+    }
+    CHECK(in_lanes == run.data->result.spans.size());
+    const auto& bands = run.data->bands;
+    REQUIRE(!bands.empty());
+    CHECK(bands.front().t0_ns == 0);
+    CHECK(bands.back().t1_ns == run.data->result.step_time_ns);
+    for (size_t k = 1; k < bands.size(); ++k) {
+      CHECK(bands[k - 1].t1_ns == bands[k].t0_ns);
+      CHECK(bands[k - 1].phase != bands[k].phase);
+    }
+    bool recompute = false;
+    for (const gui::PhaseBand& b : bands) recompute |= b.phase == sim::Phase::kRecompute;
+    CHECK(recompute == (run.data->result.recompute_flops > 0));
+  }
+  // An edit makes every run stale; a tiny budget re-simulates at least one per frame.
+  st.inputs.setup.micro_batch = 2;
+  ++st.revision;
+  gui::apply_edits(st);
+  gui::resimulate(st, 0);
+  CHECK(st.stats.resimulated == 1);
+  CHECK(st.stats.pending == static_cast<int>(kAllStrategies.size()) - 1);
+}
+
+TEST_CASE("per-sample categories replay the engine's ledger exactly") {
+  for (const char* model : {"gpt2-small", "llama-2-7b"}) {
+    gui::AppState st = state_for(model, kAllStrategies, 512, 2);
+    gui::apply_edits(st);
+    gui::resimulate(st, 1e9);
+    for (size_t i = 0; i < st.runs.size(); ++i) {
+      CAPTURE(model);
+      CAPTURE(kAllStrategies[i]);
+      const gui::RunData& d = *st.runs[i].data;
+      const gui::CategorySeries cats = gui::category_series(*d.graph, d.plan, d.result);
+      REQUIRE(cats.at.size() == d.result.timeline.size());
+      bool peak_seen = false;
+      for (size_t k = 0; k < cats.at.size(); ++k) {
+        int64_t sum = 0;
+        for (int64_t b : cats.at[k]) {
+          CHECK(b >= 0);
+          sum += b;
+        }
+        const sim::MemorySample& m = d.result.timeline[k];
+        CHECK(sum == m.allocated_bytes);
+        if (!peak_seen && m.event_index == d.result.peak_event_index &&
+            m.allocated_bytes == d.result.peak_allocated_bytes) {
+          peak_seen = true;
+          CHECK(cats.at[k] == d.result.peak_breakdown);
+        }
+      }
+      CHECK(peak_seen);
+    }
+  }
+}
+
+TEST_CASE("comparison rows sort by any column and export as CSV schema v1") {
+  gui::AppState st = state_for("gpt2-small", {"none", "full", "selective"});
+  gui::apply_edits(st);
+  gui::resimulate(st, 1e9);
+  auto rows = gui::compare_rows(st);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].strategy == "none");
+  CHECK(rows[0].recompute_flops == 0);
+  CHECK(rows[1].recompute_share > 0);
+  gui::sort_rows(rows, gui::CompareColumn::kPeak, false);
+  CHECK(rows.front().peak_bytes <= rows.back().peak_bytes);
+  gui::sort_rows(rows, gui::CompareColumn::kStepTime, true);
+  CHECK(rows.front().step_time_ns >= rows.back().step_time_ns);
+  gui::sort_rows(rows, gui::CompareColumn::kStrategy, false);
+  CHECK(rows.front().strategy == "full");
+  const std::string csv = gui::compare_csv(st);
+  CHECK(csv.rfind(sim_io::csv_header(), 0) == 0);
+  size_t lines = 0;
+  for (char c : csv) lines += c == '\n';
+  CHECK(lines == 4);
+  CHECK(csv.find(",selective,") != std::string::npos);
+}
+
+TEST_CASE("the worker's valley and fit map agree with the simulator") {
+  gui::AppState st = state_for("gpt2-small", {"none", "full"});
+  st.view.fit_batch_max_log2 = 2;  // 1, 2, 4
+  st.view.fit_seq_min_log2 = 8;    // 256 .. 2048 (gpt2: 1024 positions, so 2048 is an error row)
+  st.view.fit_seq_max_log2 = 11;
+  st.view.valley_n = 6;
+  gui::Worker worker;
+  settle(st, worker);
+  const gui::ValleyData& v = *st.valley;
+  CHECK(v.error.empty());
+  sim::ModelConfig six = st.inputs.model;
+  six.layers = 6;
+  const sim::Valley direct =
+      sim::compute_valley(sim::build_graph(six, st.inputs.setup, st.inputs.device), st.inputs.device);
+  CHECK(v.valley.n == 6);
+  CHECK(v.valley.m_star == direct.m_star);
+  REQUIRE(v.valley.points.size() == direct.points.size());
+  CHECK(v.valley.points[2].simulated_bytes == direct.points[2].simulated_bytes);
+
+  const gui::FitMapData& f = *st.fitmap;
+  CHECK(f.batches == std::vector<int64_t>{1, 2, 4});
+  CHECK(f.seqs == std::vector<int64_t>{256, 512, 1024, 2048});
+  CHECK(f.done == f.total);
+  CHECK(f.total == 24);
+  CHECK(!f.row_errors[3].empty());  // seq 2048 > gpt2's 1024 positions
+  CHECK(f.row_errors[0].empty());
+  sim::TrainSetup s = st.inputs.setup;
+  s.micro_batch = 2;
+  s.seq = 512;
+  const sim::Result r = sim::simulate(st.inputs.model, s, st.inputs.device, sim::parse_strategy("full"));
+  const gui::FitCell& c = f.grids[1][1 * 3 + 1];
+  CHECK(c.ok);
+  CHECK(c.peak_bytes == r.peak_allocated_bytes);
+  CHECK(c.fits == r.fits);
+  const auto best = gui::largest_fit(f, 1);
+  REQUIRE(best);
+  CHECK(*best == 2 * 3 + 2);  // b 4 x s 1024 fits gpt2-small on an H100
+  CHECK(gui::color_position(gui::peak_range(f).lo, gui::peak_range(f)) == doctest::Approx(0));
+}
+
+TEST_CASE("a superseding fit map request replaces the one in progress") {
+  gui::AppState st = state_for("llama-2-7b", {"none", "full", "selective"});
+  gui::Worker worker;
+  gui::update(st, worker);
+  st.view.fit_batch_max_log2 = 1;
+  st.view.fit_seq_min_log2 = 9;
+  st.view.fit_seq_max_log2 = 10;
+  settle(st, worker);
+  CHECK(st.fitmap->batches.size() == 2);
+  CHECK(st.fitmap->seqs.size() == 2);
+  CHECK(st.fitmap->complete);
+}
+
+TEST_CASE("windowless smoke: every panel and view on three models and all strategies") {
+  gui::Windowless ui(1600, 1000);
+  for (const char* model : {"gpt2-small", "llama-2-7b", "korthikanti-175b"}) {
+    CAPTURE(model);
+    gui::AppState st = state_for(model, kAllStrategies, 1024, model[0] == 'k' ? 8 : 1);
+    gui::Worker worker;
+    settle(st, worker);
+    for (int v = 0; v < static_cast<int>(gui::View::kCount); ++v) {
+      CAPTURE(gui::view_name(static_cast<gui::View>(v)));
+      st.view.active = static_cast<gui::View>(v);
+      st.view.select_active = true;
+      for (bool stacked : {false, true}) {
+        st.view.stacked = stacked;
+        for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+        // The mouse over the middle of the view and over the left panel: hover paths run.
+        ui.frame(st, worker, 1000, 500);
+        ui.frame(st, worker, 900, 250);
+        ui.frame(st, worker, 150, 300);
+        CHECK(ui.vertices() > 1000);
+        CHECK(st.view.active == static_cast<gui::View>(v));
+      }
+    }
+    for (const gui::Run& r : st.runs) CHECK(r.data);
+    CHECK(st.runs[st.view.focused].categories != nullptr);  // stacked mode computed them
+    CHECK(st.runs[st.view.focused + 1].categories == nullptr);  // only for the focused one
+  }
+}
+
+TEST_CASE("a bad edit shows its error and simulates nothing, a good one recovers") {
+  gui::Windowless ui(1200, 800);
+  gui::AppState st = state_for("gpt2-small", {"none", "every:40", "custom:nonsense"});
+  gui::Worker worker;
+  ui.frame(st, worker);
+  CHECK(st.runs[0].data);
+  CHECK(!st.inputs.strategies[1].error.empty());  // 40 > 12 blocks
+  CHECK(!st.inputs.strategies[2].error.empty());
+  CHECK(!st.runs[2].data);
+  st.inputs.model.heads = 7;  // does not divide 768
+  ++st.revision;
+  ui.frame(st, worker);
+  CHECK(!st.graph_error.empty());
+  CHECK(!st.runs[0].data);
+  CHECK(st.runs[0].error == st.graph_error);
+  st.inputs.model.heads = 12;
+  ++st.revision;
+  ui.frame(st, worker);
+  CHECK(st.graph_error.empty());
+  CHECK(st.runs[0].data);
+}
