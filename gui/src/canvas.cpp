@@ -139,6 +139,13 @@ void vline(const PlotArea& a, double v, ImU32 color, const char* label, float th
   }
 }
 
+std::string fit_text(const std::string& text, float max_width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= max_width) return text;
+  std::string s = text;
+  while (!s.empty() && ImGui::CalcTextSize((s + "...").c_str()).x > max_width) s.pop_back();
+  return s + "...";
+}
+
 void legend_item(ImU32 color, const char* name) {
   const float fh = ImGui::GetFontSize();
   const ImVec2 p = ImGui::GetCursorScreenPos();

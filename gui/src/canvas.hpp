@@ -50,6 +50,9 @@ void hline(const PlotArea& area, double v, ImU32 color, const char* label, float
 // Vertical line at x value `v` with a label at its top.
 void vline(const PlotArea& area, double v, ImU32 color, const char* label, float thickness = 1.5f);
 
+// `text` shortened with a trailing "..." to fit `max_width` pixels (unchanged when it fits).
+std::string fit_text(const std::string& text, float max_width);
+
 // A small legend: coloured squares and names, laid out left to right at the cursor.
 void legend_item(ImU32 color, const char* name);
 

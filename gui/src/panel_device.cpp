@@ -29,6 +29,11 @@ bool device_panel(AppState& st) {
     ImGui::EndCombo();
   }
   if (!d.label.empty()) ImGui::TextDisabled("%s", d.label.c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("%s HBM", gui_plot::human_bytes(d.hbm_bytes).c_str());
+  // The figures fold away: presets are what most people want, and the strategies panel below
+  // should stay in view.
+  if (!ImGui::TreeNode("figures (edit for a custom device)")) return changed;
   bool edited = false;
   edited |= edit_bytes("HBM", d.hbm_bytes, true);
   edited |= edit_bytes("CUDA context", d.cuda_context_bytes, false);
@@ -44,6 +49,7 @@ bool device_panel(AppState& st) {
   edited |= edit_real("compute eff.", d.compute_efficiency, 0.01, 1, "%.3f");
   edited |= edit_real("memory eff.", d.memory_efficiency, 0.01, 1, "%.3f");
   edited |= edit_i64("launch (ns)", d.launch_overhead_ns, 0, 1'000'000'000, 500);
+  ImGui::TreePop();
   if (edited) {
     st.inputs.device_label = "custom";
     d.name = "custom";

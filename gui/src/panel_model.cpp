@@ -96,11 +96,21 @@ bool model_panel(AppState& st) {
   } catch (const sim::ConfigError&) {
     ImGui::TextDisabled("(invalid)");
   }
+  const sim::ModelConfig& m = st.inputs.model;
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+  ImGui::TextWrapped("%lld layers, h %lld, %lld/%lld heads, ffn %lld, vocab %lld",
+                     static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
+                     static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
+                     static_cast<long long>(m.ffn_hidden), static_cast<long long>(m.vocab));
+  ImGui::PopStyleColor();
+  // Folded by default so that the strategies stay in view; every field is one click away.
+  if (!ImGui::TreeNode("architecture (every field editable)")) return changed;
   if (edit_fields(st.inputs.model)) {
     changed = true;
     if (st.inputs.model_label.find(" (edited)") == std::string::npos)
       st.inputs.model_label += " (edited)";
   }
+  ImGui::TreePop();
   return changed;
 }
 

@@ -71,16 +71,18 @@ void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {
                 std::string(sim::category_name(static_cast<sim::Category>(c))).c_str());
   ImGui::NewLine();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float want = static_cast<float>(rows.size()) * 2.4f * fh + 3.5f * fh;
+  const float want = static_cast<float>(rows.size()) * 2.4f * fh + 4.7f * fh;
   const AxisSpec xs{{0, static_cast<double>(std::max(top, capacity)) * 1.05}, gui_plot::Unit::kBytes,
                     "breakdown of allocated memory at each strategy's peak"};
   const AxisSpec ys{{0, static_cast<double>(rows.size())}, gui_plot::Unit::kPlain, "", false};
   const PlotArea a = begin_plot("##breakdown", ImVec2(avail.x, std::min(avail.y, want)), xs, ys);
-  const float bar_h = (a.max.y - a.min.y) / static_cast<float>(std::max<size_t>(rows.size(), 1));
+  // Rows below a line of room for the capacity label.
+  const float rows_top = a.min.y + 1.2f * fh;
+  const float bar_h = (a.max.y - rows_top) / static_cast<float>(std::max<size_t>(rows.size(), 1));
   int hovered_row = -1, hovered_cat = -1;
   for (size_t i = 0; i < rows.size(); ++i) {
     const sim::Breakdown& b = st.runs[rows[i].run].data->result.peak_breakdown;
-    const float y0 = a.min.y + bar_h * static_cast<float>(i) + 0.2f * bar_h;
+    const float y0 = rows_top + bar_h * static_cast<float>(i) + 0.2f * bar_h;
     const float y1 = y0 + 0.6f * bar_h;
     double base = 0;
     for (int c = 0; c < sim::kCategoryCount; ++c) {
@@ -97,9 +99,9 @@ void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {
   vline(a, static_cast<double>(capacity), capacity_color(), "capacity", 2);
   end_plot(a);
   for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string& s = rows[i].strategy;
+    const std::string s = fit_text(rows[i].strategy, a.min.x - ImGui::GetWindowPos().x - 0.8f * fh);
     const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
-    a.draw->AddText(ImVec2(a.min.x - ts.x - 0.4f * fh, a.min.y + bar_h * (static_cast<float>(i) + 0.5f) - ts.y / 2),
+    a.draw->AddText(ImVec2(a.min.x - ts.x - 0.4f * fh, rows_top + bar_h * (static_cast<float>(i) + 0.5f) - ts.y / 2),
                     to_u32(st.inputs.strategies[rows[i].run].color), s.c_str());
   }
   if (hovered_row >= 0) {

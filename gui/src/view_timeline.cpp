@@ -114,9 +114,8 @@ void timeline_view(const AppState& st, ViewState& view) {
     const float y = a.min.y + lane_h * (static_cast<float>(l) + 0.5f);
     const ImU32 col = to_u32(st.inputs.strategies[lane.run].color);
     const std::string& spec = st.inputs.strategies[lane.run].spec;
-    std::string label = lane.stream == 0 ? spec : "  comm";
     const float max_w = a.min.x - ImGui::GetWindowPos().x - 0.8f * fh;
-    while (label.size() > 3 && ImGui::CalcTextSize(label.c_str()).x > max_w) label.pop_back();
+    const std::string label = lane.stream == 0 ? fit_text(spec, max_w) : "comm";
     const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
     a.draw->AddText(ImVec2(a.min.x - ts.x - 0.4f * fh, y - ts.y / 2), col, label.c_str());
   }
