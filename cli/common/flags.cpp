@@ -1,0 +1,93 @@
+#include "flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "axes.hpp"
+#include "sim/error.hpp"
+
+namespace cli_common {
+
+void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options) {
+  // Plain string options: lists, ranges and names are parsed by parse_axes, not by CLI11, so
+  // every flag's errors read the same ("actsim: error: --seq: 1k:x: ...").
+  const auto add = [&app](const char* name, std::string& value, const char* help) {
+    return app.add_option(name, value, help)->capture_default_str()->group("Model and setup");
+  };
+  add("--model", f.model, "model names (models/*.json) or paths to a config.json");
+  add("--device", f.device, "GPU names (models/devices/*.json) or paths");
+  if (options.strategy) {
+    add("--strategy", f.strategy,
+        "none, full, every:K, block:K, sqrt, selective, sac:mm, "
+        "custom:none@0-3+full@4-11+seg@12-23/4");
+  }
+  add("--profile", f.profile, "pytorch or paper (Korthikanti et al. exactly)");
+  add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32 (default: the profile's)");
+  add("--attention", f.attention, "standard or flash");
+  add("--dropout", f.dropout, "dropout probability for all sites (default: the config's)");
+  add("--batch", f.batch, "micro-batch size");
+  add("--seq", f.seq, "sequence length");
+  add("--tp", f.tp, "tensor-parallel ranks");
+  // Not add(): a captured default would be taken as the value of a bare "--sp".
+  app.add_option("--sp", f.sp, "sequence parallelism: on or off; alone means on (default: off)")
+      ->expected(0, 1)
+      ->group("Model and setup");
+  add("--dp", f.dp, "data-parallel ranks");
+  add("--zero", f.zero, "ZeRO stage 0-3 over the data-parallel ranks");
+  add("--optimizer", f.optimizer, "adam (foreach), adam-fused, sgd");
+  add("--allocator", f.allocator, "exact (caching, caching-expandable: not modeled yet)");
+  if (options.output) {
+    app.add_option("--format", f.format, options.formats)->group("Output");
+    app.add_option("-o,--output", f.output, "write to this file (via FILE.partial) instead of stdout")
+        ->group("Output");
+  }
+  app.footer(
+      "Every model-and-setup flag takes a comma list; numeric ones also take inclusive ranges\n"
+      "start:stop[:step] with an additive step or a multiplicative xN, and sizes take k = 1024\n"
+      "and M = 1024^2: --seq 1k:32k:x2 is 1024, 2048, ..., 32768. Lists make the cartesian\n"
+      "product: model outermost, then device, strategy, profile, precision, attention, dropout,\n"
+      "batch, seq, tp, sp, dp, zero, optimizer, allocator (fastest).");
+}
+
+Axes parse_axes(const CommonFlags& f) {
+  Axes a;
+  a.models = split_list(f.model, "--model");
+  a.devices = split_list(f.device, "--device");
+  a.strategies = parse_strategy_axis(f.strategy);
+  a.profiles = parse_profile_axis(f.profile);
+  if (f.precision.empty()) {
+    a.precisions = {std::nullopt};
+  } else {
+    for (sim::Precision p : parse_precision_axis(f.precision)) a.precisions.emplace_back(p);
+  }
+  a.attentions = parse_attention_axis(f.attention);
+  if (f.dropout.empty()) {
+    a.dropouts = {std::nullopt};
+  } else {
+    for (double p : parse_real_axis(f.dropout, "--dropout")) {
+      if (p < 0.0 || p >= 1.0)
+        throw sim::ConfigError("--dropout", f.dropout, "every probability must be in [0, 1)");
+      a.dropouts.emplace_back(p);
+    }
+  }
+  a.batches = parse_int_axis(f.batch, "--batch", true, 1);
+  a.seqs = parse_int_axis(f.seq, "--seq", true, 1);
+  a.tps = parse_int_axis(f.tp, "--tp", false, 1);
+  a.sps = parse_switch_axis(f.sp, "--sp");
+  a.dps = parse_int_axis(f.dp, "--dp", false, 1);
+  a.zeros = parse_int_axis(f.zero, "--zero", false, 0, 3);
+  a.optimizers = parse_optimizer_axis(f.optimizer);
+  a.allocators = parse_allocator_axis(f.allocator);
+  return a;
+}
+
+Format parse_format(const std::string& text, const std::string& accepted, Format fallback) {
+  if (text.empty()) return fallback;
+  const std::string bounded = "|" + accepted + "|";
+  if (bounded.find("|" + text + "|") == std::string::npos)
+    throw sim::ConfigError("--format", text, "expected " + accepted);
+  if (text == "csv") return Format::kCsv;
+  if (text == "json") return Format::kJson;
+  return Format::kTable;
+}
+
+}  // namespace cli_common

@@ -1,0 +1,77 @@
+// The common flags (DESIGN.md §7), written once for every front end: the text as typed, the CLI11
+// binding, and the parsed axes. Only flags.cpp includes CLI11 (slow to compile).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/setup.hpp"
+#include "sim/strategy.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace cli_common {
+
+// The flags' text as typed; the initial values are the documented defaults.
+struct CommonFlags {
+  std::string model = "gpt2-small";    // --model: names or paths, comma list
+  std::string device = "h100-sxm";     // --device
+  std::string strategy = "none";       // --strategy
+  std::string profile = "pytorch";     // --profile
+  std::string precision;               // --precision; empty: the profile's default
+  std::string attention = "standard";  // --attention
+  std::string dropout;                 // --dropout; empty: the model config's probabilities
+  std::string batch = "1";             // --batch (micro-batch size)
+  std::string seq = "1024";            // --seq
+  std::string tp = "1";                // --tp
+  std::string sp = "off";              // --sp; given alone it is "" (on)
+  std::string dp = "1";                // --dp
+  std::string zero = "0";              // --zero
+  std::string optimizer = "adam";      // --optimizer
+  std::string allocator = "exact";     // --allocator
+  std::string format;                  // --format; empty: the verb's default
+  std::string output;                  // -o/--output; empty: stdout
+};
+
+// Which of the common flags a verb takes.
+struct FlagOptions {
+  bool strategy = true;  // --strategy (valley varies the checkpoints itself)
+  bool output = true;    // --format and -o/--output
+  std::string formats = "table|csv|json";  // shown in --format's help
+};
+
+// Adds the common flags to `app`, bound to `flags`. Values are checked later by parse_axes, so
+// that every flag reports errors the same way.
+void add_common_flags(CLI::App& app, CommonFlags& flags, const FlagOptions& options = {});
+
+// Every knob as the list of values it sweeps.
+struct Axes {
+  std::vector<std::string> models;
+  std::vector<std::string> devices;
+  std::vector<sim::Strategy> strategies;
+  std::vector<sim::Profile> profiles;
+  std::vector<std::optional<sim::Precision>> precisions;  // {nullopt}: the profile's default
+  std::vector<sim::AttentionKind> attentions;
+  std::vector<std::optional<double>> dropouts;            // {nullopt}: the config's
+  std::vector<int64_t> batches;
+  std::vector<int64_t> seqs;
+  std::vector<int64_t> tps;
+  std::vector<bool> sps;
+  std::vector<int64_t> dps;
+  std::vector<int64_t> zeros;
+  std::vector<sim::Optimizer> optimizers;
+  std::vector<sim::AllocatorKind> allocators;
+};
+
+// Parses every flag's text; throws sim::ConfigError naming the first bad flag.
+Axes parse_axes(const CommonFlags& flags);
+
+// The output format named by --format, checked against the verb's accepted list ("table|csv").
+enum class Format : uint8_t { kTable, kCsv, kJson };
+Format parse_format(const std::string& text, const std::string& accepted, Format fallback);
+
+}  // namespace cli_common

@@ -1,0 +1,292 @@
+#include "sweep.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "sim/error.hpp"
+#include "sim/simulate.hpp"
+#include "sim_io/load.hpp"
+
+namespace cli_common {
+namespace {
+
+// The sizes of the set-up axes, outermost first (the order of the header comment).
+std::vector<int64_t> setup_radices(const Axes& a) {
+  const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+  return {n(a.profiles), n(a.precisions), n(a.attentions), n(a.dropouts), n(a.batches),
+          n(a.seqs),     n(a.tps),        n(a.sps),        n(a.dps),      n(a.zeros),
+          n(a.optimizers), n(a.allocators)};
+}
+
+int64_t setup_count(const Axes& a) {
+  int64_t count = 1;
+  for (int64_t r : setup_radices(a)) count *= r;  // each axis <= 1e6; checked by point_count
+  return count;
+}
+
+}  // namespace
+
+int64_t point_count(const Axes& a) {
+  std::vector<int64_t> radices = setup_radices(a);
+  radices.push_back(static_cast<int64_t>(a.models.size()));
+  radices.push_back(static_cast<int64_t>(a.devices.size()));
+  radices.push_back(static_cast<int64_t>(a.strategies.size()));
+  int64_t count = 1;
+  for (int64_t r : radices) {
+    if (r == 0) return 0;
+    if (count > kMaxPoints / r)
+      throw sim::ConfigError("sweep", "points",
+                             "the flags' lists make more than 100,000,000 configurations");
+    count *= r;
+  }
+  return count;
+}
+
+Point point_at(const Axes& a, int64_t index) {
+  Point p;
+  const int64_t setups = setup_count(a);
+  p.setup_index = index % setups;
+  int64_t rest = index / setups;
+  p.strategy = static_cast<int32_t>(rest % static_cast<int64_t>(a.strategies.size()));
+  rest /= static_cast<int64_t>(a.strategies.size());
+  p.device = static_cast<int32_t>(rest % static_cast<int64_t>(a.devices.size()));
+  p.model = static_cast<int32_t>(rest / static_cast<int64_t>(a.devices.size()));
+
+  // Mixed-radix digits of the set-up index, fastest (allocator) first.
+  int64_t s = p.setup_index;
+  const auto digit = [&s](const auto& axis) {
+    const auto size = static_cast<int64_t>(axis.size());
+    const auto i = static_cast<std::size_t>(s % size);
+    s /= size;
+    return axis[i];
+  };
+  sim::TrainSetup& t = p.setup;
+  t.allocator = digit(a.allocators);
+  t.optimizer = digit(a.optimizers);
+  t.zero = static_cast<int>(digit(a.zeros));
+  t.dp = digit(a.dps);
+  t.sp = digit(a.sps);
+  t.tp = digit(a.tps);
+  t.seq = digit(a.seqs);
+  t.micro_batch = digit(a.batches);
+  t.dropout = digit(a.dropouts);
+  t.attention = digit(a.attentions);
+  t.precision = digit(a.precisions);
+  t.profile = digit(a.profiles);
+  return p;
+}
+
+sim_io::RowKey row_key(const Axes& a, const Point& p) {
+  return {a.models[static_cast<std::size_t>(p.model)], a.devices[static_cast<std::size_t>(p.device)],
+          a.strategies[static_cast<std::size_t>(p.strategy)].canonical(), p.setup};
+}
+
+std::vector<std::filesystem::path> search_dirs() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) exe = std::filesystem::current_path() / "actsim";
+  return sim_io::model_search_dirs(exe);
+}
+
+Inputs load_inputs(const Axes& a, const std::vector<std::filesystem::path>& dirs) {
+  Inputs in;
+  for (const std::string& m : a.models) in.models.push_back(sim_io::load_model(m, dirs));
+  for (const std::string& d : a.devices) in.devices.push_back(sim_io::load_device(d, dirs));
+  return in;
+}
+
+sim_io::Row evaluate_point(const Axes& a, const Inputs& in, int64_t index) {
+  const Point p = point_at(a, index);
+  sim_io::Row row;
+  row.row_index = index;
+  row.key = row_key(a, p);
+  try {
+    row.result = sim::simulate(in.models[static_cast<std::size_t>(p.model)], p.setup,
+                               in.devices[static_cast<std::size_t>(p.device)],
+                               a.strategies[static_cast<std::size_t>(p.strategy)]);
+  } catch (const sim::ConfigError& e) {
+    row.error = e.what();
+  }
+  return row;
+}
+
+namespace {
+
+// How a sweep splits into units of work. Unit u is either row u, or (grouped) the rows of all
+// strategies of one (model, device, set-up): u = (model * devices + device) * setups + setup.
+struct Units {
+  bool grouped = false;
+  int64_t strategies = 1;
+  int64_t setups = 1;
+  int64_t count = 0;
+
+  int64_t row(int64_t unit, int64_t strategy) const {
+    if (!grouped) return unit;
+    return ((unit / setups) * strategies + strategy) * setups + unit % setups;
+  }
+  int64_t last_row(int64_t unit) const { return row(unit, grouped ? strategies - 1 : 0); }
+};
+
+Units plan_units(const Axes& a, int64_t total, bool share_graphs) {
+  Units u;
+  u.strategies = static_cast<int64_t>(a.strategies.size());
+  u.setups = setup_count(a);
+  u.grouped = share_graphs && u.strategies > 1 &&
+              (u.strategies - 1) * u.setups <= kMaxGroupedRows;
+  u.count = u.grouped ? total / u.strategies : total;
+  return u;
+}
+
+// The rows of one unit. Grouped, the steps are sim::simulate's, with the graph built once.
+std::vector<sim_io::Row> evaluate_unit(const Axes& a, const Inputs& in, const Units& units,
+                                       int64_t unit) {
+  if (!units.grouped) return {evaluate_point(a, in, unit)};
+  std::vector<sim_io::Row> rows(static_cast<std::size_t>(units.strategies));
+  for (int64_t s = 0; s < units.strategies; ++s) {
+    sim_io::Row& row = rows[static_cast<std::size_t>(s)];
+    row.row_index = units.row(unit, s);
+    row.key = row_key(a, point_at(a, row.row_index));
+  }
+  const Point p = point_at(a, rows.front().row_index);
+  const sim::Device& device = in.devices[static_cast<std::size_t>(p.device)];
+  std::optional<sim::Graph> graph;
+  try {
+    sim::validate(device);
+    graph.emplace(sim::build_graph(in.models[static_cast<std::size_t>(p.model)], p.setup, device));
+  } catch (const sim::ConfigError& e) {
+    for (sim_io::Row& row : rows) row.error = e.what();
+    return rows;
+  }
+  for (int64_t s = 0; s < units.strategies; ++s) {
+    sim_io::Row& row = rows[static_cast<std::size_t>(s)];
+    try {
+      const sim::Plan plan =
+          sim::resolve(a.strategies[static_cast<std::size_t>(s)], graph->n_blocks);
+      row.result = sim::simulate_plan(*graph, plan, device);
+    } catch (const sim::ConfigError& e) {
+      row.error = e.what();
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+void run_sweep(const Axes& a, const Inputs& in, const SweepOptions& options,
+               const std::function<void(const sim_io::Row&)>& deliver) {
+  const int64_t total = point_count(a);
+  const Units units = plan_units(a, total, options.share_graphs);
+  int64_t jobs = options.jobs > 0 ? options.jobs
+                                  : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  jobs = std::min(jobs, units.count);
+
+  // Rows computed but not yet delivered, by row index.
+  std::unordered_map<int64_t, sim_io::Row> pending;
+  if (jobs <= 1) {
+    int64_t next = 0;
+    for (int64_t u = 0; u < units.count; ++u) {
+      for (sim_io::Row& row : evaluate_unit(a, in, units, u)) {
+        const int64_t index = row.row_index;
+        pending.emplace(index, std::move(row));
+      }
+      for (auto it = pending.find(next); it != pending.end(); it = pending.find(next)) {
+        const sim_io::Row row = std::move(it->second);
+        pending.erase(it);
+        ++next;
+        deliver(row);
+      }
+    }
+    return;
+  }
+
+  // Reorder window: a worker claims the next unit only while its last row is within `window`
+  // rows of the next one to deliver, so memory stays bounded. The unit holding the next row to
+  // deliver always qualifies (its last row is at most (strategies - 1) * setups further), and
+  // units are claimed in order of their first row, so the sweep never stalls.
+  const int64_t slack = options.window > 0 ? options.window : 64 * jobs;
+  const int64_t window = slack + (units.grouped ? (units.strategies - 1) * units.setups : 0);
+  std::mutex mu;
+  std::condition_variable work_cv;   // workers wait for room in the window
+  std::condition_variable ready_cv;  // the delivering thread waits for its next row
+  int64_t next_unit = 0;
+  int64_t next_deliver = 0;
+  bool stop = false;
+  std::exception_ptr failure;
+
+  const auto worker = [&] {
+    for (;;) {
+      int64_t u = 0;
+      {
+        std::unique_lock lock(mu);
+        work_cv.wait(lock, [&] {
+          return stop || next_unit >= units.count ||
+                 units.last_row(next_unit) < next_deliver + window;
+        });
+        if (stop || next_unit >= units.count) return;
+        u = next_unit++;
+      }
+      try {
+        std::vector<sim_io::Row> rows = evaluate_unit(a, in, units, u);
+        std::lock_guard lock(mu);
+        for (sim_io::Row& row : rows) {
+          const int64_t index = row.row_index;
+          pending.emplace(index, std::move(row));
+        }
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!failure) failure = std::current_exception();
+        stop = true;
+        work_cv.notify_all();
+      }
+      ready_cv.notify_one();
+    }
+  };
+
+  std::vector<std::thread> threads;
+  const auto stop_and_join = [&] {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+    }
+    work_cv.notify_all();
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+  };
+  threads.reserve(static_cast<std::size_t>(jobs));
+  for (int64_t j = 0; j < jobs; ++j) threads.emplace_back(worker);
+
+  try {
+    for (int64_t i = 0; i < total; ++i) {
+      sim_io::Row row;
+      {
+        std::unique_lock lock(mu);
+        auto it = pending.end();
+        ready_cv.wait(lock, [&] {
+          it = pending.find(i);
+          return it != pending.end() || failure != nullptr;
+        });
+        if (failure) break;
+        row = std::move(it->second);
+        pending.erase(it);
+        next_deliver = i + 1;
+      }
+      work_cv.notify_all();
+      deliver(row);
+    }
+  } catch (...) {
+    stop_and_join();
+    throw;
+  }
+  stop_and_join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace cli_common
