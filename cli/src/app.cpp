@@ -1,0 +1,115 @@
+#include "app.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <sstream>
+
+#include "commands.hpp"
+#include "sim/error.hpp"
+
+namespace actsim_cli {
+namespace {
+
+// The parser, bound to `inv`. Each verb's subcommand binds the same CommonFlags: one verb runs.
+void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
+  app.name("actsim");
+  app.description(
+      "actsim: peak memory, recompute cost and fit of one transformer training step under an\n"
+      "activation-checkpointing strategy, simulated op by op.");
+  app.set_version_flag("--version", "actsim 0.1.0");
+  app.require_subcommand(1);
+
+  CLI::App* run = app.add_subcommand(
+      "run", "simulate each configuration and print its memory, time and fit; a configuration "
+             "that cannot be simulated is an error (sweep makes it a row instead)");
+  cli_common::add_common_flags(*run, inv.flags, {true, true, "table|csv|json (default table)"});
+  run->callback([&verb] { verb = Verb::kRun; });
+
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "simulate every configuration of the flags' lists on all cores, as CSV rows");
+  cli_common::add_common_flags(*sweep, inv.flags, {true, true, "csv|json (default csv)"});
+  sweep->add_option("-j,--jobs", inv.jobs, "worker threads (default: every hardware thread)")
+      ->check(CLI::NonNegativeNumber);
+  sweep->callback([&verb] { verb = Verb::kSweep; });
+
+  CLI::App* valley = app.add_subcommand(
+      "valley", "peak memory against m evenly spaced checkpoints (Chen's m + n/m and the real one)");
+  cli_common::add_common_flags(*valley, inv.flags, {false, true, "table|csv (default table)"});
+  valley->callback([&verb] { verb = Verb::kValley; });
+
+  CLI::App* models = app.add_subcommand("models", "list the models and devices names resolve to");
+  models->callback([&verb] { verb = Verb::kModels; });
+}
+
+}  // namespace
+
+Parsed parse_command_line(int argc, const char* const* argv) {
+  Invocation inv;
+  Verb verb = Verb::kRun;
+  CLI::App app;
+  build_app(app, inv, verb);
+  Parsed parsed;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out;
+    std::ostringstream err;
+    parsed.exit_code = app.exit(e, out, err);
+    if (parsed.exit_code == 0) {
+      parsed.message = out.str();
+    } else {
+      parsed.exit_code = 2;
+      parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
+                           ? "a verb is required: run, sweep, valley or models (see --help)"
+                           : e.what();
+    }
+    return parsed;
+  }
+  inv.verb = verb;
+  parsed.invocation = std::move(inv);
+  return parsed;
+}
+
+Parsed parse_command_line(const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  argv.reserve(args.size() + 1);
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  return parse_command_line(static_cast<int>(args.size()), argv.data());
+}
+
+int run_invocation(const Invocation& inv) {
+  switch (inv.verb) {
+    case Verb::kRun: return cmd_run(inv);
+    case Verb::kSweep: return cmd_sweep(inv);
+    case Verb::kValley: return cmd_valley(inv);
+    case Verb::kModels: return cmd_models(inv);
+  }
+  return 1;
+}
+
+int actsim_main(int argc, const char* const* argv) {
+  try {
+    const Parsed parsed = parse_command_line(argc, argv);
+    if (!parsed.invocation) {
+      if (parsed.exit_code == 0) {
+        std::fputs(parsed.message.c_str(), stdout);
+      } else {
+        fmt::print(stderr, "actsim: error: {}\n", parsed.message);
+      }
+      return parsed.exit_code;
+    }
+    return run_invocation(*parsed.invocation);
+  } catch (const sim::ConfigError& e) {
+    fmt::print(stderr, "actsim: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "actsim: internal error: {}\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace actsim_cli

@@ -1,0 +1,41 @@
+// The actsim command line: verbs, parsing (callable from tests with an argument vector) and the
+// exit-status contract (DESIGN.md §7): 0 ok, 2 bad input (one line "actsim: error: ..." on
+// stderr, no output file), 1 unexpected internal error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flags.hpp"
+
+namespace actsim_cli {
+
+enum class Verb : uint8_t { kRun, kSweep, kValley, kModels };
+
+// A parsed command line, ready to run.
+struct Invocation {
+  Verb verb = Verb::kRun;
+  cli_common::CommonFlags flags;
+  int jobs = 0;  // sweep --jobs; 0: every hardware thread
+};
+
+// What parsing gave: an invocation, or text to print with an exit status (help, usage errors).
+struct Parsed {
+  std::optional<Invocation> invocation;
+  int exit_code = 0;    // without an invocation: 0 after --help/--version, 2 after a usage error
+  std::string message;  // help text (for stdout) or the one-line error (for stderr)
+};
+
+Parsed parse_command_line(int argc, const char* const* argv);
+// args[0] is the program name. Builds an argv: CLI11 2.1's parse(vector) wants reversed order.
+Parsed parse_command_line(const std::vector<std::string>& args);
+
+// Runs a parsed invocation; throws sim::ConfigError for bad input.
+int run_invocation(const Invocation& invocation);
+
+// The whole program: parse, run, report. Returns the exit status.
+int actsim_main(int argc, const char* const* argv);
+
+}  // namespace actsim_cli

@@ -1,0 +1,180 @@
+// actsim run: each configuration simulated in order and printed as a table (human units), CSV
+// rows or a JSON array. Unlike sweep, a configuration that cannot be simulated is bad input: the
+// first one ends the command with its one-line error (exit status 2) and no output.
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "sim/error.hpp"
+#include "sim/simulate.hpp"
+#include "sweep.hpp"
+
+namespace actsim_cli {
+namespace {
+
+using cli_common::Format;
+
+constexpr int kExplainItems = 8;
+
+// Graphs of the configurations seen so far, so that strategies of one (model, device, setup)
+// share one graph. Bounded: cleared when it grows past kCapacity.
+class GraphCache {
+ public:
+  const sim::Graph& get(const cli_common::Inputs& in, const cli_common::Point& p) {
+    const Key key{p.model, p.device, p.setup_index};
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) return it->second;
+    if (graphs_.size() >= kCapacity) graphs_.clear();
+    sim::Graph g = sim::build_graph(in.models[static_cast<std::size_t>(p.model)], p.setup,
+                                    in.devices[static_cast<std::size_t>(p.device)]);
+    return graphs_.emplace(key, std::move(g)).first->second;
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = 16;
+  using Key = std::tuple<int32_t, int32_t, int64_t>;
+  std::map<Key, sim::Graph> graphs_;
+};
+
+std::string setup_line(const sim::TrainSetup& s) {
+  const std::string dropout =
+      s.dropout ? fmt::format("dropout {}", *s.dropout) : std::string("dropout from config");
+  return fmt::format(
+      "{} profile, {}, {} attention, {}; micro-batch {}, seq {}; tp {}, sp {}, dp {}, ZeRO {}; "
+      "{}, {} allocator",
+      sim::name(s.profile), sim::name(sim::resolved_precision(s)), sim::name(s.attention),
+      dropout, s.micro_batch, s.seq, s.tp, s.sp ? "on" : "off", s.dp, s.zero,
+      sim::name(s.optimizer), sim::name(s.allocator));
+}
+
+std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
+                         const sim::Device& device, const std::vector<sim::PeakItem>& items) {
+  const sim::Result& r = *row.result;
+  const auto ms = [](int64_t ns) { return human_time_ns(ns); };
+  std::string out;
+  out += fmt::format("== {} on {}, strategy {} ==\n", row.key.model, row.key.device,
+                     row.key.strategy);
+  out += fmt::format("   {}\n", setup_line(row.key.setup));
+  out += fmt::format("   {} parameters ({} per rank), {} blocks, {} model\n",
+                     human_count(r.params), human_count(r.params_per_rank), r.layers,
+                     model.family.empty() ? std::string("?") : model.family);
+
+  const std::string when =
+      fmt::format("at {} ({} phase), t = {}", r.peak_op.empty() ? "?" : r.peak_op,
+                  sim::phase_name(r.peak_phase), ms(r.peak_t_ns));
+  TextTable memory({}, "lrl");
+  memory.add({"peak allocated", fmt::format("{}", Bytes{r.peak_allocated_bytes}), when});
+  memory.add({"activations at the peak", fmt::format("{}", Bytes{r.activation_peak_bytes}),
+              "the peak less persistent state and workspaces"});
+  memory.add({"activations per layer", fmt::format("{}", Bytes{r.activation_bytes_per_layer}),
+              fmt::format("largest of {} blocks, live at the end of forward",
+                          r.activation_bytes_per_block.size())});
+  memory.add({"weights", fmt::format("{}", Bytes{r.weights_bytes}), ""});
+  memory.add({"gradients", fmt::format("{}", Bytes{r.grads_bytes}), ""});
+  memory.add({"optimizer state", fmt::format("{}", Bytes{r.optimizer_bytes}), ""});
+  memory.add({"workspace", fmt::format("{}", Bytes{r.workspace_bytes}), ""});
+  out += "\nMemory per GPU\n" + memory.render("  ");
+
+  TextTable breakdown({}, "lrr");
+  for (int i = 0; i < sim::kCategoryCount; ++i) {
+    const int64_t bytes = r.peak_breakdown[static_cast<std::size_t>(i)];
+    if (bytes == 0) continue;
+    const double share =
+        r.peak_allocated_bytes > 0
+            ? static_cast<double>(bytes) / static_cast<double>(r.peak_allocated_bytes)
+            : 0.0;
+    breakdown.add({std::string(sim::category_name(static_cast<sim::Category>(i))),
+                   fmt::format("{}", Bytes{bytes}), percent(share)});
+  }
+  out += "\nBreakdown at the peak (categories with bytes)\n" + breakdown.render("  ");
+
+  const int64_t step_flops = r.fwd_flops + r.bwd_flops + r.recompute_flops;
+  const double recompute_share =
+      step_flops > 0 ? static_cast<double>(r.recompute_flops) / static_cast<double>(step_flops)
+                     : 0.0;
+  TextTable work({"", "matmul FLOPs", "time", ""}, "lrrl");
+  work.add({"forward", human_flops(r.fwd_flops), ms(r.fwd_time_ns), ""});
+  work.add({"backward", human_flops(r.bwd_flops), ms(r.bwd_time_ns), ""});
+  work.add({"recompute", human_flops(r.recompute_flops), ms(r.recompute_time_ns),
+            percent(recompute_share) + " of step FLOPs"});
+  work.add({"optimizer", "", ms(r.optimizer_time_ns), ""});
+  work.add({"tensor-parallel comm", "", ms(r.comm_time_ns), "on the critical path"});
+  work.add({"step", human_flops(step_flops), ms(r.step_time_ns),
+            fmt::format("{} tokens/s, MFU {}, HFU {}",
+                        grouped(static_cast<int64_t>(r.tokens_per_s + 0.5)), percent(r.mfu),
+                        percent(r.hfu))});
+  out += "\nWork and time\n" + work.render("  ");
+
+  const int64_t need = r.peak_allocated_bytes + r.cuda_context_bytes + r.comm_buffer_bytes;
+  out += fmt::format("\nFit on {} ({} usable)\n", device.label.empty() ? device.name : device.label,
+                     Bytes{r.device_bytes});
+  out += fmt::format("  peak {} + CUDA context {} + comm buffers {} = {}: {}, headroom {}\n",
+                     Bytes{r.peak_allocated_bytes}, Bytes{r.cuda_context_bytes},
+                     Bytes{r.comm_buffer_bytes}, Bytes{need},
+                     r.fits ? "fits" : "DOES NOT FIT", Bytes{r.headroom_bytes});
+
+  if (!items.empty()) {
+    TextTable explained({"bytes", "category", "what", "why"}, "rlll");
+    for (const sim::PeakItem& item : items) {
+      explained.add({fmt::format("{}", Bytes{item.bytes}),
+                     std::string(sim::category_name(item.category)), item.what, item.why});
+    }
+    out += "\nThe peak explained: the largest storages live at the peak (persistent state is in "
+           "the breakdown)\n";
+    out += explained.render("  ");
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_run(const Invocation& inv) {
+  const Format format =
+      cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
+  const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
+  const int64_t total = cli_common::point_count(axes);
+  const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
+
+  // Everything is rendered before the output is opened: an error leaves no file behind.
+  std::string text;
+  if (format == Format::kCsv) text += sim_io::csv_header();
+  if (format == Format::kJson) text += "[\n";
+  GraphCache graphs;
+  for (int64_t i = 0; i < total; ++i) {
+    const cli_common::Point p = cli_common::point_at(axes, i);
+    const sim::ModelConfig& model = inputs.models[static_cast<std::size_t>(p.model)];
+    const sim::Device& device = inputs.devices[static_cast<std::size_t>(p.device)];
+    const sim::Graph& graph = graphs.get(inputs, p);
+    const sim::Plan plan =
+        sim::resolve(axes.strategies[static_cast<std::size_t>(p.strategy)], graph.n_blocks);
+
+    sim_io::Row row;
+    row.row_index = i;
+    row.key = cli_common::row_key(axes, p);
+    row.result = sim::simulate_plan(graph, plan, device);
+    switch (format) {
+      case Format::kTable:
+        if (i > 0) text += '\n';
+        text += render_table(row, model, device,
+                             sim::explain_peak(graph, plan, *row.result, kExplainItems));
+        break;
+      case Format::kCsv: text += sim_io::csv_row(row); break;
+      case Format::kJson:
+        if (i > 0) text += ",\n";
+        text += sim_io::result_json(row);
+        break;
+    }
+  }
+  if (format == Format::kJson) text += "\n]\n";
+  if (format == Format::kTable)
+    text += "\nNot modeled: data-parallel and pipeline communication time, host dispatch.\n";
+
+  Output out(inv.flags.output);
+  out.write(text);
+  out.commit();
+  return 0;
+}
+
+}  // namespace actsim_cli

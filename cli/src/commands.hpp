@@ -1,0 +1,14 @@
+// The verbs of actsim. Each writes its output and returns the exit status; bad input throws
+// sim::ConfigError (reported by actsim_main with exit status 2).
+#pragma once
+
+#include "app.hpp"
+
+namespace actsim_cli {
+
+int cmd_run(const Invocation& inv);     // one table (or CSV rows, or JSON objects) per point
+int cmd_sweep(const Invocation& inv);   // every point, in parallel, rows in configuration order
+int cmd_valley(const Invocation& inv);  // peak memory against the number of checkpoints
+int cmd_models(const Invocation& inv);  // the models and devices that names resolve to
+
+}  // namespace actsim_cli
