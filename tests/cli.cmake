@@ -1,0 +1,135 @@
+# CLI tests (DESIGN.md §7), include()d by tests/CMakeLists.txt: the parser, axis grammar and sweep
+# runner through `cli_tests`, and the real `actsim` binary through small sh scripts (each in its own
+# folder, so ctest -j can run them together). In the scripts $1 is the actsim executable; they
+# avoid ';' (CMake would split the argument there).
+add_executable(cli_tests ${CMAKE_CURRENT_LIST_DIR}/test_cli.cpp)
+target_link_libraries(cli_tests PRIVATE actsim_cli test_main actsim_options)
+doctest_discover_tests(cli_tests)
+
+function(actsim_cli_test name script)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/cli/${name})
+  file(MAKE_DIRECTORY ${dir})
+  add_test(NAME cli.${name} COMMAND sh -c "set -e\n${script}" sh $<TARGET_FILE:actsim>
+           WORKING_DIRECTORY ${dir})
+endfunction()
+
+# run: exit 0, a table with the peak; one point per configuration.
+actsim_cli_test(run_table [=[
+"$1" run --model gpt2-small > out.txt
+grep -q 'peak allocated' out.txt
+grep -q 'The peak explained' out.txt
+grep -q 'Not modeled' out.txt
+"$1" run --strategy none,full,selective > three.txt
+test "$(grep -c '^== ' three.txt)" -eq 3
+]=])
+
+# run --format csv: the v1 header and one row; json: an array.
+actsim_cli_test(run_csv [=[
+"$1" run --format csv --strategy none,full > out.csv
+head -n 1 out.csv | grep -q '^schema_version,source,row_index,model,device,strategy,profile,'
+test "$(wc -l < out.csv)" -eq 3
+"$1" run --format json > out.json
+head -c 1 out.json | grep -q '\['
+grep -q '"peak_allocated_bytes"' out.json
+]=])
+
+# -o writes the file via FILE.partial and leaves nothing else.
+actsim_cli_test(run_output_file [=[
+rm -f r.txt r.txt.partial
+"$1" run -o r.txt > stdout.txt
+grep -q 'peak allocated' r.txt
+test ! -s stdout.txt
+test ! -e r.txt.partial
+]=])
+
+# An unknown strategy: exit 2, one line naming --strategy, nothing on stdout.
+actsim_cli_test(unknown_strategy [=[
+rc=0
+"$1" run --strategy bogus > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+grep -q '^actsim: error: --strategy' err.txt
+test ! -s out.txt
+]=])
+
+# Bad flag values and unknown flags: exit 2, one line.
+actsim_cli_test(bad_flags [=[
+for args in "--seq 8:1" "--batch 0" "--zero 5" "--sp maybe" "--format xml" "--bogus" "--tp x"
+do
+  rc=0
+  "$1" run $args > /dev/null 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  test "$(wc -l < err.txt)" -eq 1
+  grep -q '^actsim: error: ' err.txt
+done
+rc=0
+"$1" > /dev/null 2> err.txt || rc=$?
+test "$rc" -eq 2
+]=])
+
+# sweep: writes the file, rows in order, no .partial left behind.
+actsim_cli_test(sweep_writes_file [=[
+rm -f s.csv s.csv.partial
+"$1" sweep --batch 1:4:x2 --seq 512,1k --strategy none,full -o s.csv
+test -f s.csv
+test ! -e s.csv.partial
+test "$(wc -l < s.csv)" -eq 13
+cut -d, -f3 s.csv | tail -n +2 | tr '\n' ' ' | grep -q '^0 1 2 3 4 5 6 7 8 9 10 11 $'
+]=])
+
+# A configuration that cannot be simulated is a row with its error, and the sweep exits 0.
+actsim_cli_test(sweep_row_error [=[
+rm -f e.csv
+"$1" sweep --seq 512,2048 --strategy none -o e.csv
+test "$(wc -l < e.csv)" -eq 3
+sed -n 2p e.csv | grep -q ',$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*$'
+]=])
+
+# Determinism: two sweeps (parallel and serial) are byte-identical.
+actsim_cli_test(sweep_deterministic [=[
+"$1" sweep --batch 1:3 --seq 256,512 --strategy none,full,every:4,selective -o a.csv
+"$1" sweep --batch 1:3 --seq 256,512 --strategy none,full,every:4,selective --jobs 1 -o b.csv
+"$1" sweep --batch 1:3 --seq 256,512 --strategy none,full,every:4,selective --jobs 3 -o c.csv
+cmp a.csv b.csv
+cmp a.csv c.csv
+]=])
+
+# File-level errors: exit 2 and no output file (a missing model, an unwritable output).
+actsim_cli_test(sweep_missing_model [=[
+rm -f m.csv m.csv.partial
+rc=0
+"$1" sweep --model no-such-model -o m.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+test ! -e m.csv
+test ! -e m.csv.partial
+rc=0
+"$1" sweep --model ./missing/config.json -o m.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+test ! -e m.csv
+rc=0
+"$1" sweep -o no-such-folder/x.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q -- '--output' err.txt
+]=])
+
+# valley and models run and print what they promise.
+actsim_cli_test(valley [=[
+"$1" valley --model gpt2-small > v.txt
+grep -q 'sqrt(n)' v.txt
+grep -q 'm\*' v.txt
+"$1" valley --format csv > v.csv
+head -n 1 v.csv | grep -q '^model,device,n,m,'
+test "$(wc -l < v.csv)" -eq 13
+rc=0
+"$1" valley --batch 1,2 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q -- '--batch' err.txt
+]=])
+
+actsim_cli_test(models [=[
+"$1" models > m.txt
+grep -q 'gpt2-small' m.txt
+grep -q 'h100-sxm' m.txt
+]=])
