@@ -66,8 +66,8 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
                   sim::phase_name(r.peak_phase), ms(r.peak_t_ns));
   TextTable memory({}, "lrl");
   memory.add({"peak allocated", fmt::format("{}", Bytes{r.peak_allocated_bytes}), when});
-  memory.add({"activations at the peak", fmt::format("{}", Bytes{r.activation_peak_bytes}),
-              "the peak less persistent state and workspaces"});
+  memory.add({"peak less persistent", fmt::format("{}", Bytes{r.activation_peak_bytes}),
+              "activations, grads of activations, casts and temporaries at the peak"});
   memory.add({"activations per layer", fmt::format("{}", Bytes{r.activation_bytes_per_layer}),
               fmt::format("largest of {} blocks, live at the end of forward",
                           r.activation_bytes_per_block.size())});

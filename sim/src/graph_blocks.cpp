@@ -381,6 +381,11 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
   if (dm.attention == AttentionKind::kFlash) {
     // SDPA's flash kernel (aten::_scaled_dot_product_flash_attention): saves q, k, v, the output
     // and the fp32 logsumexp [b, a, s]; dropout is inside the kernel (no mask kept); GQA native.
+    // SDPA is on autocast's lower-precision list: fp32 operands (the rotated q and k, promoted by
+    // fp32 cos/sin) are cast to 16 bits first, and the casts are what it saves.
+    q = o.to_half(q, "q cast", "q cast");
+    k = o.to_half(k, "k cast", "k cast");
+    v = o.to_half(v, "v cast", "v cast");
     OpDraft d = o.draft(OpKind::kFlashAttention, "flash attention");
     d.op.core_attention = true;
     d.op.sac_save = true;  // SDPA is in torchtitan's save list
