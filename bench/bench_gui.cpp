@@ -47,7 +47,7 @@ void frame(benchmark::State& state) {
       st.inputs.setup.micro_batch = 3 - st.inputs.setup.micro_batch;
       ++st.revision;
     }
-    ui.frame(st, worker, 1000, 500, 1e9);  // mouse over the view: hover work included
+    ui.frame(st, worker, {1000, 500}, 1e9);  // mouse over the view: hover work included
     resim_ms += st.stats.resimulate_ms;
     if (edit && st.stats.resimulated != 3) state.SkipWithError("edit did not re-simulate all three");
   }

@@ -223,9 +223,9 @@ TEST_CASE("windowless smoke: every panel and view on three models and all strate
         st.view.stacked = stacked;
         for (int f = 0; f < 3; ++f) ui.frame(st, worker);
         // The mouse over the middle of the view and over the left panel: hover paths run.
-        ui.frame(st, worker, 1000, 500);
-        ui.frame(st, worker, 900, 250);
-        ui.frame(st, worker, 150, 300);
+        ui.frame(st, worker, {1000, 500});
+        ui.frame(st, worker, {900, 250});
+        ui.frame(st, worker, {150, 300});
         CHECK(ui.vertices() > 1000);
         CHECK(st.view.active == static_cast<gui::View>(v));
       }
@@ -256,4 +256,44 @@ TEST_CASE("a bad edit shows its error and simulates nothing, a good one recovers
   ui.frame(st, worker);
   CHECK(st.graph_error.empty());
   CHECK(st.runs[0].data);
+}
+
+TEST_CASE("the shared time axis: wheel zooms about the mouse, drag pans, double-click resets") {
+  gui::Windowless ui(1600, 1000);
+  gui::AppState st = state_for("gpt2-small", {"none", "full"});
+  gui::Worker worker;
+  for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+  REQUIRE(st.view.time_auto);
+  const double end = st.view.time.hi;
+  CHECK(st.view.time.lo == 0);
+  // The memory plot fills the view's lower right: (1000, 500) is inside it.
+  ui.frame(st, worker, {1000, 500, 2.0f});
+  CHECK_FALSE(st.view.time_auto);
+  const double span = st.view.time.hi - st.view.time.lo;
+  CHECK(span == doctest::Approx(end / 1.5625).epsilon(1e-6));  // 1.25^2
+  CHECK(st.view.time.lo > 0);
+  // Drag right by 100 px: the content follows, so the range moves to earlier times.
+  const double lo = st.view.time.lo;
+  ui.frame(st, worker, {1000, 500, 0, true});
+  ui.frame(st, worker, {1050, 500, 0, true});
+  ui.frame(st, worker, {1100, 500, 0, true});
+  ui.frame(st, worker, {1100, 500, 0, false});
+  CHECK(st.view.time.lo < lo);
+  CHECK(st.view.time.hi - st.view.time.lo == doctest::Approx(span));
+  // The timeline shares the range.
+  st.view.active = gui::View::kTimeline;
+  st.view.select_active = true;
+  ui.frame(st, worker);
+  CHECK(st.view.time.hi - st.view.time.lo == doctest::Approx(span));
+  st.view.active = gui::View::kMemory;
+  st.view.select_active = true;
+  ui.frame(st, worker);
+  // Double-click: the whole step again.
+  ui.frame(st, worker, {1000, 500, 0, true});
+  ui.frame(st, worker, {1000, 500, 0, false});
+  ui.frame(st, worker, {1000, 500, 0, true});
+  ui.frame(st, worker, {1000, 500, 0, false});
+  CHECK(st.view.time_auto);
+  CHECK(st.view.time.lo == 0);
+  CHECK(st.view.time.hi == doctest::Approx(end));
 }

@@ -23,10 +23,11 @@ Windowless::Windowless(float width, float height) : ctx_(ImGui::CreateContext())
 
 Windowless::~Windowless() { ImGui::DestroyContext(ctx_); }
 
-void Windowless::frame(AppState& state, Worker& worker, float mouse_x, float mouse_y,
-                       double budget_ms) {
+void Windowless::frame(AppState& state, Worker& worker, Mouse mouse, double budget_ms) {
   ImGuiIO& io = ImGui::GetIO();
-  io.MousePos = mouse_x < 0 || mouse_y < 0 ? ImVec2(-FLT_MAX, -FLT_MAX) : ImVec2(mouse_x, mouse_y);
+  io.MousePos = mouse.x < 0 || mouse.y < 0 ? ImVec2(-FLT_MAX, -FLT_MAX) : ImVec2(mouse.x, mouse.y);
+  io.MouseWheel = mouse.wheel;
+  io.MouseDown[0] = mouse.left;
   update(state, worker, budget_ms);
   ImGui::NewFrame();
   draw_app(state);

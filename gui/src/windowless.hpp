@@ -18,10 +18,17 @@ class Windowless {
   Windowless(const Windowless&) = delete;
   Windowless& operator=(const Windowless&) = delete;
 
-  // One frame: update() within the budget, then NewFrame, draw_app, Render. The mouse is at
-  // `mouse` (negative: nowhere), so hover paths run too.
-  void frame(AppState& state, Worker& worker, float mouse_x = -1, float mouse_y = -1,
-             double budget_ms = 12);
+  // The mouse during one frame.
+  struct Mouse {
+    float x = -1, y = -1;  // position; negative: nowhere
+    float wheel = 0;       // wheel turned this frame (ImGuiIO::MouseWheel)
+    bool left = false;     // left button held
+  };
+
+  // One frame: update() within the budget, then NewFrame, draw_app, Render, with `mouse` as
+  // input, so hover, zoom and drag paths run too.
+  void frame(AppState& state, Worker& worker, Mouse mouse, double budget_ms = 12);
+  void frame(AppState& state, Worker& worker) { frame(state, worker, Mouse{}); }
 
   int vertices() const;  // vertices drawn by the last frame, to check that something was drawn
 
