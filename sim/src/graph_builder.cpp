@@ -9,6 +9,33 @@
 #include "sim/error.hpp"
 
 namespace sim {
+
+std::string_view op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kLayerNorm: return "layer_norm";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kLinear: return "linear";
+    case OpKind::kBmm: return "bmm";
+    case OpKind::kMask: return "mask";
+    case OpKind::kSoftmax: return "softmax";
+    case OpKind::kDropout: return "dropout";
+    case OpKind::kGelu: return "gelu";
+    case OpKind::kSilu: return "silu";
+    case OpKind::kMul: return "mul";
+    case OpKind::kAdd: return "add";
+    case OpKind::kCast: return "cast";
+    case OpKind::kCopy: return "copy";
+    case OpKind::kSplit: return "split";
+    case OpKind::kRope: return "rope";
+    case OpKind::kFlashAttention: return "flash_attention";
+    case OpKind::kLogSoftmax: return "log_softmax";
+    case OpKind::kNllLoss: return "nll_loss";
+    case OpKind::kVocabCe: return "vocab_parallel_cross_entropy";
+  }
+  return "?";
+}
+
 namespace detail {
 
 int32_t Builder::fresh(int64_t bytes, DType dtype, const char* role, Category cat) {
