@@ -25,7 +25,9 @@ int64_t kernel_ns(const OpCost& c, bool math16, const Device& d, Precision prec)
                                                           : d.peak_fp32_flops_per_s;
   const double compute_s = static_cast<double>(c.flops) / (peak * d.compute_efficiency);
   const double memory_s = static_cast<double>(c.bytes) / (d.hbm_bytes_per_s * d.memory_efficiency);
-  return std::llround(std::max(compute_s, memory_s) * 1e9) + c.kernels * d.launch_overhead_ns;
+  // Non-negative, so adding one half and truncating rounds as llround does, without the libm call.
+  return static_cast<int64_t>(std::max(compute_s, memory_s) * 1e9 + 0.5) +
+         c.kernels * d.launch_overhead_ns;
 }
 
 // Ring collectives over NVLink, one direction (REFERENCE.md GPUs note): all-reduce moves
@@ -34,7 +36,8 @@ int64_t collective_ns(const OpCost& c, int64_t t, const Device& d) {
   if (c.comm_kind == 0 || t <= 1) return 0;
   const double share = (c.comm_kind == 1 ? 2.0 : 1.0) * static_cast<double>(t - 1) /
                        static_cast<double>(t);
-  return std::llround(share * static_cast<double>(c.comm_bytes) / d.nvlink_bytes_per_s * 1e9) +
+  return static_cast<int64_t>(share * static_cast<double>(c.comm_bytes) / d.nvlink_bytes_per_s * 1e9 +
+                              0.5) +
          d.launch_overhead_ns;
 }
 
@@ -44,6 +47,7 @@ class Engine {
       : g_(g), sched_(s), dev_(d), opt_(o) {
     live_.assign(g.storages.size(), 0);
     cat_.assign(g.storages.size(), 0);
+    fwd_ns_.assign(g.ops.size(), -1);
   }
 
   Result run() {
@@ -130,8 +134,10 @@ class Engine {
       alloc(*s, c);
     }
     sample(k, op.fwd_transient_bytes);
-    const int64_t ns = kernel_ns(op.fwd, op.math16, dev_, g_.precision);
-    const int64_t comm = collective_ns(op.fwd, g_.tp, dev_);
+    // A recomputed op costs what its forward cost: computed once per run.
+    int64_t& ns = fwd_ns_[id];
+    if (ns < 0) ns = kernel_ns(op.fwd, op.math16, dev_, g_.precision);
+    const int64_t comm = op.fwd.comm_kind ? collective_ns(op.fwd, g_.tp, dev_) : 0;
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
       res_.recompute_time_ns += ns;
@@ -153,7 +159,7 @@ class Engine {
     const int64_t ns = kernel_ns(op.bwd, op.math16, dev_, g_.precision);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;
-    advance(id, ns, collective_ns(op.bwd, g_.tp, dev_));
+    advance(id, ns, op.bwd.comm_kind ? collective_ns(op.bwd, g_.tp, dev_) : 0);
     if (opt_.record_timeline) res_.timeline.push_back({clock_, total_, k, phase_});
   }
 
@@ -231,6 +237,7 @@ class Engine {
   const SimOptions& opt_;
   Result res_;
   std::vector<uint8_t> live_, cat_;
+  std::vector<int64_t> fwd_ns_;  // per op, -1 until its forward has run
   Breakdown by_cat_{};
   int64_t total_ = 0;
   int64_t clock_ = 0;
