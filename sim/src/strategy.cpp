@@ -182,12 +182,10 @@ std::string Strategy::canonical() const {
   }
 }
 
-std::vector<Segment> sqrt_segments(int64_t n) {
-  if (n <= 0) return {};
-  // m = round(sqrt(n)) (Chen et al. 2016 §4.1: k = sqrt(n) segments).
-  int64_t m = std::llround(std::sqrt(static_cast<double>(n)));
-  m = std::clamp<int64_t>(m, 1, n);
+std::vector<Segment> even_segments(int64_t n, int64_t m) {
   std::vector<Segment> out;
+  if (n <= 0 || m <= 0) return out;
+  m = std::min(m, n);
   int64_t base = n / m, extra = n % m, b = 0;
   for (int64_t i = 0; i < m; ++i) {
     int64_t len = base + (i < extra ? 1 : 0);
@@ -195,6 +193,12 @@ std::vector<Segment> sqrt_segments(int64_t n) {
     b += len;
   }
   return out;
+}
+
+std::vector<Segment> sqrt_segments(int64_t n) {
+  if (n <= 0) return {};
+  // m = round(sqrt(n)) (Chen et al. 2016 §4.1: k = sqrt(n) segments).
+  return even_segments(n, std::llround(std::sqrt(static_cast<double>(n))));
 }
 
 Plan resolve(const Strategy& s, int64_t n) {

@@ -9,19 +9,6 @@
 
 namespace sim {
 
-std::vector<Segment> even_segments(int64_t n, int64_t m) {
-  std::vector<Segment> out;
-  if (n <= 0 || m <= 0) return out;
-  if (m > n) m = n;
-  int64_t base = n / m, extra = n % m, b = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    int64_t len = base + (i < extra ? 1 : 0);
-    out.push_back({b, b + len - 1});
-    b += len;
-  }
-  return out;
-}
-
 Valley compute_valley(const Graph& g, const Device& device) {
   Valley v;
   const int64_t n = g.n_blocks;

@@ -68,8 +68,9 @@ struct Plan {
 // overlaps, or names blocks beyond n - 1, or when k is out of range for n.
 Plan resolve(const Strategy& strategy, int64_t n_blocks);
 
-// The segments of `sqrt` for n blocks: m = round(sqrt(n)), sizes differing by at most one,
-// the first n mod m one longer (DESIGN.md §4).
+// m segments over n blocks, sizes differing by at most one, the first n mod m one longer.
+std::vector<Segment> even_segments(int64_t n_blocks, int64_t m);
+// The segments of `sqrt` for n blocks: even_segments(n, round(sqrt(n))) (DESIGN.md §4).
 std::vector<Segment> sqrt_segments(int64_t n_blocks);
 
 }  // namespace sim

@@ -31,9 +31,6 @@ struct Valley {
   std::vector<ValleyPoint> points;  // m = 1..n
 };
 
-// m segments over n blocks, sizes differing by at most one, the first n mod m one longer.
-std::vector<Segment> even_segments(int64_t n_blocks, int64_t m);
-
 Valley compute_valley(const Graph& graph, const Device& device);
 
 }  // namespace sim
