@@ -40,9 +40,17 @@ TEST_CASE("a model too large for 64-bit byte counts is an error, not a wrong num
   m.ffn_hidden = 4 * m.hidden;
   CHECK_THROWS_AS(validate(m), ConfigError);
   m = fixtures::gpt2_small();
+  m.source = "models/gpt2-small.json";
   TrainSetup s;
   s.micro_batch = 1LL << 40;
-  CHECK_THROWS_AS(simulate(m, s, fixtures::h100(), parse_strategy("none")), ConfigError);
+  try {
+    simulate(m, s, fixtures::h100(), parse_strategy("none"));
+    FAIL("overflow accepted");
+  } catch (const ConfigError& e) {
+    CHECK(e.where() == "models/gpt2-small.json");
+    CHECK(std::string(e.what()).find("overflows 64 bits with --batch 1099511627776 --seq 1024") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("set-up validation names the flag") {

@@ -607,9 +607,37 @@ Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, cons
   return g;
 }
 
+namespace {
+
+// Byte and FLOP arithmetic is checked everywhere; an overflow while building names the model file
+// and the knobs that made the sizes, so the one-line error says what to change.
+template <typename F>
+Graph naming_overflows(const ModelConfig& model, const TrainSetup& setup, F&& build) {
+  try {
+    return build();
+  } catch (const ConfigError& e) {
+    if (e.where() != "<setup>") throw;
+    throw ConfigError(model.source, e.field(),
+                      "overflows 64 bits with --batch " + std::to_string(setup.micro_batch) +
+                          " --seq " + std::to_string(setup.seq) + " --tp " +
+                          std::to_string(setup.tp) + " (hidden " + std::to_string(model.hidden) +
+                          ", vocab " + std::to_string(model.vocab) + ")");
+  }
+}
+
+Graph build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device);
+
+}  // namespace
+
 Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
   validate(model);
   validate(model, setup);
+  return naming_overflows(model, setup, [&] { return build_graph_cloned(model, setup, device); });
+}
+
+namespace {
+
+Graph build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
   if (model.layers < 5) return build_graph_direct(model, setup, device);
   ModelConfig three = model;
   three.layers = 3;
@@ -626,6 +654,8 @@ Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Devic
   complete(g, model, setup, device);
   return g;
 }
+
+}  // namespace
 
 Graph build_chain_graph(int64_t n_blocks, int64_t bytes) {
   // Each block is one op that saves only its input: a checkpoint (the block input) costs as much
