@@ -58,6 +58,8 @@ sim_io::Row sample_row() {
   r.params = 124'439'808;
   r.params_per_rank = 124'439'808;
   r.peak_allocated_bytes = 3'456'789'012;
+  r.peak_requested_bytes = 3'456'789'012;
+  r.peak_reserved_bytes = 3'460'000'000;
   r.peak_t_ns = 12'345'678;
   r.peak_phase = sim::Phase::kBackward;
   r.peak_op = "block 11 fc1 backward";
@@ -100,7 +102,7 @@ TEST_CASE("the CSV header is the v1 contract") {
       "optimizer", "allocator", "layers", "params", "params_per_rank", "peak_allocated_bytes",
       "peak_time_ns", "peak_phase", "activation_bytes_per_layer", "activation_peak_bytes",
       "weights_bytes", "grads_bytes", "optimizer_bytes", "workspace_bytes"};
-  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 19);
+  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 21);
   for (std::size_t i = 0; i < key.size(); ++i) CHECK(cols[i] == key[i]);
   for (int c = 0; c < sim::kCategoryCount; ++c) {
     CHECK(cols[key.size() + static_cast<std::size_t>(c)] ==
@@ -110,7 +112,7 @@ TEST_CASE("the CSV header is the v1 contract") {
       "fwd_flops", "bwd_flops", "recompute_flops", "model_flops", "step_time_ns", "fwd_time_ns",
       "bwd_time_ns", "recompute_time_ns", "optimizer_time_ns", "comm_time_ns", "tokens_per_s",
       "mfu", "hfu", "fits", "headroom_bytes", "cuda_context_bytes", "comm_buffer_bytes",
-      "device_bytes", "error"};
+      "device_bytes", "error", "peak_requested_bytes", "peak_reserved_bytes"};
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 
@@ -153,6 +155,8 @@ TEST_CASE("a result row has one field per column, formatted exactly") {
   CHECK(f[column("fits")] == "true");
   CHECK(f[column("device_bytes")] == "85520809984");
   CHECK(f[column("error")] == "");
+  CHECK(f[column("peak_requested_bytes")] == "3456789012");
+  CHECK(f[column("peak_reserved_bytes")] == "3460000000");
 
   // Byte-identical on a second call.
   CHECK(sim_io::csv_row(sample_row()) == line);
@@ -188,6 +192,7 @@ TEST_CASE("an error row keeps its key, leaves the figures empty and quotes the m
   CHECK(f[column("fits")] == "");
   CHECK(f[column("device_bytes")] == "");
   CHECK(f[column("error")] == row.error);
+  CHECK(f[column("peak_reserved_bytes")] == "");
 }
 
 TEST_CASE("result_json has every figure, in a fixed key order") {
@@ -204,7 +209,7 @@ TEST_CASE("result_json has every figure, in a fixed key order") {
   // Every CSV column is a JSON key (peak_<category>_bytes live in the breakdown object).
   for (const std::string& c : sim_io::csv_columns()) {
     if (c.rfind("peak_", 0) == 0 && c != "peak_allocated_bytes" && c != "peak_time_ns" &&
-        c != "peak_phase")
+        c != "peak_phase" && c != "peak_requested_bytes" && c != "peak_reserved_bytes")
       continue;
     CHECK_MESSAGE(j.contains(c), c);
   }

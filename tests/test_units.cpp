@@ -72,7 +72,7 @@ TEST_CASE("set-up validation names the flag") {
   CHECK_THROWS_AS(validate(m, s), ConfigError);  // needs dp > 1
   s = TrainSetup{};
   s.allocator = AllocatorKind::kCaching;
-  CHECK_THROWS_AS(validate(m, s), Unsupported);
+  CHECK_NOTHROW(validate(m, s));  // modeled since sim/src/allocator.cpp
 }
 
 TEST_CASE("enum names round-trip") {

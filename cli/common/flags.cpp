@@ -34,7 +34,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--dp", f.dp, "data-parallel ranks");
   add("--zero", f.zero, "ZeRO stage 0-3 over the data-parallel ranks");
   add("--optimizer", f.optimizer, "adam (foreach), adam-fused, sgd");
-  add("--allocator", f.allocator, "exact (caching, caching-expandable: not modeled yet)");
+  add("--allocator", f.allocator,
+      "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   if (options.output) {
     app.add_option("--format", f.format, options.formats)->group("Output");
     app.add_option("-o,--output", f.output, "write to this file (via FILE.partial) instead of stdout")

@@ -64,8 +64,22 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
   const std::string when =
       fmt::format("at {} ({} phase), t = {}", r.peak_op.empty() ? "?" : r.peak_op,
                   sim::phase_name(r.peak_phase), ms(r.peak_t_ns));
+  const bool caching = row.key.setup.allocator != sim::AllocatorKind::kExact;
   TextTable memory({}, "lrl");
-  memory.add({"peak allocated", fmt::format("{}", Bytes{r.peak_allocated_bytes}), when});
+  if (caching) {
+    // DESIGN.md §3: under the caching allocator the peak is its allocated blocks; the exact
+    // ledger's peak (and its time, op and breakdown) is the requested one.
+    memory.add({"peak reserved", fmt::format("{}", Bytes{r.peak_reserved_bytes}),
+                "segments the caching allocator holds (max_memory_reserved)"});
+    memory.add({"peak allocated", fmt::format("{}", Bytes{r.peak_allocated_bytes}),
+                "blocks in use, rounded and unsplit (max_memory_allocated)"});
+    memory.add({"fragmentation", fmt::format("{}", Bytes{r.peak_reserved_bytes -
+                                                         r.peak_allocated_bytes}),
+                "peak reserved - peak allocated"});
+    memory.add({"peak requested", fmt::format("{}", Bytes{r.peak_requested_bytes}), when});
+  } else {
+    memory.add({"peak allocated", fmt::format("{}", Bytes{r.peak_allocated_bytes}), when});
+  }
   memory.add({"peak less persistent", fmt::format("{}", Bytes{r.activation_peak_bytes}),
               "activations, grads of activations, casts and temporaries at the peak"});
   memory.add({"activations per layer", fmt::format("{}", Bytes{r.activation_bytes_per_layer}),
@@ -82,8 +96,8 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
     const int64_t bytes = r.peak_breakdown[static_cast<std::size_t>(i)];
     if (bytes == 0) continue;
     const double share =
-        r.peak_allocated_bytes > 0
-            ? static_cast<double>(bytes) / static_cast<double>(r.peak_allocated_bytes)
+        r.peak_requested_bytes > 0
+            ? static_cast<double>(bytes) / static_cast<double>(r.peak_requested_bytes)
             : 0.0;
     breakdown.add({std::string(sim::category_name(static_cast<sim::Category>(i))),
                    fmt::format("{}", Bytes{bytes}), percent(share)});
@@ -107,11 +121,13 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
                         percent(r.hfu))});
   out += "\nWork and time\n" + work.render("  ");
 
-  const int64_t need = r.peak_allocated_bytes + r.cuda_context_bytes + r.comm_buffer_bytes;
+  // The fit is judged on reserved bytes under caching (equal to allocated under exact).
+  const int64_t need = r.peak_reserved_bytes + r.cuda_context_bytes + r.comm_buffer_bytes;
   out += fmt::format("\nFit on {} ({} usable)\n", device.label.empty() ? device.name : device.label,
                      Bytes{r.device_bytes});
-  out += fmt::format("  peak {} + CUDA context {} + comm buffers {} = {}: {}, headroom {}\n",
-                     Bytes{r.peak_allocated_bytes}, Bytes{r.cuda_context_bytes},
+  out += fmt::format("  peak {}{} + CUDA context {} + comm buffers {} = {}: {}, headroom {}\n",
+                     caching ? "reserved " : "", Bytes{r.peak_reserved_bytes},
+                     Bytes{r.cuda_context_bytes},
                      Bytes{r.comm_buffer_bytes}, Bytes{need},
                      r.fits ? "fits" : "DOES NOT FIT", Bytes{r.headroom_bytes});
 

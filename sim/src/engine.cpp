@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/allocator.hpp"
 #include "sim/error.hpp"
 #include "sim/simulate.hpp"
 
@@ -41,10 +42,18 @@ int64_t collective_ns(const OpCost& c, int64_t t, const Device& d) {
          d.launch_overhead_ns;
 }
 
+// The caching allocator model's state across steps: the allocator and each storage's block
+// (-1 while not allocated through it). Persistent storages keep their blocks between steps.
+struct Heap {
+  CachingAllocator allocator;
+  std::vector<int32_t> handle;
+};
+
 class Engine {
  public:
-  Engine(const Graph& g, const Schedule& s, const Device& d, const SimOptions& o)
-      : g_(g), sched_(s), dev_(d), opt_(o) {
+  // `heap`: when set, every allocation and free also goes through the caching allocator model.
+  Engine(const Graph& g, const Schedule& s, const Device& d, const SimOptions& o, Heap* heap)
+      : g_(g), sched_(s), dev_(d), opt_(o), heap_(heap) {
     live_.assign(g.storages.size(), 0);
     cat_.assign(g.storages.size(), 0);
     fwd_ns_.assign(g.ops.size(), -1);
@@ -66,7 +75,7 @@ class Engine {
         case EventKind::kBackward: run_backward(k, e.id); break;
         case EventKind::kFree:
           release(e.id);
-          if (opt_.record_timeline) r.timeline.push_back({clock_, total_, k, phase_});
+          record(k);
           break;
         case EventKind::kOptimizer: run_optimizer(k); break;
       }
@@ -86,19 +95,49 @@ class Engine {
     cat_[s] = static_cast<uint8_t>(c);
     by_cat_[static_cast<int>(c)] += g_.storages[s].bytes;
     total_ += g_.storages[s].bytes;
+    // Persistent storages keep their block from the warm-up step.
+    if (heap_ && heap_->handle[s] < 0) heap_->handle[s] = heap_alloc(g_.storages[s].bytes);
   }
   void release(int32_t s) {
     if (!live_[s]) throw std::logic_error("engine: storage freed while not allocated");
+    if (heap_ && heap_->handle[s] >= 0) {
+      heap_->allocator.free(heap_->handle[s]);
+      heap_->handle[s] = -1;
+    }
     live_[s] = 0;
     by_cat_[cat_[s]] -= g_.storages[s].bytes;
     total_ -= g_.storages[s].bytes;
     if (by_cat_[cat_[s]] < 0) throw std::logic_error("engine: negative category in ledger");
   }
 
-  // Samples live memory plus `transient` bytes held inside the running event.
-  void sample(int32_t k, int64_t transient) {
+  // A request to the allocator model; empty storages allocate nothing (-1).
+  int32_t heap_alloc(int64_t bytes) { return bytes > 0 ? heap_->allocator.allocate(bytes) : -1; }
+
+  // A timeline point: the exact ledger's bytes, or the allocator's allocated and reserved bytes.
+  void record(int32_t k, int64_t live) {
+    if (!opt_.record_timeline) return;
+    if (heap_) {
+      const AllocatorStats& a = heap_->allocator.stats();
+      res_.timeline.push_back({clock_, a.allocated_bytes, k, phase_, a.reserved_bytes});
+    } else {
+      res_.timeline.push_back({clock_, live, k, phase_, live});
+    }
+  }
+  void record(int32_t k) { record(k, total_); }
+
+  // Samples live memory plus the temporaries held inside the running event. Under the caching
+  // allocator each temporary is one request, allocated before the sample and freed right after.
+  void sample(int32_t k, int64_t transient, int64_t accum = 0) {
+    int32_t temps[2] = {-1, -1};
+    if (heap_) {
+      temps[0] = heap_alloc(transient);
+      temps[1] = heap_alloc(accum);
+    }
+    transient += accum;
     const int64_t live = total_ + transient;
-    if (opt_.record_timeline) res_.timeline.push_back({clock_, live, k, phase_});
+    record(k, live);
+    for (int32_t h : temps)
+      if (h >= 0) heap_->allocator.free(h);
     if (cur_op_ >= 0 && g_.ops[cur_op_].block >= 0)
       res_.block_peak_bytes = std::max(res_.block_peak_bytes, live);
     if (live > res_.peak_allocated_bytes) {
@@ -146,7 +185,7 @@ class Engine {
       res_.fwd_time_ns += ns;
     }
     advance(id, ns, comm);
-    if (opt_.record_timeline) res_.timeline.push_back({clock_, total_, k, phase_});
+    record(k);
   }
 
   void run_backward(int32_t k, int32_t id) {
@@ -155,12 +194,12 @@ class Engine {
     cur_op_ = id;
     for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s)
       alloc(*s, g_.storages[*s].category);
-    sample(k, op.bwd_transient_bytes + op.bwd_accum_bytes);
+    sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     const int64_t ns = kernel_ns(op.bwd, op.math16, dev_, g_.precision);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;
     advance(id, ns, op.bwd.comm_kind ? collective_ns(op.bwd, g_.tp, dev_) : 0);
-    if (opt_.record_timeline) res_.timeline.push_back({clock_, total_, k, phase_});
+    record(k);
   }
 
   void run_optimizer(int32_t k) {
@@ -170,7 +209,7 @@ class Engine {
     const int64_t ns = kernel_ns(g_.optimizer_cost, false, dev_, g_.precision);
     res_.optimizer_time_ns += ns;
     advance(-1, ns, 0);
-    if (opt_.record_timeline) res_.timeline.push_back({clock_, total_, k, phase_});
+    record(k);
   }
 
   // DESIGN.md §3 activation_bytes_per_layer: storages attributed to each block, live once the
@@ -200,10 +239,22 @@ class Engine {
     r.workspace_bytes = g_.workspace_bytes;
     r.model_flops = checked_add(r.fwd_flops, r.bwd_flops, "model_flops");
     r.step_time_ns = clock_;
+    // DESIGN.md §3: under caching the reported peak is the allocator's allocated peak and the fit
+    // is judged on reserved bytes; the exact ledger's peak stays as peak_requested_bytes.
+    r.peak_requested_bytes = r.peak_allocated_bytes;
+    r.allocator_allocated_peak_bytes = r.peak_allocated_bytes;
+    r.peak_reserved_bytes = r.peak_allocated_bytes;
+    if (heap_) {
+      const AllocatorStats& a = heap_->allocator.stats();
+      r.allocator_allocated_peak_bytes = a.peak_allocated_bytes;
+      r.peak_reserved_bytes = a.peak_reserved_bytes;
+      if (a.peak_requested_bytes != r.peak_requested_bytes || a.requested_bytes != r.end_bytes)
+        throw std::logic_error("engine: the allocator model and the ledger disagree");
+    }
     // DESIGN.md §3: activation peak = peak minus persistent state and workspaces at that instant.
     const auto& b = r.peak_breakdown;
     auto at = [&](Category c) { return b[static_cast<int>(c)]; };
-    r.activation_peak_bytes = r.peak_allocated_bytes - at(Category::kWeights) - at(Category::kGrads) -
+    r.activation_peak_bytes = r.peak_requested_bytes - at(Category::kWeights) - at(Category::kGrads) -
                               at(Category::kOptimizer) - at(Category::kWorkspace) -
                               at(Category::kComm);
     if (peak_op_ >= 0) {
@@ -226,15 +277,17 @@ class Engine {
     r.cuda_context_bytes = dev_.cuda_context_bytes;
     r.comm_buffer_bytes = dev_.nccl_buffer_bytes * ((g_.tp > 1 ? 1 : 0) + (g_.dp > 1 ? 1 : 0));
     r.device_bytes = dev_.hbm_bytes - dev_.driver_reserved_bytes;
-    r.headroom_bytes = r.device_bytes - r.peak_allocated_bytes - r.cuda_context_bytes -
+    r.headroom_bytes = r.device_bytes - r.peak_reserved_bytes - r.cuda_context_bytes -
                        r.comm_buffer_bytes;
     r.fits = r.headroom_bytes >= 0;
+    r.peak_allocated_bytes = r.allocator_allocated_peak_bytes;
   }
 
   const Graph& g_;
   const Schedule& sched_;
   const Device& dev_;
   const SimOptions& opt_;
+  Heap* heap_;
   Result res_;
   std::vector<uint8_t> live_, cat_;
   std::vector<int64_t> fwd_ns_;  // per op, -1 until its forward has run
@@ -281,7 +334,19 @@ RecomputeMode recompute_mode(Profile p) {
 
 Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
                   const SimOptions& options) {
-  return Engine(graph, schedule, device, options).run();
+  if (graph.allocator == AllocatorKind::kExact)
+    return Engine(graph, schedule, device, options, nullptr).run();
+  // The steady-state step (DESIGN.md §3): a first step allocates the persistent state (one
+  // request per storage, in the graph's persistent order, as PyTorch makes separate tensors)
+  // and warms the cache; its segments stay reserved. The step reported is the second one, with
+  // the peaks reset after the first (torch.cuda.reset_peak_memory_stats).
+  const int64_t capacity =
+      device.hbm_bytes - device.driver_reserved_bytes - device.cuda_context_bytes;
+  Heap heap{CachingAllocator(capacity, graph.allocator == AllocatorKind::kCachingExpandable),
+            std::vector<int32_t>(graph.storages.size(), -1)};
+  Engine(graph, schedule, device, SimOptions{}, &heap).run();
+  heap.allocator.reset_peaks();
+  return Engine(graph, schedule, device, options, &heap).run();
 }
 
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,

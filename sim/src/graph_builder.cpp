@@ -434,6 +434,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.n_blocks = model.layers;
   g.precision = resolved_precision(setup);
   g.profile = setup.profile;
+  g.allocator = setup.allocator;
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
   g.tp = setup.tp;
   g.dp = setup.dp;
@@ -529,6 +530,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.n_blocks = n;
   out.precision = g3.precision;
   out.profile = g3.profile;
+  out.allocator = g3.allocator;
   out.tokens = g3.tokens;
   out.tp = g3.tp;
   out.dp = g3.dp;

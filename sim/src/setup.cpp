@@ -82,11 +82,6 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
     require(*s.dropout >= 0.0 && *s.dropout < 1.0, "--dropout", "dropout",
             "must be in [0, 1)");
   }
-  if (s.allocator != AllocatorKind::kExact) {
-    throw Unsupported("--allocator", "allocator",
-                      "the caching allocator model (--allocator " +
-                          std::string(name(s.allocator)) + ")");
-  }
   if (model.positions == PosEmbedding::kLearned && model.max_positions > 0 &&
       s.seq > model.max_positions) {
     throw ConfigError("--seq", "seq",

@@ -102,6 +102,7 @@ struct Graph {
   int64_t dp = 1;               // data-parallel ranks
   Precision precision = Precision::kBf16Amp;
   Profile profile = Profile::kPytorch;
+  AllocatorKind allocator = AllocatorKind::kExact;  // how the engine also counts reserved bytes
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
   const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }

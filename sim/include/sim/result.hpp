@@ -31,12 +31,14 @@ using Breakdown = std::array<int64_t, kCategoryCount>;  // bytes per category
 enum class Phase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 std::string_view phase_name(Phase p);
 
-// One memory sample: live bytes right after the allocations of event `event_index`.
+// One memory sample: live bytes right after the allocations of event `event_index` (under the
+// caching allocator, its allocated bytes: rounded blocks).
 struct MemorySample {
   int64_t t_ns = 0;
   int64_t allocated_bytes = 0;
   int32_t event_index = 0;
   Phase phase = Phase::kForward;
+  int64_t reserved_bytes = 0;  // segments held (caching allocator); equals allocated under exact
 };
 
 // One op's run on a stream, for timelines and traces.
@@ -49,8 +51,14 @@ struct OpSpan {
 };
 
 struct Result {
-  // Memory (DESIGN.md §3 "What the figures mean").
+  // Memory (DESIGN.md §3 "What the figures mean"). peak_allocated_bytes is PyTorch's
+  // allocated_bytes.all.peak under --allocator caching and requested_bytes.all.peak (the exact
+  // ledger) under exact. The peak's time, event, op and breakdown below, and the activation
+  // figures, are those of the exact ledger's peak (peak_requested_bytes) under every allocator.
   int64_t peak_allocated_bytes = 0;
+  int64_t peak_requested_bytes = 0;            // exact ledger: sum of live storages at its peak
+  int64_t allocator_allocated_peak_bytes = 0;  // caching: blocks in use; exact: = requested
+  int64_t peak_reserved_bytes = 0;             // caching: segments held; exact: = requested
   int64_t peak_t_ns = 0;           // simulated time of the peak sample
   int32_t peak_event_index = -1;   // schedule event at which the peak was sampled
   Phase peak_phase = Phase::kForward;
@@ -93,7 +101,8 @@ struct Result {
   int64_t cuda_context_bytes = 0;
   int64_t comm_buffer_bytes = 0;
   int64_t device_bytes = 0;       // what CUDA offers: hbm_bytes - driver_reserved_bytes
-  int64_t headroom_bytes = 0;     // device - (peak + context + comm buffers); negative if not
+  int64_t headroom_bytes = 0;     // device - (peak + context + comm buffers); negative if not;
+                                  // the peak is peak_reserved_bytes under caching
   bool fits = false;
 
   // Recorded only when SimOptions::record_timeline is set.

@@ -29,7 +29,10 @@ std::vector<std::string> make_columns() {
        {"fwd_flops", "bwd_flops", "recompute_flops", "model_flops", "step_time_ns", "fwd_time_ns",
         "bwd_time_ns", "recompute_time_ns", "optimizer_time_ns", "comm_time_ns", "tokens_per_s",
         "mfu", "hfu", "fits", "headroom_bytes", "cuda_context_bytes", "comm_buffer_bytes",
-        "device_bytes", "error"})
+        "device_bytes", "error",
+        // Appended after `error` (columns only ever come at the end): the exact ledger's peak
+        // and the caching allocator's reserved peak (both equal peak_allocated_bytes under exact).
+        "peak_requested_bytes", "peak_reserved_bytes"})
     c.emplace_back(name);
   return c;
 }
@@ -105,10 +108,13 @@ std::string csv_row(const Row& row) {
   w.text(sim::name(s.optimizer));
   w.text(sim::name(s.allocator));
 
-  // Columns between the key and `error`.
+  // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  const int result_columns = static_cast<int>(csv_columns().size()) - kKeyColumns - 1;
-  if (!row.result || !row.error.empty()) {
+  constexpr int kAfterError = 2;
+  const int result_columns =
+      static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
+  const bool failed = !row.result || !row.error.empty();
+  if (failed) {
     w.empty(result_columns);
   } else {
     const sim::Result& r = *row.result;
@@ -145,6 +151,12 @@ std::string csv_row(const Row& row) {
     w.integer(r.device_bytes);
   }
   w.text(row.error);
+  if (failed) {
+    w.empty(kAfterError);
+  } else {
+    w.integer(row.result->peak_requested_bytes);
+    w.integer(row.result->peak_reserved_bytes);
+  }
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -37,6 +37,8 @@ std::string result_json(const Row& row) {
     j["params"] = r.params;
     j["params_per_rank"] = r.params_per_rank;
     j["peak_allocated_bytes"] = r.peak_allocated_bytes;
+    j["peak_requested_bytes"] = r.peak_requested_bytes;
+    j["peak_reserved_bytes"] = r.peak_reserved_bytes;
     j["peak_time_ns"] = r.peak_t_ns;
     j["peak_phase"] = sim::phase_name(r.peak_phase);
     j["peak_op"] = r.peak_op;
