@@ -115,6 +115,20 @@ test "$rc" -eq 2
 grep -q -- '--output' err.txt
 ]=])
 
+# trace: one configuration as a Chrome/Perfetto trace that parses as JSON; lists are refused.
+actsim_cli_test(trace [=[
+rm -f step.json step.json.partial
+"$1" trace --model gpt2-small --strategy full --allocator caching -o step.json
+test ! -e step.json.partial
+python3 -c "import json,sys; d=json.load(open('step.json')); e=d['traceEvents']; \
+assert any(x['ph']=='X' for x in e) and any(x['ph']=='C' for x in e)"
+rc=0
+"$1" trace --strategy none,full -o bad.json 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q -- '--strategy' err.txt
+test ! -e bad.json
+]=])
+
 # valley and models run and print what they promise.
 actsim_cli_test(valley [=[
 "$1" valley --model gpt2-small > v.txt

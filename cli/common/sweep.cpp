@@ -34,6 +34,29 @@ int64_t setup_count(const Axes& a) {
 
 }  // namespace
 
+void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) {
+  const auto one = [&](std::size_t n, const char* flag, const std::string& text) {
+    if (n != 1)
+      throw sim::ConfigError(flag, text,
+                             std::string(verb) + " simulates one configuration: give one value");
+  };
+  one(a.models.size(), "--model", f.model);
+  one(a.devices.size(), "--device", f.device);
+  one(a.strategies.size(), "--strategy", f.strategy);
+  one(a.profiles.size(), "--profile", f.profile);
+  one(a.precisions.size(), "--precision", f.precision);
+  one(a.attentions.size(), "--attention", f.attention);
+  one(a.dropouts.size(), "--dropout", f.dropout);
+  one(a.batches.size(), "--batch", f.batch);
+  one(a.seqs.size(), "--seq", f.seq);
+  one(a.tps.size(), "--tp", f.tp);
+  one(a.sps.size(), "--sp", f.sp);
+  one(a.dps.size(), "--dp", f.dp);
+  one(a.zeros.size(), "--zero", f.zero);
+  one(a.optimizers.size(), "--optimizer", f.optimizer);
+  one(a.allocators.size(), "--allocator", f.allocator);
+}
+
 int64_t point_count(const Axes& a) {
   std::vector<int64_t> radices = setup_radices(a);
   radices.push_back(static_cast<int64_t>(a.models.size()));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "flags.hpp"
@@ -29,6 +30,10 @@ struct Point {
   int64_t setup_index = 0;  // position among the set-up combinations (equal index, equal setup)
   sim::TrainSetup setup;
 };
+
+// For verbs that simulate one configuration (valley, trace): every list must have one value;
+// otherwise throws ConfigError naming the first flag with several.
+void require_single(const Axes& axes, const CommonFlags& flags, std::string_view verb);
 
 // Number of points; throws ConfigError when the product passes kMaxPoints.
 int64_t point_count(const Axes& axes);

@@ -40,6 +40,12 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   cli_common::add_common_flags(*valley, inv.flags, {false, true, "table|csv (default table)"});
   valley->callback([&verb] { verb = Verb::kValley; });
 
+  CLI::App* trace = app.add_subcommand(
+      "trace", "one configuration's step as a Chrome/Perfetto trace (JSON): op spans per stream "
+               "and the memory counter; open it in ui.perfetto.dev");
+  cli_common::add_common_flags(*trace, inv.flags, {true, true, "json (the only one)"});
+  trace->callback([&verb] { verb = Verb::kTrace; });
+
   CLI::App* models = app.add_subcommand("models", "list the models and devices names resolve to");
   models->callback([&verb] { verb = Verb::kModels; });
 }
@@ -63,7 +69,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, valley or models (see --help)"
+                           ? "a verb is required: run, sweep, valley, trace or models (see --help)"
                            : e.what();
     }
     return parsed;
@@ -86,6 +92,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kRun: return cmd_run(inv);
     case Verb::kSweep: return cmd_sweep(inv);
     case Verb::kValley: return cmd_valley(inv);
+    case Verb::kTrace: return cmd_trace(inv);
     case Verb::kModels: return cmd_models(inv);
   }
   return 1;

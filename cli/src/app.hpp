@@ -12,7 +12,7 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kModels };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels };
 
 // A parsed command line, ready to run.
 struct Invocation {

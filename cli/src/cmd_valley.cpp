@@ -12,28 +12,6 @@
 namespace actsim_cli {
 namespace {
 
-// The valley is one configuration: every list must have one value.
-void require_single(const cli_common::Axes& a, const cli_common::CommonFlags& f) {
-  const auto one = [](std::size_t n, const char* flag, const std::string& text) {
-    if (n != 1)
-      throw sim::ConfigError(flag, text, "valley simulates one configuration: give one value");
-  };
-  one(a.models.size(), "--model", f.model);
-  one(a.devices.size(), "--device", f.device);
-  one(a.profiles.size(), "--profile", f.profile);
-  one(a.precisions.size(), "--precision", f.precision);
-  one(a.attentions.size(), "--attention", f.attention);
-  one(a.dropouts.size(), "--dropout", f.dropout);
-  one(a.batches.size(), "--batch", f.batch);
-  one(a.seqs.size(), "--seq", f.seq);
-  one(a.tps.size(), "--tp", f.tp);
-  one(a.sps.size(), "--sp", f.sp);
-  one(a.dps.size(), "--dp", f.dp);
-  one(a.zeros.size(), "--zero", f.zero);
-  one(a.optimizers.size(), "--optimizer", f.optimizer);
-  one(a.allocators.size(), "--allocator", f.allocator);
-}
-
 std::string render_csv(const std::string& model, const std::string& device,
                        const sim::Valley& v) {
   std::string out =
@@ -94,7 +72,7 @@ int cmd_valley(const Invocation& inv) {
   using cli_common::Format;
   const Format format = cli_common::parse_format(inv.flags.format, "table|csv", Format::kTable);
   const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
-  require_single(axes, inv.flags);
+  cli_common::require_single(axes, inv.flags, "valley");
   const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
   const cli_common::Point p = cli_common::point_at(axes, 0);
   const sim::Device& device = inputs.devices.front();
