@@ -8,22 +8,26 @@
 #include "sim/simulate.hpp"
 
 namespace sim {
+namespace {
 
-Valley compute_valley(const Graph& g, const Device& device) {
+Plan even_plan(int64_t n, int64_t m) {
+  Plan p;
+  p.mode.assign(static_cast<size_t>(n), BlockMode::kCheckpoint);
+  p.segments = even_segments(n, m);
+  return p;
+}
+
+}  // namespace
+
+Valley valley_head(const Graph& g, const Device& device) {
   Valley v;
   const int64_t n = g.n_blocks;
   v.n = n;
   if (n <= 0) return v;
-  auto plan_for = [&](int64_t m) {
-    Plan p;
-    p.mode.assign(static_cast<size_t>(n), BlockMode::kCheckpoint);
-    p.segments = even_segments(n, m);
-    return p;
-  };
   Plan none;
   none.mode.assign(static_cast<size_t>(n), BlockMode::kStore);
   const Result r_none = simulate_plan(g, none, device);
-  const Result r_full = simulate_plan(g, plan_for(n), device);
+  const Result r_full = simulate_plan(g, even_plan(n, n), device);
   // c: a checkpoint is a block's input, what `full` keeps per block; A: a block's activations.
   v.c_bytes = r_full.activation_bytes_per_layer;
   v.a_bytes = r_none.activation_bytes_per_layer;
@@ -32,24 +36,45 @@ Valley compute_valley(const Graph& g, const Device& device) {
   // step's peak may sit in the loss instead (large vocabularies), which M(m) does not model.
   v.baseline_bytes = r_full.block_peak_bytes - checked_mul(n, v.c_bytes, "valley") - v.a_bytes;
   v.sqrt_n = std::llround(std::sqrt(static_cast<double>(n)));
-  int64_t best_model = INT64_MAX, best_sim = INT64_MAX;
+  int64_t best_model = INT64_MAX;
   for (int64_t m = 1; m <= n; ++m) {
-    ValleyPoint p;
-    p.m = m;
-    const int64_t per = (n + m - 1) / m;
-    p.chen_units = static_cast<double>(m) + static_cast<double>(n) / static_cast<double>(m);
-    p.model_bytes = checked_add(checked_add(checked_mul(m, v.c_bytes, "valley"),
-                                            checked_mul(per, v.a_bytes, "valley"), "valley"),
-                                v.baseline_bytes, "valley");
-    const Result r = m == n ? r_full : simulate_plan(g, plan_for(m), device);
-    p.simulated_bytes = r.peak_allocated_bytes;
-    p.simulated_block_bytes = r.block_peak_bytes;
-    p.step_time_ns = r.step_time_ns;
-    p.recompute_flops = r.recompute_flops;
-    if (p.model_bytes < best_model) best_model = p.model_bytes, v.m_star = m;
-    if (p.simulated_bytes < best_sim) best_sim = p.simulated_bytes, v.m_star_simulated = m;
-    v.points.push_back(p);
+    const int64_t model = valley_model_point(v, m).model_bytes;
+    if (model < best_model) best_model = model, v.m_star = m;
   }
+  return v;
+}
+
+ValleyPoint valley_model_point(const Valley& v, int64_t m) {
+  ValleyPoint p;
+  p.m = m;
+  const int64_t per = (v.n + m - 1) / m;
+  p.chen_units = static_cast<double>(m) + static_cast<double>(v.n) / static_cast<double>(m);
+  p.model_bytes = checked_add(checked_add(checked_mul(m, v.c_bytes, "valley"),
+                                          checked_mul(per, v.a_bytes, "valley"), "valley"),
+                              v.baseline_bytes, "valley");
+  return p;
+}
+
+ValleyPoint valley_point(const Graph& g, const Device& device, const Valley& head, int64_t m) {
+  ValleyPoint p = valley_model_point(head, m);
+  const Result r = simulate_plan(g, even_plan(head.n, m), device);
+  p.simulated_bytes = r.peak_allocated_bytes;
+  p.simulated_block_bytes = r.block_peak_bytes;
+  p.step_time_ns = r.step_time_ns;
+  p.recompute_flops = r.recompute_flops;
+  return p;
+}
+
+void add_point(Valley& v, const ValleyPoint& p) {
+  // The first minimum, as over m = 1..n in order.
+  if (v.points.empty() || p.simulated_bytes < v.points[static_cast<size_t>(v.m_star_simulated - 1)].simulated_bytes)
+    v.m_star_simulated = p.m;
+  v.points.push_back(p);
+}
+
+Valley compute_valley(const Graph& g, const Device& device) {
+  Valley v = valley_head(g, device);
+  for (int64_t m = 1; m <= v.n; ++m) add_point(v, valley_point(g, device, v, m));
   return v;
 }
 
