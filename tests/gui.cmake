@@ -38,6 +38,6 @@ add_test(NAME gui.no_display
 set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/bad_flags)
 file(MAKE_DIRECTORY ${dir})
 add_test(NAME gui.bad_flags
-         COMMAND sh -c "for args in '--view nope' '--strategy bogus' '--model no-such-model' '--width 5'\ndo\nrc=0\nenv -u DISPLAY \"$1\" $args 2> err.txt || rc=$?\ntest \"$rc\" -eq 2\ntest \"$(wc -l < err.txt)\" -eq 1\ndone"
+         COMMAND sh -c "for args in '--view nope' '--strategy bogus' '--model no-such-model' '--width 5' '--fit-x pp' '--fit-x tp --fit-y tp'\ndo\nrc=0\nenv -u DISPLAY \"$1\" $args 2> err.txt || rc=$?\ntest \"$rc\" -eq 2\ntest \"$(wc -l < err.txt)\" -eq 1\ndone"
                  sh $<TARGET_FILE:actsim-gui>
          WORKING_DIRECTORY ${dir})

@@ -3,6 +3,8 @@
 // draws every panel and view on three models and all strategies with Dear ImGui's null loop.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -11,7 +13,9 @@
 
 #include "categories.hpp"
 #include "compare.hpp"
+#include "fit_axes.hpp"
 #include "fitmap.hpp"
+#include "jobs.hpp"
 #include "phases.hpp"
 #include "session.hpp"
 #include "sim/valley.hpp"
@@ -44,7 +48,8 @@ void settle(gui::AppState& st, gui::Worker& worker) {
   for (;;) {
     gui::update(st, worker, 1e9);
     if (st.stats.pending == 0 && worker.idle() && st.valley && st.fitmap &&
-        st.valley->key == st.valley_key && st.fitmap->key == st.fitmap_key && st.fitmap->complete)
+        st.valley->key == st.valley_key && st.valley->complete && st.fitmap->key == st.fitmap_key &&
+        st.fitmap->complete)
       return;
     if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) FAIL("worker did not finish");
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -157,30 +162,31 @@ TEST_CASE("comparison rows sort by any column and export as CSV schema v1") {
 
 TEST_CASE("the worker's valley and fit map agree with the simulator") {
   gui::AppState st = state_for("gpt2-small", {"none", "full"});
-  st.view.fit_batch_max_log2 = 2;  // 1, 2, 4
-  st.view.fit_seq_min_log2 = 8;    // 256 .. 2048 (gpt2: 1024 positions, so 2048 is an error row)
-  st.view.fit_seq_max_log2 = 11;
+  st.view.fit_x = {gui::FitKnob::kMicroBatch, 1, 4, 0};  // 1, 2, 4
+  st.view.fit_y = {gui::FitKnob::kSeq, 256, 2048, 0};    // gpt2: 1024 positions, so 2048 is refused
   st.view.valley_n = 6;
   gui::Worker worker;
   settle(st, worker);
   const gui::ValleyData& v = *st.valley;
   CHECK(v.error.empty());
+  CHECK(v.complete);
   sim::ModelConfig six = st.inputs.model;
   six.layers = 6;
   const sim::Valley direct =
       sim::compute_valley(sim::build_graph(six, st.inputs.setup, st.inputs.device), st.inputs.device);
   CHECK(v.valley.n == 6);
-  CHECK(v.valley.m_star == direct.m_star);
-  REQUIRE(v.valley.points.size() == direct.points.size());
-  CHECK(v.valley.points[2].simulated_bytes == direct.points[2].simulated_bytes);
+  CHECK(v.valley == direct);
 
   const gui::FitMapData& f = *st.fitmap;
-  CHECK(f.batches == std::vector<int64_t>{1, 2, 4});
-  CHECK(f.seqs == std::vector<int64_t>{256, 512, 1024, 2048});
+  CHECK(f.xs == std::vector<int64_t>{1, 2, 4});
+  CHECK(f.ys == std::vector<int64_t>{256, 512, 1024, 2048});
   CHECK(f.done == f.total);
   CHECK(f.total == 24);
-  CHECK(!f.row_errors[3].empty());  // seq 2048 > gpt2's 1024 positions
-  CHECK(f.row_errors[0].empty());
+  REQUIRE(f.errors.size() == 1);  // seq 2048 > gpt2's 1024 positions, for 3 cells x 2 strategies
+  CHECK(f.errors[0].find("exceeds") != std::string::npos);
+  CHECK(f.error_cells[0] == 6);
+  for (const auto& grid : f.grids)
+    for (int i = 0; i < 12; ++i) CHECK(grid[static_cast<size_t>(i)].ok == (i / 3 != 3));
   sim::TrainSetup s = st.inputs.setup;
   s.micro_batch = 2;
   s.seq = 512;
@@ -189,22 +195,203 @@ TEST_CASE("the worker's valley and fit map agree with the simulator") {
   CHECK(c.ok);
   CHECK(c.peak_bytes == r.peak_allocated_bytes);
   CHECK(c.fits == r.fits);
+  CHECK(c.capacity_bytes == gui::capacity_bytes(r));
   const auto best = gui::largest_fit(f, 1);
   REQUIRE(best);
   CHECK(*best == 2 * 3 + 2);  // b 4 x s 1024 fits gpt2-small on an H100
   CHECK(gui::color_position(gui::peak_range(f).lo, gui::peak_range(f)) == doctest::Approx(0));
 }
 
+TEST_CASE("fit map axes: powers of two, additive steps, ZeRO by one, clamping and the cap") {
+  using gui::FitKnob;
+  CHECK(gui::axis_values(gui::default_axis(FitKnob::kMicroBatch)) == std::vector<int64_t>{1, 2, 4, 8, 16, 32});
+  CHECK(gui::axis_values(gui::default_axis(FitKnob::kSeq)).front() == 512);
+  CHECK(gui::axis_values(gui::default_axis(FitKnob::kZero)) == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(gui::axis_values({FitKnob::kTp, 3, 20, 0}) == std::vector<int64_t>{2, 4, 8, 16});  // lo rounded down
+  CHECK(gui::axis_values({FitKnob::kMicroBatch, 2, 9, 3}) == std::vector<int64_t>{2, 5, 8});
+  CHECK(gui::axis_values({FitKnob::kZero, 5, -1, 0}) == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(gui::axis_values({FitKnob::kDp, 8, 2, 0}) == std::vector<int64_t>{2, 4, 8});  // ordered
+  const gui::FitAxis wide{FitKnob::kSeq, 1, 100000, 1};
+  CHECK(gui::axis_values(wide).size() == static_cast<size_t>(gui::kMaxAxisValues));
+  CHECK(gui::axis_truncated(wide));
+  CHECK_FALSE(gui::axis_truncated(gui::default_axis(FitKnob::kSeq)));
+  sim::TrainSetup s;
+  for (int k = 0; k < static_cast<int>(FitKnob::kCount); ++k) {
+    const auto knob = static_cast<FitKnob>(k);
+    gui::set_knob(s, knob, 3);
+    CHECK(gui::knob_value(s, knob) == 3);
+  }
+  CHECK(gui::knob_value_label(FitKnob::kSeq, 16384) == "16k");
+  CHECK(gui::knob_value_label(FitKnob::kMicroBatch, 16384) == "16384");
+  // The --fit-x / --fit-y syntax.
+  CHECK(gui::parse_fit_axis("tp") == gui::default_axis(FitKnob::kTp));
+  CHECK(gui::parse_fit_axis("seq:1k:16k") == gui::FitAxis{FitKnob::kSeq, 1024, 16384, 0});
+  CHECK(gui::parse_fit_axis("b:1:8:1") == gui::FitAxis{FitKnob::kMicroBatch, 1, 8, 1});
+  CHECK(gui::parse_fit_axis("zero:1:3") == gui::FitAxis{FitKnob::kZero, 1, 3, 1});
+  for (const char* bad : {"", "pp", "tp:4", "tp:8:4", "tp:0:4", "b:1:8:0", "s:1:x", "zero:0:4", "b:1:2:3:4"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(gui::parse_fit_axis(bad));
+  }
+}
+
+TEST_CASE("fit map: every knob pair simulates its cells and draws") {
+  gui::Windowless ui(1600, 1000);
+  using gui::FitKnob;
+  // Small ranges, so 20 pairs stay quick; dp 2 in the set-up so that ZeRO stages apply.
+  const std::array<gui::FitAxis, 5> axes{{{FitKnob::kMicroBatch, 1, 2, 0},
+                                          {FitKnob::kSeq, 256, 512, 0},
+                                          {FitKnob::kTp, 1, 4, 0},
+                                          {FitKnob::kDp, 2, 4, 0},
+                                          {FitKnob::kZero, 0, 3, 1}}};
+  gui::AppState st = state_for("gpt2-small", {"none", "full"}, 512);
+  st.inputs.setup.dp = 2;
+  st.view.active = gui::View::kFitMap;
+  gui::Worker worker;
+  for (const gui::FitAxis& x : axes) {
+    for (const gui::FitAxis& y : axes) {
+      if (x.knob == y.knob) continue;
+      CAPTURE(gui::knob_name(x.knob));
+      CAPTURE(gui::knob_name(y.knob));
+      st.view.fit_x = x;
+      st.view.fit_y = y;
+      settle(st, worker);
+      const gui::FitMapData& f = *st.fitmap;
+      CHECK(f.xs == gui::axis_values(x));
+      CHECK(f.ys == gui::axis_values(y));
+      CHECK(f.errors.empty());
+      for (size_t i = 0; i < f.grids[0].size(); ++i) {
+        const sim::TrainSetup cs = f.cell_setup(static_cast<int>(i));
+        CHECK(gui::knob_value(cs, x.knob) == f.xs[i % f.xs.size()]);
+        CHECK(gui::knob_value(cs, y.knob) == f.ys[i / f.xs.size()]);
+        const sim::Result r = sim::simulate(st.inputs.model, cs, st.inputs.device, sim::parse_strategy("full"));
+        CHECK(f.grids[1][i].ok);
+        CHECK(f.grids[1][i].peak_bytes == r.peak_allocated_bytes);
+      }
+      CHECK(gui::largest_fit(f, 0));
+      st.view.select_active = true;
+      ui.frame(st, worker);
+      ui.frame(st, worker, {1000, 600});  // hover a cell
+      CHECK(ui.vertices() > 1000);
+    }
+  }
+}
+
+TEST_CASE("fit map: values the model refuses grey their cells with the reason") {
+  using gui::FitKnob;
+  gui::AppState st = state_for("gpt2-small", {"none", "full", "every:4"}, 512);  // 12 heads
+  st.view.fit_x = {FitKnob::kTp, 1, 16, 0};   // 8 and 16 do not divide 12 heads
+  st.view.fit_y = {FitKnob::kZero, 0, 3, 1};  // dp 1: ZeRO 1-3 refused
+  st.view.active = gui::View::kFitMap;
+  gui::Worker worker;
+  settle(st, worker);
+  const gui::FitMapData& f = *st.fitmap;
+  REQUIRE(f.xs == std::vector<int64_t>{1, 2, 4, 8, 16});
+  const auto reason = [&](const gui::FitCell& c) { return c.error >= 0 ? f.errors[static_cast<size_t>(c.error)] : ""; };
+  for (const auto& grid : f.grids) {
+    for (int i = 0; i < static_cast<int>(grid.size()); ++i) {
+      const int64_t tp = f.xs[static_cast<size_t>(i % 5)], zero = f.ys[static_cast<size_t>(i / 5)];
+      CAPTURE(tp);
+      CAPTURE(zero);
+      const gui::FitCell& c = grid[static_cast<size_t>(i)];
+      CHECK(c.done);
+      CHECK(c.ok == (zero == 0 && tp <= 4));
+      if (tp > 4) CHECK(reason(c).find("heads (12) must divide by tp") != std::string::npos);  // checked first
+      else if (zero > 0) CHECK(reason(c).find("ZeRO needs") != std::string::npos);
+      else CHECK(c.error == -1);
+    }
+  }
+  int64_t refused = 0;
+  for (int64_t n : f.error_cells) refused += n;
+  CHECK(refused == 3 * (20 - 3));
+  // Largest: equal tokens per step everywhere, so the fewest GPUs: tp 1, ZeRO 0.
+  CHECK(gui::largest_fit(f, 0) == 0);
+  gui::Windowless ui(1600, 1000);
+  st.view.select_active = true;
+  ui.frame(st, worker);
+  ui.frame(st, worker, {1400, 400});  // over a refused cell of the first map
+  CHECK(ui.vertices() > 1000);
+}
+
+TEST_CASE("a valley filling in: every snapshot is a prefix of the final one, which is compute_valley") {
+  gui::AppState st = state_for("llama-2-7b", {"none"}, 512);
+  sim::ModelConfig model = st.inputs.model;
+  model.layers = 12;
+  const sim::Graph g = sim::build_graph(model, st.inputs.setup, st.inputs.device);
+  const sim::Valley direct = sim::compute_valley(g, st.inputs.device);
+  gui::ValleyJob job(gui::ValleyRequest{{1, 12}, model, st.inputs.setup, st.inputs.device});
+  std::vector<std::shared_ptr<const gui::ValleyData>> snaps;
+  while (job.step()) snaps.push_back(job.snapshot());
+  snaps.push_back(job.snapshot());
+  REQUIRE(snaps.size() == 13);  // the head, then one plan per step
+  CHECK(snaps.back()->complete);
+  CHECK(snaps.back()->valley == direct);
+  for (size_t k = 0; k < snaps.size(); ++k) {
+    const sim::Valley& v = snaps[k]->valley;
+    CHECK(v.points.size() == k);
+    CHECK(v.m_star == direct.m_star);  // analytic: final from the head on
+    CHECK(v.c_bytes == direct.c_bytes);
+    CHECK(std::equal(v.points.begin(), v.points.end(), direct.points.begin()));
+    CHECK(snaps[k]->complete == (k == 12));
+  }
+  // Through the worker, publishing after every step: whatever the GUI sees is such a prefix.
+  gui::Worker worker(0);
+  gui::ValleyRequest r{{2, 12}, model, st.inputs.setup, st.inputs.device};
+  worker.request(std::move(r));
+  size_t seen = 0, partial = 0;
+  for (const auto t0 = std::chrono::steady_clock::now();;) {
+    const auto v = worker.valley();
+    if (v) {
+      ++seen;
+      partial += !v->complete;
+      CHECK(std::equal(v->valley.points.begin(), v->valley.points.end(), direct.points.begin()));
+      if (v->complete) {
+        CHECK(v->valley == direct);
+        break;
+      }
+    }
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) FAIL("valley did not finish");
+    std::this_thread::yield();
+  }
+  CHECK(seen > partial);  // the complete one, after any partial ones
+}
+
+TEST_CASE("a fit map filling in: done cells never change, the rest follow in scan order") {
+  gui::AppState st = state_for("gpt2-small", {"none", "selective"});
+  gui::FitMapRequest r;
+  r.key = {1, {gui::FitKnob::kMicroBatch, 1, 8, 0}, {gui::FitKnob::kSeq, 256, 2048, 0}};
+  r.model = st.inputs.model;
+  r.setup = st.inputs.setup;
+  r.device = st.inputs.device;
+  r.strategies = {sim::parse_strategy("none"), sim::parse_strategy("selective")};
+  r.entries = {0, 1};
+  gui::FitMapJob job(r);
+  std::vector<std::shared_ptr<const gui::FitMapData>> snaps{job.snapshot()};
+  while (job.step()) snaps.push_back(job.snapshot());
+  snaps.push_back(job.snapshot());
+  const gui::FitMapData& last = *snaps.back();
+  REQUIRE(last.complete);
+  CHECK(last.done == last.total);
+  CHECK(snaps.size() == 16 + 1);  // 4 x 4 cells
+  for (size_t k = 0; k < snaps.size(); ++k) {
+    const gui::FitMapData& d = *snaps[k];
+    CHECK(d.done == static_cast<int64_t>(k) * 2);
+    for (size_t g = 0; g < 2; ++g)
+      for (size_t i = 0; i < 16; ++i) {
+        if (i < k) CHECK(d.grids[g][i] == last.grids[g][i]);
+        else CHECK_FALSE(d.grids[g][i].done);
+      }
+  }
+}
+
 TEST_CASE("a superseding fit map request replaces the one in progress") {
   gui::AppState st = state_for("llama-2-7b", {"none", "full", "selective"});
   gui::Worker worker;
   gui::update(st, worker);
-  st.view.fit_batch_max_log2 = 1;
-  st.view.fit_seq_min_log2 = 9;
-  st.view.fit_seq_max_log2 = 10;
+  st.view.fit_x = {gui::FitKnob::kMicroBatch, 1, 2, 0};
+  st.view.fit_y = {gui::FitKnob::kSeq, 512, 1024, 0};
   settle(st, worker);
-  CHECK(st.fitmap->batches.size() == 2);
-  CHECK(st.fitmap->seqs.size() == 2);
+  CHECK(st.fitmap->xs.size() == 2);
+  CHECK(st.fitmap->ys.size() == 2);
   CHECK(st.fitmap->complete);
 }
 

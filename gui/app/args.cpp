@@ -30,6 +30,13 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
       ->capture_default_str()->group("Headless");
   app.add_flag("--stacked", out.stacked, "memory view stacked by category (focused strategy)")
       ->group("Headless");
+  std::string fit_x = "b", fit_y = "s";
+  app.add_option("--fit-x", fit_x,
+                 "fit map columns: KNOB[:LO:HI[:STEP]], KNOB b|s|tp|dp|zero, powers of two "
+                 "without STEP (e.g. tp:1:64, b:1:8:1)")
+      ->capture_default_str()->group("Headless");
+  app.add_option("--fit-y", fit_y, "fit map rows, as --fit-x (e.g. s:512:16k)")
+      ->capture_default_str()->group("Headless");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -43,6 +50,12 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
     const auto v = gui::parse_view(view);
     if (!v) throw sim::ConfigError("--view", view, "expected valley, memory, timeline, fitmap or compare");
     out.view = *v;
+    const auto fx = gui::parse_fit_axis(fit_x), fy = gui::parse_fit_axis(fit_y);
+    if (!fx) throw sim::ConfigError("--fit-x", fit_x, "expected KNOB[:LO:HI[:STEP]] with KNOB b, s, tp, dp or zero");
+    if (!fy) throw sim::ConfigError("--fit-y", fit_y, "expected KNOB[:LO:HI[:STEP]] with KNOB b, s, tp, dp or zero");
+    if (fx->knob == fy->knob) throw sim::ConfigError("--fit-y", fit_y, "must vary another knob than --fit-x");
+    out.fit_x = *fx;
+    out.fit_y = *fy;
     const cli_common::Axes axes = cli_common::parse_axes(flags);
     // The GUI edits one configuration: the first value of each list (strategies: all of them).
     cli_common::Axes first = axes;

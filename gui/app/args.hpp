@@ -20,6 +20,8 @@ struct GuiArgs {
   int height = 1000;               // --height
   gui::View view = gui::View::kMemory;  // --view: the tab shown first
   bool stacked = false;            // --stacked: memory view stacked by category
+  gui::FitAxis fit_x = gui::default_axis(gui::FitKnob::kMicroBatch);  // --fit-x: fit map columns
+  gui::FitAxis fit_y = gui::default_axis(gui::FitKnob::kSeq);         // --fit-y: fit map rows
   std::vector<std::filesystem::path> dirs;  // model search folders
   sim::ModelConfig model;          // first --model, loaded
   std::string model_label;

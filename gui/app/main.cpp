@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
                                           args.strategies);
     state.view.active = args.view;
     state.view.stacked = args.stacked;
+    state.view.fit_x = args.fit_x;
+    state.view.fit_y = args.fit_y;
     if (headless) state.view.png_path = args.screenshot;
     gui::Worker worker;
     const auto start = std::chrono::steady_clock::now();
@@ -111,7 +113,7 @@ int main(int argc, char** argv) {
         const double waited =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const bool done = state.stats.pending == 0 && worker.idle() && state.valley && state.fitmap &&
-                          state.fitmap->complete;
+                          state.valley->complete && state.fitmap->complete;
         if (done || waited > kScreenshotTimeoutS) ++settled;
         if (settled > kSettleFrames) state.view.png_requested = true;
       }

@@ -2,25 +2,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace gui {
+
+int64_t tokens_per_step(const sim::TrainSetup& s) { return s.micro_batch * s.seq * s.dp; }
+
+int64_t gpus(const sim::TrainSetup& s) { return s.tp * s.dp; }
 
 std::optional<int> largest_fit(const FitMapData& m, int g) {
   if (g < 0 || g >= static_cast<int>(m.grids.size())) return std::nullopt;
   const auto& grid = m.grids[g];
-  const int cols = static_cast<int>(m.batches.size());
   std::optional<int> best;
-  int64_t best_tokens = 0;
-  double best_rate = 0;
+  std::tuple<int64_t, int64_t, double> best_key;  // tokens, -gpus, tok/s: greater is better
   for (int i = 0; i < static_cast<int>(grid.size()); ++i) {
-    const FitCell& c = grid[i];
+    const FitCell& c = grid[static_cast<size_t>(i)];
     if (!c.ok || !c.fits) continue;
-    const int64_t tokens = m.batches[i % cols] * m.seqs[i / cols];
-    if (!best || tokens > best_tokens || (tokens == best_tokens && c.tokens_per_s > best_rate)) {
-      best = i;
-      best_tokens = tokens;
-      best_rate = c.tokens_per_s;
-    }
+    const sim::TrainSetup s = m.cell_setup(i);
+    const std::tuple<int64_t, int64_t, double> key{tokens_per_step(s), -gpus(s), c.tokens_per_s};
+    if (!best || key > best_key) best = i, best_key = key;
   }
   return best;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fit_axes.hpp"
 #include "gui_plot/axis.hpp"
 #include "phases.hpp"
 #include "sim/graph.hpp"
@@ -82,9 +83,8 @@ struct ViewState {
   gui_plot::Range time{0, 1};    // shared time axis of the memory and timeline views (ns)
   bool time_auto = true;         // follow the whole step until the user zooms or pans
   int64_t valley_n = 0;          // blocks simulated for the valley; 0: the model's layers
-  int fit_batch_max_log2 = 5;    // fit map: micro-batch 1 .. 2^this
-  int fit_seq_min_log2 = 9;      // fit map: sequence 2^min .. 2^max
-  int fit_seq_max_log2 = 14;
+  FitAxis fit_x = default_axis(FitKnob::kMicroBatch);  // fit map columns
+  FitAxis fit_y = default_axis(FitKnob::kSeq);         // fit map rows
   std::string hf_path;           // model panel: path of a config.json to open
   std::string csv_path = "actsim-compare.csv";
   std::string png_path = "actsim-view.png";

@@ -123,18 +123,6 @@ int64_t valley_blocks(const AppState& st) {
   return st.view.valley_n > 0 ? st.view.valley_n : st.inputs.model.layers;
 }
 
-std::vector<int64_t> fit_batches(const ViewState& v) {
-  std::vector<int64_t> out;
-  for (int i = 0; i <= v.fit_batch_max_log2; ++i) out.push_back(int64_t{1} << i);
-  return out;
-}
-
-std::vector<int64_t> fit_seqs(const ViewState& v) {
-  std::vector<int64_t> out;
-  for (int i = v.fit_seq_min_log2; i <= v.fit_seq_max_log2; ++i) out.push_back(int64_t{1} << i);
-  return out;
-}
-
 void sync_worker(AppState& st, Worker& worker) {
   const ValleyKey vk{st.revision, valley_blocks(st)};
   if (!(vk == st.valley_key)) {
@@ -147,8 +135,7 @@ void sync_worker(AppState& st, Worker& worker) {
     r.device = st.inputs.device;
     worker.request(std::move(r));
   }
-  const FitMapKey fk{st.revision, st.view.fit_batch_max_log2, st.view.fit_seq_min_log2,
-                     st.view.fit_seq_max_log2};
+  const FitMapKey fk{st.revision, normalized(st.view.fit_x), normalized(st.view.fit_y)};
   if (!(fk == st.fitmap_key)) {
     st.fitmap_key = fk;
     FitMapRequest r;
@@ -161,8 +148,6 @@ void sync_worker(AppState& st, Worker& worker) {
       r.strategies.push_back(*st.inputs.strategies[i].strategy);
       r.entries.push_back(static_cast<int>(i));
     }
-    r.batches = fit_batches(st.view);
-    r.seqs = fit_seqs(st.view);
     worker.request(std::move(r));
   }
   if (auto v = worker.valley()) st.valley = std::move(v);

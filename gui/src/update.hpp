@@ -37,8 +37,4 @@ void update(AppState& state, Worker& worker, double budget_ms = kResimulateBudge
 // The blocks the valley simulates: ViewState::valley_n, or the model's layers when 0.
 int64_t valley_blocks(const AppState& state);
 
-// The micro-batches and sequence lengths of the fit map (powers of two in the view's ranges).
-std::vector<int64_t> fit_batches(const ViewState& view);
-std::vector<int64_t> fit_seqs(const ViewState& view);
-
 }  // namespace gui

@@ -27,7 +27,8 @@ double chen_bytes(const sim::Valley& v, const sim::ValleyPoint& p) {
   return p.chen_units * static_cast<double>(v.a_bytes) + static_cast<double>(v.baseline_bytes);
 }
 
-void tooltip(const sim::Valley& v, const sim::ValleyPoint& p) {
+// `simulated`: whether p has its simulation yet (a valley filling in has only M(m) and Chen's).
+void tooltip(const sim::Valley& v, const sim::ValleyPoint& p, bool simulated) {
   ImGui::BeginTooltip();
   ImGui::Text("m = %lld segments of about %lld blocks", static_cast<long long>(p.m),
               static_cast<long long>((v.n + p.m - 1) / p.m));
@@ -35,6 +36,11 @@ void tooltip(const sim::Valley& v, const sim::ValleyPoint& p) {
                      p.chen_units, gui_plot::human_bytes(static_cast<int64_t>(chen_bytes(v, p))).c_str());
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kModel), "M(m) = %s",
                      gui_plot::human_bytes(p.model_bytes).c_str());
+  if (!simulated) {
+    ImGui::TextDisabled("not simulated yet");
+    ImGui::EndTooltip();
+    return;
+  }
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kSim), "simulated peak %s",
                      gui_plot::human_bytes(p.simulated_bytes).c_str());
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kBlock), "simulated block-phase peak %s",
@@ -65,23 +71,28 @@ void valley_view(const AppState& st, ViewState& view) {
     return;
   }
   if (!current) ImGui::TextDisabled("updating (showing n = %lld)...", static_cast<long long>(vd->key.n));
-  else ImGui::TextDisabled("%lld plans simulated in %.0f ms", static_cast<long long>(vd->valley.points.size()), vd->elapsed_ms);
+  else ImGui::TextDisabled("%lld / %lld plans simulated in %.0f ms%s", static_cast<long long>(vd->valley.points.size()),
+                           static_cast<long long>(vd->valley.n), vd->elapsed_ms, vd->complete ? "" : " ...");
   if (!vd->error.empty()) {
     ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%s", vd->error.c_str());
     return;
   }
   const sim::Valley& v = vd->valley;
-  ImGui::Text("checkpoint c = %s, block activations A = %s, baseline %s:  m* = %lld (simulated %lld), sqrt(n) = %lld",
+  ImGui::Text("checkpoint c = %s, block activations A = %s, baseline %s:  m* = %lld (simulated %lld%s), sqrt(n) = %lld",
               gui_plot::human_bytes(v.c_bytes).c_str(), gui_plot::human_bytes(v.a_bytes).c_str(),
               gui_plot::human_bytes(v.baseline_bytes).c_str(), static_cast<long long>(v.m_star),
-              static_cast<long long>(v.m_star_simulated), static_cast<long long>(v.sqrt_n));
+              static_cast<long long>(v.m_star_simulated), vd->complete ? "" : " so far",
+              static_cast<long long>(v.sqrt_n));
   legend_item(kChen, "Chen m + n/m (c = A)");
   legend_item(kModel, "M(m) = m c + ceil(n/m) A + baseline");
   legend_item(kSim, "simulated peak");
   legend_item(kBlock, "simulated block-phase peak");
   legend_item(kTime, "step time (right axis)");
   ImGui::NewLine();
-  if (v.points.empty()) return;
+  if (v.n <= 0) return;
+  // The analytic curves are whole from the head on; simulated points fill in (a prefix of m).
+  std::vector<sim::ValleyPoint> curve;
+  for (int64_t m = 1; m <= v.n; ++m) curve.push_back(sim::valley_model_point(v, m));
 
   int64_t capacity = 0;
   for (const Run& r : st.runs)
@@ -89,9 +100,11 @@ void valley_view(const AppState& st, ViewState& view) {
   // The data's own range (a valley is a few percent deep on top of a large baseline). The
   // capacity joins the range when it is near the data; far off, it is named at the top instead.
   double ymin = 1e300, ymax = 0, tmin = 1e300, tmax = 0;
+  for (const sim::ValleyPoint& p : curve)
+    for (double b : {chen_bytes(v, p), static_cast<double>(p.model_bytes)})
+      ymin = std::min(ymin, b), ymax = std::max(ymax, b);
   for (const sim::ValleyPoint& p : v.points) {
-    for (double b : {chen_bytes(v, p), static_cast<double>(p.model_bytes),
-                     static_cast<double>(p.simulated_bytes), static_cast<double>(p.simulated_block_bytes)})
+    for (double b : {static_cast<double>(p.simulated_bytes), static_cast<double>(p.simulated_block_bytes)})
       ymin = std::min(ymin, b), ymax = std::max(ymax, b);
     tmin = std::min(tmin, static_cast<double>(p.step_time_ns));
     tmax = std::max(tmax, static_cast<double>(p.step_time_ns));
@@ -102,6 +115,7 @@ void valley_view(const AppState& st, ViewState& view) {
   const double ypad = 0.06 * std::max(ymax - ymin, 0.02 * ymax);
   // Step times differ little between plans: at least a quarter of the time is shown, so small
   // differences look small.
+  if (v.points.empty()) tmin = 0, tmax = 1;
   const double tpad = 0.5 * std::max(tmax - tmin, 0.25 * tmax) - 0.5 * (tmax - tmin);
   const AxisSpec xs{{0.5, static_cast<double>(v.n) + 0.5}, gui_plot::Unit::kPlain, "m: evenly spaced checkpoints (segments)"};
   const AxisSpec ys{{std::max(0.0, ymin - ypad), ymax + ypad}, gui_plot::Unit::kBytes, "peak memory"};
@@ -113,12 +127,13 @@ void valley_view(const AppState& st, ViewState& view) {
   const auto px = [&](double m) { return static_cast<float>(a.x.to_px(m)); };
   const auto py = [&](double b) { return static_cast<float>(a.y.to_px(b)); };
   std::vector<ImVec2> chen, model, time;
-  for (const sim::ValleyPoint& p : v.points) {
+  for (const sim::ValleyPoint& p : curve) {
     const double m = static_cast<double>(p.m);
     chen.push_back(ImVec2(px(m), py(chen_bytes(v, p))));
     model.push_back(ImVec2(px(m), py(static_cast<double>(p.model_bytes))));
-    time.push_back(ImVec2(px(m), static_cast<float>(ta.to_px(static_cast<double>(p.step_time_ns)))));
   }
+  for (const sim::ValleyPoint& p : v.points)
+    time.push_back(ImVec2(px(static_cast<double>(p.m)), static_cast<float>(ta.to_px(static_cast<double>(p.step_time_ns)))));
   vline(a, static_cast<double>(v.sqrt_n), kChen, ("sqrt(n) = " + std::to_string(v.sqrt_n)).c_str(), 1.0f);
   const std::string mstar = "m* = " + std::to_string(v.m_star);
   {
@@ -148,10 +163,11 @@ void valley_view(const AppState& st, ViewState& view) {
   end_plot(a);
   if (a.hovered) {
     const auto m = std::clamp<int64_t>(std::llround(a.x.to_value(a.mouse.x)), 1, v.n);
-    const sim::ValleyPoint& p = v.points[static_cast<size_t>(m - 1)];
+    const bool simulated = m <= static_cast<int64_t>(v.points.size());
+    const sim::ValleyPoint& p = simulated ? v.points[static_cast<size_t>(m - 1)] : curve[static_cast<size_t>(m - 1)];
     a.draw->AddLine(ImVec2(px(static_cast<double>(m)), a.min.y), ImVec2(px(static_cast<double>(m)), a.max.y),
                     IM_COL32(255, 255, 255, 80));
-    tooltip(v, p);
+    tooltip(v, p, simulated);
   }
 }
 
