@@ -223,6 +223,14 @@ TEST_CASE("fit map axes: powers of two, additive steps, ZeRO by one, clamping an
   }
   CHECK(gui::knob_value_label(FitKnob::kSeq, 16384) == "16k");
   CHECK(gui::knob_value_label(FitKnob::kMicroBatch, 16384) == "16384");
+  // Choosing the other axis's knob swaps the two.
+  gui::FitAxis x = gui::default_axis(FitKnob::kMicroBatch), y{FitKnob::kSeq, 1024, 4096, 0};
+  gui::choose_knob(x, y, FitKnob::kTp);
+  CHECK(x == gui::default_axis(FitKnob::kTp));
+  CHECK(y == gui::FitAxis{FitKnob::kSeq, 1024, 4096, 0});
+  gui::choose_knob(x, y, FitKnob::kSeq);
+  CHECK(x == gui::default_axis(FitKnob::kSeq));
+  CHECK(y == gui::default_axis(FitKnob::kTp));
   // The --fit-x / --fit-y syntax.
   CHECK(gui::parse_fit_axis("tp") == gui::default_axis(FitKnob::kTp));
   CHECK(gui::parse_fit_axis("seq:1k:16k") == gui::FitAxis{FitKnob::kSeq, 1024, 16384, 0});
@@ -380,6 +388,43 @@ TEST_CASE("a fit map filling in: done cells never change, the rest follow in sca
         if (i < k) CHECK(d.grids[g][i] == last.grids[g][i]);
         else CHECK_FALSE(d.grids[g][i].done);
       }
+  }
+}
+
+TEST_CASE("partial valley and fit map snapshots draw, hover included") {
+  gui::Windowless ui(1600, 1000);
+  gui::AppState st = state_for("llama-2-7b", {"none", "full"}, 512);
+  gui::Worker worker;
+  settle(st, worker);  // the worker is idle: the snapshots set below stay
+  gui::ValleyJob valley(gui::ValleyRequest{st.valley_key, st.inputs.model, st.inputs.setup, st.inputs.device});
+  for (int i = 0; i < 4; ++i) valley.step();  // the head and 3 of 32 plans
+  gui::FitMapRequest r;
+  r.key = st.fitmap_key;
+  r.model = st.inputs.model;
+  r.setup = st.inputs.setup;
+  r.device = st.inputs.device;
+  r.strategies = {sim::parse_strategy("none"), sim::parse_strategy("full")};
+  r.entries = {0, 1};
+  gui::FitMapJob fitmap(r);
+  for (int i = 0; i < 7; ++i) fitmap.step();  // 7 of 36 cells
+  for (gui::View v : {gui::View::kValley, gui::View::kFitMap}) {
+    CAPTURE(gui::view_name(v));
+    st.valley = valley.snapshot();
+    st.fitmap = fitmap.snapshot();
+    REQUIRE_FALSE(st.valley->complete);
+    REQUIRE_FALSE(st.fitmap->complete);
+    st.view.active = v;
+    st.view.select_active = true;
+    // A worker with nothing published: frame()'s update() keeps the partial snapshots (the keys
+    // are current, so it requests nothing).
+    gui::Worker quiet;
+    for (float x : {600.0f, 1000.0f, 1400.0f}) {
+      ui.frame(st, quiet, {x, 400});
+      CHECK(ui.vertices() > 1000);
+    }
+    CHECK(st.valley->valley.points.size() == 3);
+    CHECK(st.fitmap->done == 14);
+    CHECK(quiet.idle());
   }
 }
 

@@ -113,6 +113,12 @@ bool axis_truncated(const FitAxis& axis) {
   return values(normalized(axis), kMaxAxisValues).size() > static_cast<size_t>(kMaxAxisValues);
 }
 
+void choose_knob(FitAxis& a, FitAxis& other, FitKnob k) {
+  if (k == a.knob) return;
+  if (k == other.knob) other = a;
+  a = default_axis(k);
+}
+
 std::string knob_value_label(FitKnob k, int64_t v) {
   if (k == FitKnob::kSeq && v >= 1024 && v % 1024 == 0) return std::to_string(v / 1024) + "k";
   return std::to_string(v);

@@ -41,6 +41,10 @@ FitAxis normalized(FitAxis a);
 std::vector<int64_t> axis_values(const FitAxis& a);  // ascending, at most kMaxAxisValues
 bool axis_truncated(const FitAxis& a);               // values beyond kMaxAxisValues were cut
 
+// Points axis `a` at knob `k` with its default range; when `other` varies `k` already, the two
+// swap knobs (an axis never varies the knob the other does).
+void choose_knob(FitAxis& a, FitAxis& other, FitKnob k);
+
 std::string knob_value_label(FitKnob k, int64_t v);  // "16k" for sequence 16384, else the number
 
 // "KNOB[:LO:HI[:STEP]]" as the --fit-x/--fit-y flags take it: KNOB one of b, s, tp, dp, zero

@@ -51,8 +51,7 @@ bool axis_editor(const char* id, const char* title, FitAxis& a, FitAxis& other) 
     for (int k = 0; k < static_cast<int>(FitKnob::kCount); ++k) {
       const auto knob = static_cast<FitKnob>(k);
       if (ImGui::Selectable(knob_name(knob), knob == a.knob) && knob != a.knob) {
-        if (knob == other.knob) other = a;
-        a = default_axis(knob);
+        choose_knob(a, other, knob);
         changed = true;
       }
     }
