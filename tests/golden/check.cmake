@@ -1,0 +1,15 @@
+# Runs the golden sweep (args.txt) and compares its CSV with tiny.csv byte for byte.
+file(READ "${GOLDEN_DIR}/args.txt" args)
+string(STRIP "${args}" args)
+separate_arguments(args UNIX_COMMAND "${args}")
+file(REMOVE "${OUT}")
+set(ENV{ACTSIM_MODELS} "${GOLDEN_DIR}")
+execute_process(COMMAND "${ACTSIM}" sweep ${args} -o "${OUT}" RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "actsim sweep failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${OUT}" "${GOLDEN_DIR}/tiny.csv"
+                RESULT_VARIABLE diff)
+if(NOT diff EQUAL 0)
+  message(FATAL_ERROR "${OUT} differs from ${GOLDEN_DIR}/tiny.csv (regenerate with tests/golden/regen.sh only if the change is intended)")
+endif()
