@@ -11,3 +11,6 @@ scripts/setup.sh build
 scripts/setup.sh build-asan -DACTSIM_SANITIZE=ON -DACTSIM_BUILD_GUI=OFF -DACTSIM_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$(nproc)")
+
+# libFuzzer: the strategy parser and the config loaders, 30 s each (clang from setup.sh).
+scripts/fuzz.sh 30

@@ -990,3 +990,20 @@ TEST_SUITE("load: files and names") {
     if (saved) ::setenv("ACTSIM_MODELS", saved_value.c_str(), 1);
   }
 }
+
+TEST_CASE("fuzz regressions: inputs that once crashed a loader are one-line config errors") {
+  // Each file in tests/fuzz_regressions/ was found by fuzz/fuzz_config.
+  const std::filesystem::path dir = std::filesystem::path(ACTSIM_SOURCE_DIR) / "tests/fuzz_regressions";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CAPTURE(entry.path().filename().string());
+    ++files;
+    CHECK_THROWS_AS(sim_io::parse_device(text, "x", "x.json"), sim::ConfigError);
+    CHECK_THROWS_AS(sim_io::parse_model(text, "x", "x.json"), sim::ConfigError);
+  }
+  CHECK(files >= 1);
+  CHECK_THROWS_WITH(sim_io::parse_device("{\"hbm_bytes\": 1.9e513}", "x", "x.json"),
+                    doctest::Contains("x.json: json: invalid JSON: number overflow"));
+}

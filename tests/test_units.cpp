@@ -29,6 +29,11 @@ TEST_CASE("model validation names the file and the field") {
   m.layers = -3;
   CHECK_THROWS_AS(validate(m), ConfigError);
   m = fixtures::gpt2_small();
+  m.source = "models/x.json";
+  m.layers = 1'000'000'000;
+  CHECK_THROWS_WITH(validate(m),
+                    "models/x.json: layers: 1000000000 blocks: at most 16384 are simulated");
+  m = fixtures::gpt2_small();
   m.attn_dropout = 1.5;
   CHECK_THROWS_AS(validate(m), ConfigError);
 }

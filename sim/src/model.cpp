@@ -17,6 +17,10 @@ void positive(const ModelConfig& m, int64_t v, const char* field) {
 
 void validate(const ModelConfig& m) {
   positive(m, m.layers, "layers");
+  if (m.layers > kMaxLayers)
+    throw ConfigError(m.source, "layers",
+                      std::to_string(m.layers) + " blocks: at most " + std::to_string(kMaxLayers) +
+                          " are simulated");
   positive(m, m.hidden, "hidden");
   positive(m, m.heads, "heads");
   positive(m, m.kv_heads, "kv_heads");

@@ -123,11 +123,15 @@ std::string_view kind_name(StrategyKind k) {
   return "?";
 }
 
+// Segments of `group` blocks over [first, last], the last one smaller. `group` comes from the
+// user and may be huge: no arithmetic here may pass `last`.
 void push_blocks(Plan& plan, int64_t first, int64_t last, int64_t group) {
-  for (int64_t b = first; b <= last; b += group) {
-    int64_t e = std::min(last, b + group - 1);
+  for (int64_t b = first; b <= last;) {
+    const int64_t e = group - 1 >= last - b ? last : b + group - 1;
     plan.segments.push_back({b, e});
     for (int64_t i = b; i <= e; ++i) plan.mode[i] = BlockMode::kCheckpoint;
+    if (e == last) break;
+    b = e + 1;
   }
 }
 

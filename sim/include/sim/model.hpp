@@ -41,6 +41,11 @@ struct ModelConfig {
   double embd_dropout = 0.0;    // after the embeddings
 };
 
+// The most blocks a model may have: the graph holds every block's ops (about 50 each), so a
+// config with a billion layers must be refused, not allocated. No published model has more than
+// a few hundred.
+inline constexpr int64_t kMaxLayers = 16384;
+
 // Throws ConfigError naming model.source and the field for zero, negative or inconsistent
 // sizes (heads not dividing hidden without head_dim, kv_heads not dividing heads, ...).
 void validate(const ModelConfig& model);

@@ -64,6 +64,13 @@ inline Json parse_json_object(std::string_view text, std::string_view source) {
     throw sim::ConfigError(std::string(source), std::string(kDocumentField),
                            "invalid JSON at line " + std::to_string(line) + " column " +
                                std::to_string(column) + ": " + reason);
+  } catch (const Json::exception& e) {
+    // Anything else the parser throws (found by fuzz/fuzz_config: a number beyond double's range,
+    // "1.9e513", is out_of_range.406) is bad input too, never an escaping exception.
+    std::string reason = e.what();
+    if (const size_t at = reason.find("] "); at != std::string::npos) reason.erase(0, at + 2);
+    throw sim::ConfigError(std::string(source), std::string(kDocumentField),
+                           "invalid JSON: " + reason);
   }
   if (!doc.is_object())
     throw sim::ConfigError(
