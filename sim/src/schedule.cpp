@@ -79,7 +79,7 @@ class Scheduler {
     count_.assign(n, 0);
     live_.assign(n, 0);
     // forward + backward + frees of every storage, plus recompute: reserve to avoid regrowth
-    out_.events.reserve(g.ops.size() * 3 + n);
+    out_.events.reserve(g.ops.size() * 5 + n);
     region_of_.assign(g.ops.size(), -1);
     for (int32_t r = 0; r < static_cast<int32_t>(regions_.size()); ++r)
       for (int32_t i = regions_[r].first; i <= regions_[r].last; ++i) region_of_[i] = r;
