@@ -8,26 +8,8 @@
 #include "sim/error.hpp"
 #include "sim/simulate.hpp"
 #include "sim_io/load.hpp"
+#include "../tests/fixtures.hpp"
 
-namespace {
-
-sim::Device test_device() {
-  sim::Device d;
-  d.name = d.source = "fuzz-device";
-  d.hbm_bytes = 80LL << 30;
-  d.cublas_workspace_bytes = 32LL << 20;
-  d.peak_bf16_flops_per_s = 989e12;
-  d.peak_tf32_flops_per_s = 495e12;
-  d.peak_fp32_flops_per_s = 67e12;
-  d.hbm_bytes_per_s = 3.35e12;
-  d.host_link_bytes_per_s = 50e9;
-  d.nvlink_bytes_per_s = 450e9;
-  d.compute_efficiency = 0.8;
-  d.memory_efficiency = 0.9;
-  return d;
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -47,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   setup.seq = m.max_positions > 0 ? std::min<int64_t>(m.max_positions, 64) : 64;
   for (const char* st : {"none", "full", "selective"}) {
     try {
-      const sim::Result r = sim::simulate(m, setup, test_device(), sim::parse_strategy(st));
+      const sim::Result r = sim::simulate(m, setup, fixtures::h100(), sim::parse_strategy(st));
       if (r.end_bytes != r.baseline_bytes) __builtin_trap();
     } catch (const sim::ConfigError&) {
     }
