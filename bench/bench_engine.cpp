@@ -1,7 +1,8 @@
 // Simulations per second of the pinned scenario of issue 2: GPT-3 175B (models/
 // korthikanti-175b.json), b = 1, s = 2048, t = 8, on models/devices/h100-sxm.json, strategies none,
 // full and selective, timeline off and on. "Full pipeline" builds the graph each time (what one
-// `actsim run` point costs); "plan only" reuses the graph, as sweeps over strategies do.
+// `actsim run` point costs); "plan only" reuses the graph, as sweeps over strategies do. The third
+// argument reuses a sim::Workspace across iterations (as a sweep worker does) or not.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -38,11 +39,15 @@ void full_pipeline(benchmark::State& state) {
   const sim::Strategy st = sim::parse_strategy(kStrategies[state.range(0)]);
   sim::SimOptions opt;
   opt.record_timeline = state.range(1) != 0;
+  const bool reuse = state.range(2) != 0;
+  sim::Workspace ws;
   for (auto _ : state) {
-    sim::Result r = sim::simulate(sc.model, sc.setup, sc.device, st, opt);
+    sim::Result r = reuse ? sim::simulate(sc.model, sc.setup, sc.device, st, opt, ws)
+                          : sim::simulate(sc.model, sc.setup, sc.device, st, opt);
     benchmark::DoNotOptimize(r.peak_allocated_bytes);
   }
-  state.SetLabel(std::string(kStrategies[state.range(0)]) + (opt.record_timeline ? " timeline" : ""));
+  state.SetLabel(std::string(kStrategies[state.range(0)]) + (opt.record_timeline ? " timeline" : "") +
+                 (reuse ? " workspace" : ""));
   state.counters["sims/s"] = benchmark::Counter(static_cast<double>(state.iterations()),
                                                 benchmark::Counter::kIsRate);
 }
@@ -53,11 +58,15 @@ void plan_only(benchmark::State& state) {
   const sim::Plan plan = sim::resolve(sim::parse_strategy(kStrategies[state.range(0)]), g.n_blocks);
   sim::SimOptions opt;
   opt.record_timeline = state.range(1) != 0;
+  const bool reuse = state.range(2) != 0;
+  sim::Workspace ws;
   for (auto _ : state) {
-    sim::Result r = sim::simulate_plan(g, plan, sc.device, opt);
+    sim::Result r = reuse ? sim::simulate_plan(g, plan, sc.device, opt, ws)
+                          : sim::simulate_plan(g, plan, sc.device, opt);
     benchmark::DoNotOptimize(r.peak_allocated_bytes);
   }
-  state.SetLabel(std::string(kStrategies[state.range(0)]) + (opt.record_timeline ? " timeline" : ""));
+  state.SetLabel(std::string(kStrategies[state.range(0)]) + (opt.record_timeline ? " timeline" : "") +
+                 (reuse ? " workspace" : ""));
   state.counters["sims/s"] = benchmark::Counter(static_cast<double>(state.iterations()),
                                                 benchmark::Counter::kIsRate);
 }
@@ -72,7 +81,7 @@ void graph_build(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(full_pipeline)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(plan_only)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(full_pipeline)->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(plan_only)->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(graph_build)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

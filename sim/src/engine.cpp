@@ -9,6 +9,7 @@
 #include "sim/allocator.hpp"
 #include "sim/error.hpp"
 #include "sim/simulate.hpp"
+#include "workspace.hpp"
 
 namespace sim {
 namespace {
@@ -52,12 +53,28 @@ struct Heap {
 class Engine {
  public:
   // `heap`: when set, every allocation and free also goes through the caching allocator model.
-  Engine(const Graph& g, const Schedule& s, const Device& d, const SimOptions& o, Heap* heap)
-      : g_(g), sched_(s), dev_(d), opt_(o), heap_(heap) {
+  // `scratch`, when given, lends its vectors' capacity for the run and gets them back (Workspace).
+  Engine(const Graph& g, const Schedule& s, const Device& d, const SimOptions& o, Heap* heap,
+         EngineScratch* scratch = nullptr)
+      : g_(g), sched_(s), dev_(d), opt_(o), heap_(heap), scratch_(scratch) {
+    if (scratch_) {
+      live_.swap(scratch_->live);
+      cat_.swap(scratch_->cat);
+      fwd_ns_.swap(scratch_->fwd_ns);
+    }
     live_.assign(g.storages.size(), 0);
     cat_.assign(g.storages.size(), 0);
     fwd_ns_.assign(g.ops.size(), -1);
   }
+
+  ~Engine() {
+    if (!scratch_) return;
+    live_.swap(scratch_->live);
+    cat_.swap(scratch_->cat);
+    fwd_ns_.swap(scratch_->fwd_ns);
+  }
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   Result run() {
     Result& r = res_;
@@ -288,6 +305,7 @@ class Engine {
   const Device& dev_;
   const SimOptions& opt_;
   Heap* heap_;
+  EngineScratch* scratch_;
   Result res_;
   std::vector<uint8_t> live_, cat_;
   std::vector<int64_t> fwd_ns_;  // per op, -1 until its forward has run
@@ -334,8 +352,14 @@ RecomputeMode recompute_mode(Profile p) {
 
 Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
                   const SimOptions& options) {
+  EngineScratch scratch;
+  return run_engine(graph, schedule, device, options, scratch);
+}
+
+Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
+                  const SimOptions& options, EngineScratch& scratch) {
   if (graph.allocator == AllocatorKind::kExact)
-    return Engine(graph, schedule, device, options, nullptr).run();
+    return Engine(graph, schedule, device, options, nullptr, &scratch).run();
   // The steady-state step (DESIGN.md §3): a first step allocates the persistent state (one
   // request per storage, in the graph's persistent order, as PyTorch makes separate tensors)
   // and warms the cache; its segments stay reserved. The step reported is the second one, with
@@ -344,15 +368,22 @@ Result run_engine(const Graph& graph, const Schedule& schedule, const Device& de
       device.hbm_bytes - device.driver_reserved_bytes - device.cuda_context_bytes;
   Heap heap{CachingAllocator(capacity, graph.allocator == AllocatorKind::kCachingExpandable),
             std::vector<int32_t>(graph.storages.size(), -1)};
-  Engine(graph, schedule, device, SimOptions{}, &heap).run();
+  Engine(graph, schedule, device, SimOptions{}, &heap, &scratch).run();
   heap.allocator.reset_peaks();
-  return Engine(graph, schedule, device, options, &heap).run();
+  return Engine(graph, schedule, device, options, &heap, &scratch).run();
 }
 
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options) {
   Schedule s = build_schedule(graph, plan, recompute_mode(graph.profile));
   return run_engine(graph, s, device, options);
+}
+
+Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
+                     const SimOptions& options, Workspace& workspace) {
+  Workspace::Buffers& w = workspace.buffers();
+  build_schedule(graph, plan, recompute_mode(graph.profile), w.schedule, w.schedule_scratch);
+  return run_engine(graph, w.schedule, device, options, w.engine_scratch);
 }
 
 Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
@@ -362,5 +393,19 @@ Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device&
   Plan plan = resolve(strategy, g.n_blocks);
   return simulate_plan(g, plan, device, options);
 }
+
+Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                const Strategy& strategy, const SimOptions& options, Workspace& workspace) {
+  validate(device);
+  Graph& g = workspace.buffers().graph;
+  build_graph(model, setup, device, g);
+  Plan plan = resolve(strategy, g.n_blocks);
+  return simulate_plan(g, plan, device, options, workspace);
+}
+
+Workspace::Workspace() : buffers_(std::make_unique<Buffers>()) {}
+Workspace::~Workspace() = default;
+Workspace::Workspace(Workspace&&) noexcept = default;
+Workspace& Workspace::operator=(Workspace&&) noexcept = default;
 
 }  // namespace sim

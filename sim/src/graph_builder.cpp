@@ -469,6 +469,27 @@ void complete(Graph& g, const ModelConfig& model, const TrainSetup& setup, const
   detail::index_consumers(g);
 }
 
+// Empties `g` as a default Graph would be, keeping its vectors' capacity (Workspace: a graph
+// rebuilt in place pages in nothing new).
+void recycle(Graph& g) {
+  Graph fresh;
+  auto keep = [](auto& dst, auto& src) {
+    src.clear();
+    dst.swap(src);
+  };
+  keep(fresh.storages, g.storages);
+  keep(fresh.ops, g.ops);
+  keep(fresh.idx, g.idx);
+  keep(fresh.block_ops, g.block_ops);
+  keep(fresh.persistent, g.persistent);
+  keep(fresh.param_storages, g.param_storages);
+  keep(fresh.step_end_frees, g.step_end_frees);
+  keep(fresh.autocast_cached, g.autocast_cached);
+  keep(fresh.initial_uses, g.initial_uses);
+  keep(fresh.consumers, g.consumers);
+  g = std::move(fresh);
+}
+
 // Clones block 1 of a three-block graph into blocks 1..n-2 (block 2 becomes block n-1).
 // A storage belongs to the block of the op that allocates it (forward or backward) or, for a
 // parameter, the block that created it; block 1's references to block 0's storages (its input)
@@ -526,7 +547,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
     return s;
   };
 
-  out = Graph{};
+  recycle(out);
   out.n_blocks = n;
   out.precision = g3.precision;
   out.profile = g3.profile;
@@ -614,7 +635,7 @@ namespace {
 // Byte and FLOP arithmetic is checked everywhere; an overflow while building names the model file
 // and the knobs that made the sizes, so the one-line error says what to change.
 template <typename F>
-Graph naming_overflows(const ModelConfig& model, const TrainSetup& setup, F&& build) {
+auto naming_overflows(const ModelConfig& model, const TrainSetup& setup, F&& build) {
   try {
     return build();
   } catch (const ConfigError& e) {
@@ -627,20 +648,35 @@ Graph naming_overflows(const ModelConfig& model, const TrainSetup& setup, F&& bu
   }
 }
 
-Graph build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device);
+void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                        Graph& out);
 
 }  // namespace
 
 Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+  Graph g;
+  build_graph(model, setup, device, g);
+  return g;
+}
+
+void build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                 Graph& out) {
   validate(model);
   validate(model, setup);
-  return naming_overflows(model, setup, [&] { return build_graph_cloned(model, setup, device); });
+  naming_overflows(model, setup, [&] {
+    build_graph_cloned(model, setup, device, out);
+    return 0;
+  });
 }
 
 namespace {
 
-Graph build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
-  if (model.layers < 5) return build_graph_direct(model, setup, device);
+void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                        Graph& g) {
+  if (model.layers < 5) {
+    g = build_graph_direct(model, setup, device);
+    return;
+  }
   ModelConfig three = model;
   three.layers = 3;
   Graph g3 = build_ops(three, setup, device);
@@ -651,10 +687,11 @@ Graph build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, cons
     if (g3.block_ops[b].count == 0) g3.block_ops[b].begin = i;
     ++g3.block_ops[b].count;
   }
-  Graph g;
-  if (!expand(g3, model.layers, g)) return build_graph_direct(model, setup, device);
+  if (!expand(g3, model.layers, g)) {
+    g = build_graph_direct(model, setup, device);
+    return;
+  }
   complete(g, model, setup, device);
-  return g;
 }
 
 }  // namespace

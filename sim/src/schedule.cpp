@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/schedule.hpp"
+#include "workspace.hpp"
 
 namespace sim {
 namespace {
@@ -73,8 +74,23 @@ std::vector<Region> make_regions(const Graph& g, const Plan& plan, RecomputeMode
 
 class Scheduler {
  public:
-  Scheduler(const Graph& g, const Plan& plan, RecomputeMode mode, int32_t stop_at)
-      : g_(g), mode_(mode), stop_at_(stop_at), regions_(make_regions(g, plan, mode)) {
+  // `scratch` and `reuse`, when given, lend their vectors' capacity for the run (Workspace);
+  // they get them back, emptied or holding the schedule, when the scheduler is done.
+  Scheduler(const Graph& g, const Plan& plan, RecomputeMode mode, int32_t stop_at,
+            ScheduleScratch* scratch = nullptr, Schedule* reuse = nullptr)
+      : g_(g), mode_(mode), stop_at_(stop_at), regions_(make_regions(g, plan, mode)),
+        scratch_(scratch) {
+    if (scratch_) {
+      region_of_.swap(scratch_->region_of);
+      count_.swap(scratch_->count);
+      live_.swap(scratch_->live);
+      cached_.swap(scratch_->cached);
+      step_end_.swap(scratch_->step_end);
+    }
+    if (reuse) {
+      out_.events.swap(reuse->events);
+      out_.events.clear();
+    }
     const size_t n = g.storages.size();
     count_.assign(n, 0);
     live_.assign(n, 0);
@@ -101,6 +117,17 @@ class Scheduler {
       if (live_[s]) release(s, {Holder::kPersistent, -1});
     return std::move(out_);
   }
+
+  ~Scheduler() {
+    if (!scratch_) return;
+    region_of_.swap(scratch_->region_of);
+    count_.swap(scratch_->count);
+    live_.swap(scratch_->live);
+    cached_.swap(scratch_->cached);
+    step_end_.swap(scratch_->step_end);
+  }
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   std::vector<std::vector<Holder>> snapshot;  // filled at event stop_at when tracking
 
@@ -275,12 +302,18 @@ class Scheduler {
   std::vector<uint8_t> live_, cached_, step_end_;
   std::vector<std::vector<Holder>> holders_;
   Schedule out_;
+  ScheduleScratch* scratch_;
 };
 
 }  // namespace
 
 Schedule build_schedule(const Graph& graph, const Plan& plan, RecomputeMode mode) {
   return Scheduler(graph, plan, mode, -1).run();
+}
+
+void build_schedule(const Graph& graph, const Plan& plan, RecomputeMode mode, Schedule& out,
+                    ScheduleScratch& scratch) {
+  out = Scheduler(graph, plan, mode, -1, &scratch, &out).run();
 }
 
 std::vector<std::vector<Holder>> holders_at(const Graph& graph, const Plan& plan,

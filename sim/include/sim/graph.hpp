@@ -113,6 +113,9 @@ struct Graph {
 // Blocks are identical, so a deep model is built with three blocks and its middle block cloned
 // (tests/test_graph_expand.cpp holds the result equal to building every block).
 Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device);
+// The same, into `out`, reusing the capacity of its vectors (Workspace).
+void build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                 Graph& out);
 // The same graph built op by op for every block (the reference for the cloned build).
 Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device);
 

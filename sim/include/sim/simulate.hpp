@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,16 +20,38 @@ struct SimOptions {
   bool record_timeline = false;  // fill Result::timeline and Result::spans
 };
 
+// Scratch memory that repeated simulations on one thread reuse, so that each call does not page
+// in megabytes of fresh vectors (BENCHMARKS.md: page faults were a third of a simulation's time).
+// Only capacity carries over: a result never depends on what the workspace held before
+// (tests/test_workspace.cpp). Not shareable between threads; one per worker.
+class Workspace {
+ public:
+  Workspace();
+  ~Workspace();
+  Workspace(Workspace&&) noexcept;
+  Workspace& operator=(Workspace&&) noexcept;
+  struct Buffers;  // sim/src/workspace.hpp
+  Buffers& buffers() { return *buffers_; }
+
+ private:
+  std::unique_ptr<Buffers> buffers_;
+};
+
 // One step of `model` under `setup` on `device` with `strategy`. Throws ConfigError (or
 // Unsupported) for bad input; never returns a partial result.
 Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                 const Strategy& strategy, const SimOptions& options = {});
+
+Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                const Strategy& strategy, const SimOptions& options, Workspace& workspace);
 
 // The engine alone, for callers that reuse a graph across plans (valley, sweeps, planner).
 Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
                   const SimOptions& options);
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options = {});
+Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
+                     const SimOptions& options, Workspace& workspace);
 
 RecomputeMode recompute_mode(Profile profile);
 

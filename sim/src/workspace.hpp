@@ -1,0 +1,40 @@
+// What a Workspace holds (sim/simulate.hpp): the vectors that one simulation fills and the next
+// one clears and refills. Only capacity carries over between calls, never contents.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/graph.hpp"
+#include "sim/schedule.hpp"
+#include "sim/simulate.hpp"
+
+namespace sim {
+
+// The scheduler's per-storage and per-op reference-counting state.
+struct ScheduleScratch {
+  std::vector<int32_t> region_of, count;
+  std::vector<uint8_t> live, cached, step_end;
+};
+
+// The engine's per-storage ledger state.
+struct EngineScratch {
+  std::vector<uint8_t> live, cat;
+  std::vector<int64_t> fwd_ns;
+};
+
+struct Workspace::Buffers {
+  Graph graph;
+  Schedule schedule;
+  ScheduleScratch schedule_scratch;
+  EngineScratch engine_scratch;
+};
+
+// build_schedule into `out`, reusing its capacity and the scratch's.
+void build_schedule(const Graph& graph, const Plan& plan, RecomputeMode mode, Schedule& out,
+                    ScheduleScratch& scratch);
+// run_engine with the engine's vectors taken from (and returned to) the scratch.
+Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
+                  const SimOptions& options, EngineScratch& scratch);
+
+}  // namespace sim
