@@ -82,9 +82,10 @@ actsim_cli_test(sweep_row_error [=[
 rm -f e.csv
 "$1" sweep --seq 512,2048 --strategy none -o e.csv
 test "$(wc -l < e.csv)" -eq 3
-# error is empty on a good row, set on a bad one; peak_requested/reserved_bytes come after it.
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,$'
+# error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
+# knob and the offload figures come after it.
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.

@@ -59,8 +59,9 @@ void check_trace(sim::AllocatorKind allocator, const char* strategy) {
   }
   CHECK(spans == static_cast<int64_t>(r.spans.size()));
   CHECK(counters == static_cast<int64_t>(r.timeline.size()));
-  CHECK(spans + counters + 3 == static_cast<int64_t>(events.size()));
-  CHECK(tracks.size() == 2);
+  CHECK(spans + counters + 5 == static_cast<int64_t>(events.size()));  // process + 4 track names
+  // compute and collective; offload adds the two copy streams
+  CHECK(tracks.size() == (std::string(strategy).starts_with("offload") ? 4u : 2u));
   // Spans on one track never overlap: sorted by start, each starts at or after the last end.
   for (auto& [tid, list] : tracks) {
     std::sort(list.begin(), list.end());
@@ -73,7 +74,7 @@ void check_trace(sim::AllocatorKind allocator, const char* strategy) {
 }  // namespace
 
 TEST_CASE("the trace parses back: spans per track, counter peak, event count") {
-  for (const char* st : {"none", "full", "selective"}) {
+  for (const char* st : {"none", "full", "selective", "offload", "offload+full"}) {
     CAPTURE(st);
     check_trace(sim::AllocatorKind::kExact, st);
     check_trace(sim::AllocatorKind::kCaching, st);

@@ -36,6 +36,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--optimizer", f.optimizer, "adam (foreach), adam-fused, sgd");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
+  add("--prefetch", f.prefetch,
+      "offload strategies: blocks whose saved tensors are copied back ahead of their backward");
   if (options.output) {
     app.add_option("--format", f.format, options.formats)->group("Output");
     app.add_option("-o,--output", f.output, "write to this file (via FILE.partial) instead of stdout")
@@ -78,6 +80,10 @@ Axes parse_axes(const CommonFlags& f) {
   a.zeros = parse_int_axis(f.zero, "--zero", false, 0, 3);
   a.optimizers = parse_optimizer_axis(f.optimizer);
   a.allocators = parse_allocator_axis(f.allocator);
+  const std::vector<int64_t> prefetch = parse_int_axis(f.prefetch, "--prefetch", false, 0);
+  if (prefetch.size() != 1)
+    throw sim::ConfigError("--prefetch", f.prefetch, "takes one value, not a list");
+  a.prefetch = prefetch.front();
   return a;
 }
 

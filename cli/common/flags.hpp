@@ -33,6 +33,7 @@ struct CommonFlags {
   std::string zero = "0";              // --zero
   std::string optimizer = "adam";      // --optimizer
   std::string allocator = "exact";     // --allocator
+  std::string prefetch = "1";          // --prefetch (one value, not an axis)
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
 };
@@ -65,6 +66,7 @@ struct Axes {
   std::vector<int64_t> zeros;
   std::vector<sim::Optimizer> optimizers;
   std::vector<sim::AllocatorKind> allocators;
+  int64_t prefetch = 1;  // offload: blocks copied back ahead (one value for the whole sweep)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

@@ -104,6 +104,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.attention = digit(a.attentions);
   t.precision = digit(a.precisions);
   t.profile = digit(a.profiles);
+  t.prefetch = a.prefetch;
   return p;
 }
 

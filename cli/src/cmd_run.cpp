@@ -115,6 +115,11 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
             percent(recompute_share) + " of step FLOPs"});
   work.add({"optimizer", "", ms(r.optimizer_time_ns), ""});
   work.add({"tensor-parallel comm", "", ms(r.comm_time_ns), "on the critical path"});
+  if (r.offload_bytes > 0)
+    work.add({"offload stall", "", ms(r.offload_stall_ns),
+              fmt::format("compute waiting for copies back; {} each way over the host link, "
+                          "pinned host peak {}",
+                          human_bytes(r.offload_bytes), human_bytes(r.pinned_host_bytes))});
   work.add({"step", human_flops(step_flops), ms(r.step_time_ns),
             fmt::format("{} tokens/s, MFU {}, HFU {}",
                         grouped(static_cast<int64_t>(r.tokens_per_s + 0.5)), percent(r.mfu),

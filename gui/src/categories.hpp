@@ -1,8 +1,6 @@
-// Memory by category over the step. Result::timeline carries each sample's total only, so this
-// replays the schedule's allocations and frees with their categories: the engine's ledger
-// (sim/src/engine.cpp, Engine::alloc/release/run_forward/run_backward), which must agree. A
-// sample's bytes beyond the ledger are the running op's transients (the engine adds them to the
-// sample only). Checked against the engine in tests/test_gui.cpp: every sample's categories sum to
+// Memory by category over the step, from the engine's ledger recorded with each timeline sample
+// (Result::timeline_breakdown). A sample's bytes beyond the ledger are the running op's
+// transients (the engine adds them to the sample only). Checked against the engine in tests/test_gui.cpp: every sample's categories sum to
 // its total, and the breakdown at the peak sample equals Result::peak_breakdown.
 #pragma once
 

@@ -2,6 +2,7 @@
 // exact-bytes ledger by category and a clock per stream. Memory is sampled right after each
 // event's allocations (the event protocol's "sample the peak").
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -14,7 +15,7 @@
 namespace sim {
 namespace {
 
-enum Stream : int32_t { kCompute = 0, kCollective = 1 };
+enum Stream : int32_t { kCompute = 0, kCollective = 1, kCopyOut = 2, kCopyIn = 3 };
 
 // Duration of one op's kernels (DESIGN.md §5): the roofline
 // max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) plus the
@@ -40,6 +41,13 @@ int64_t collective_ns(const OpCost& c, int64_t t, const Device& d) {
                        static_cast<double>(t);
   return static_cast<int64_t>(share * static_cast<double>(c.comm_bytes) / d.nvlink_bytes_per_s * 1e9 +
                               0.5) +
+         d.launch_overhead_ns;
+}
+
+// One host-link copy (DESIGN.md §5 copy streams): bytes over the device's host link in one
+// direction (host_link_bytes_per_s, per direction), plus one launch as for a kernel.
+int64_t copy_ns(int64_t bytes, const Device& d) {
+  return static_cast<int64_t>(static_cast<double>(bytes) / d.host_link_bytes_per_s * 1e9 + 0.5) +
          d.launch_overhead_ns;
 }
 
@@ -84,6 +92,7 @@ class Engine {
     for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
       if (k == sched_.forward_end) end_of_forward();
       const Event& e = ev[k];
+      if (!pending_.empty()) release_copied(clock_);
       switch (e.kind) {
         case EventKind::kForward: run_forward(k, e.id, Phase::kForward, false); break;
         case EventKind::kRecompute:
@@ -91,13 +100,20 @@ class Engine {
           break;
         case EventKind::kBackward: run_backward(k, e.id); break;
         case EventKind::kFree:
-          release(e.id);
+          if (!copy_done_.empty() && copy_done_[e.id] > clock_) {
+            pending_.push_back({copy_done_[e.id], e.id});  // the copy still reads it
+          } else {
+            release(e.id);
+          }
           record(k);
           break;
         case EventKind::kOptimizer: run_optimizer(k); break;
+        case EventKind::kOffload: copy_out(e.id); break;
+        case EventKind::kPrefetch: copy_in(k, e.id); break;
       }
     }
     if (sched_.forward_end >= static_cast<int32_t>(ev.size())) end_of_forward();
+    release_copied(INT64_MAX);
     r.end_bytes = total_;
     if (r.end_bytes != r.baseline_bytes)
       throw std::logic_error("engine: ledger did not return to baseline after the step");
@@ -133,6 +149,7 @@ class Engine {
   // A timeline point: the exact ledger's bytes, or the allocator's allocated and reserved bytes.
   void record(int32_t k, int64_t live) {
     if (!opt_.record_timeline) return;
+    res_.timeline_breakdown.push_back(by_cat_);
     if (heap_) {
       const AllocatorStats& a = heap_->allocator.stats();
       res_.timeline.push_back({clock_, a.allocated_bytes, k, phase_, a.reserved_bytes});
@@ -168,6 +185,70 @@ class Engine {
     }
   }
 
+  // Offload (DESIGN.md §4, §5): a copy to the host starts when the op that made the storage has
+  // finished and the device-to-host stream is free; the buffer stays allocated until it completes.
+  void copy_out(int32_t s) {
+    if (copy_done_.empty()) {
+      copy_done_.assign(g_.storages.size(), 0);
+      ready_.assign(g_.storages.size(), 0);
+    }
+    const int64_t bytes = g_.storages[s].bytes;
+    const int64_t start = std::max(clock_, d2h_free_);
+    const int64_t ns = copy_ns(bytes, dev_);
+    d2h_free_ = copy_done_[s] = start + ns;
+    if (opt_.record_timeline)
+      res_.spans.push_back({start, ns, g_.storages[s].producer, kCopyOut, phase_, s});
+    res_.offload_bytes = checked_add(res_.offload_bytes, bytes, "offload_bytes");
+    host_bytes_ += bytes;
+    res_.pinned_host_bytes = std::max(res_.pinned_host_bytes, host_bytes_);
+  }
+  // The prefetch allocates the device buffer when it is issued; the copy starts once the stream
+  // is free and the copy out has completed. Ops that read the storage wait for it (stall()).
+  void copy_in(int32_t k, int32_t s) {
+    phase_ = Phase::kBackward;
+    host_bytes_ -= g_.storages[s].bytes;
+    // Still on the device, its copy out not yet complete (the device-to-host stream is behind):
+    // the buffer is kept and used as it is, with no copy back.
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (pending_[i].second != s) continue;
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      ready_[s] = clock_;
+      record(k);
+      return;
+    }
+    alloc(s, g_.storages[s].category);
+    sample(k, 0);
+    const int64_t bytes = g_.storages[s].bytes;
+    const int64_t start = std::max({clock_, h2d_free_, copy_done_[s]});
+    const int64_t ns = copy_ns(bytes, dev_);
+    h2d_free_ = ready_[s] = start + ns;
+    if (opt_.record_timeline)
+      res_.spans.push_back({start, ns, g_.storages[s].producer, kCopyIn, phase_, s});
+    record(k);
+  }
+  // Compute waits until every storage in [b, e) that came back from the host has arrived.
+  void stall(const int32_t* b, const int32_t* e, int32_t op) {
+    if (ready_.empty()) return;
+    int64_t until = clock_;
+    for (const int32_t* p = b; p != e; ++p) until = std::max(until, ready_[*p]);
+    if (until == clock_) return;
+    if (opt_.record_timeline)
+      res_.spans.push_back({clock_, until - clock_, kStallSpan, kCompute, phase_, -1});
+    (void)op;
+    res_.offload_stall_ns += until - clock_;
+    clock_ = until;
+    release_copied(clock_);
+  }
+  // Releases the buffers whose copy to the host has completed by `t`.
+  void release_copied(int64_t t) {
+    size_t kept = 0;
+    for (const auto& [done, s] : pending_) {
+      if (done <= t) release(s);
+      else pending_[kept++] = {done, s};
+    }
+    pending_.resize(kept);
+  }
+
   void advance(int32_t op, int64_t compute_ns, int64_t comm_ns) {
     if (opt_.record_timeline && compute_ns > 0)
       res_.spans.push_back({clock_, compute_ns, op, kCompute, phase_});
@@ -184,6 +265,7 @@ class Engine {
     const Op& op = g_.ops[id];
     phase_ = phase;
     cur_op_ = id;
+    if (recompute) stall(g_.begin(op.inputs), g_.end(op.inputs), id);
     for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
       Category c = g_.storages[*s].category;
       if (recompute && c == Category::kActivations) c = Category::kRecomputed;
@@ -209,6 +291,7 @@ class Engine {
     const Op& op = g_.ops[id];
     phase_ = Phase::kBackward;
     cur_op_ = id;
+    stall(g_.begin(op.saves), g_.end(op.saves), id);
     for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s)
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
@@ -309,6 +392,11 @@ class Engine {
   Result res_;
   std::vector<uint8_t> live_, cat_;
   std::vector<int64_t> fwd_ns_;  // per op, -1 until its forward has run
+  // Offload: per storage when its copy out completes and when its copy back arrives (empty until
+  // the first copy); buffers freed by the schedule but still being copied; stream clocks.
+  std::vector<int64_t> copy_done_, ready_;
+  std::vector<std::pair<int64_t, int32_t>> pending_;
+  int64_t d2h_free_ = 0, h2d_free_ = 0, host_bytes_ = 0;
   Breakdown by_cat_{};
   int64_t total_ = 0;
   int64_t clock_ = 0;

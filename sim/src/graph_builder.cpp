@@ -435,6 +435,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.precision = resolved_precision(setup);
   g.profile = setup.profile;
   g.allocator = setup.allocator;
+  g.prefetch = setup.prefetch;
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
   g.tp = setup.tp;
   g.dp = setup.dp;
@@ -552,6 +553,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.precision = g3.precision;
   out.profile = g3.profile;
   out.allocator = g3.allocator;
+  out.prefetch = g3.prefetch;
   out.tokens = g3.tokens;
   out.tp = g3.tp;
   out.dp = g3.dp;

@@ -21,16 +21,20 @@ struct Region {
   int32_t first = 0, last = 0;
   int32_t stop = -1;     // last op that saves anything (non-reentrant early stop)
   int32_t trigger = -1;  // backward node before which the recompute runs
+  bool offload_inputs = false;   // offload+full: the inputs wait on the host, not the device
+  int32_t last_block = -1;       // block of `last` (whose backward first needs the region)
   std::vector<int32_t> inputs;   // storages made before the region and read in it
 };
 
 std::vector<Region> make_regions(const Graph& g, const Plan& plan, RecomputeMode mode) {
   std::vector<Region> regions;
-  auto add = [&](RegionKind kind, int32_t first, int32_t last) {
+  auto add = [&](RegionKind kind, int32_t first, int32_t last, bool offload_inputs = false) {
     Region r;
     r.kind = kind;
     r.first = first;
     r.last = last;
+    r.offload_inputs = offload_inputs;
+    r.last_block = g.ops[last].block;
     for (int32_t i = first; i <= last; ++i) {
       const Op& op = g.ops[i];
       if (op.has_backward && op.saves.count > 0) r.stop = i;
@@ -51,7 +55,7 @@ std::vector<Region> make_regions(const Graph& g, const Plan& plan, RecomputeMode
   };
   for (const Segment& s : plan.segments) {
     const IdxRange a = g.block_ops[s.first], b = g.block_ops[s.last];
-    add(RegionKind::kCheckpoint, a.begin, b.begin + b.count - 1);
+    add(RegionKind::kCheckpoint, a.begin, b.begin + b.count - 1, s.offload_inputs);
   }
   for (int64_t blk = 0; blk < static_cast<int64_t>(plan.mode.size()); ++blk) {
     const IdxRange r = g.block_ops[blk];
@@ -104,12 +108,15 @@ class Scheduler {
     step_end_.assign(n, 0);
     for (int32_t s : g.step_end_frees) step_end_[s] = true;
     if (tracking()) holders_.assign(n, {});
+    plan_offload(plan);
   }
 
   Schedule run() {
     forward();
     out_.forward_end = static_cast<int32_t>(out_.events.size());
     for (int32_t s : g_.autocast_cached) release(s, {Holder::kAutocastCache, -1});
+    next_fetch_ = static_cast<int32_t>(g_.n_blocks) - 1;
+    fetch_through(static_cast<int32_t>(g_.n_blocks - g_.prefetch));
     backward();
     emit(EventKind::kOptimizer, -1);
     sampled();
@@ -183,13 +190,86 @@ class Scheduler {
     if (live_[s] && count_[s] == 0) free_storage(s);
   }
 
+  // Offload (DESIGN.md §4): which storages wait on the host, and for which block. A storage
+  // qualifies when the device holds it only for the offloaded saves: saved solely by ops of
+  // `offload` blocks (group: the highest such block, whose backward needs it first), or an input of
+  // offload+full regions only (group: the region's last block). Anything else a storage is kept
+  // for (a save outside offloaded blocks, an ordinary checkpoint) keeps it on the device. Each
+  // storage is copied once, whatever the number of saves (storage identity, DESIGN.md §3).
+  void plan_offload(const Plan& plan) {
+    bool any = false;
+    for (BlockMode m : plan.mode) any |= m == BlockMode::kOffload;
+    for (const Segment& sg : plan.segments) any |= sg.offload_inputs;
+    if (!any) return;
+    const size_t n = g_.storages.size();
+    group_.assign(n, -1);
+    std::vector<uint8_t> kept(n, 0);
+    for (int32_t i = 0; i < static_cast<int32_t>(g_.ops.size()); ++i) {
+      const Op& op = g_.ops[i];
+      const int32_t r = region_of_[i];
+      if (r >= 0 && regions_[r].stop >= 0) continue;  // saves of recomputed ops are not held
+      const bool off = op.block >= 0 && plan.mode[op.block] == BlockMode::kOffload;
+      for (const int32_t* p = g_.begin(op.saves); p != g_.end(op.saves); ++p) {
+        if (!off || g_.storages[*p].producer < 0) kept[*p] = 1;
+        else group_[*p] = std::max(group_[*p], op.block);
+      }
+    }
+    for (const Region& reg : regions_) {
+      if (reg.stop < 0) continue;
+      for (int32_t sid : reg.inputs) {
+        if (!reg.offload_inputs || g_.storages[sid].producer < 0 || group_[sid] >= 0) kept[sid] = 1;
+        else group_[sid] = reg.last_block;
+      }
+    }
+    members_.assign(static_cast<size_t>(g_.n_blocks), {});
+    for (size_t sid = 0; sid < n; ++sid) {
+      if (kept[sid]) group_[sid] = -1;
+      if (group_[sid] < 0) continue;
+      members_[group_[sid]].push_back(static_cast<int32_t>(sid));
+    }
+  }
+  bool offloaded(int32_t s) const { return !group_.empty() && group_[s] >= 0; }
+  // The device copy is released once its forward uses end; the engine keeps the buffer until the
+  // copy to the host completes. The holds it skips now are taken again when it comes back.
+  void offload_save(int32_t s, Holder h) {
+    if (!out_host_[s]) {
+      out_host_[s] = 1;
+      emit(EventKind::kOffload, s);
+    }
+    deferred_[group_[s]].push_back({s, h});
+  }
+  // Copies back the storages of blocks next_fetch_ down to `block` (DESIGN.md §4 prefetch).
+  void fetch_through(int32_t block) {
+    if (group_.empty()) return;
+    for (; next_fetch_ >= 0 && next_fetch_ >= block; --next_fetch_) {
+      for (int32_t s : members_[next_fetch_]) {
+        if (!out_host_[s]) continue;
+        if (live_[s]) throw std::logic_error("schedule: prefetch of a storage still on the device");
+        emit(EventKind::kPrefetch, s);
+        live_[s] = 1;
+        count_[s] = 0;
+        if (tracking()) holders_[s].clear();
+      }
+      for (const auto& [s, h] : deferred_[next_fetch_]) hold(s, h);
+      sampled();
+    }
+  }
+
   void forward() {
+    if (!group_.empty()) {
+      out_host_.assign(g_.storages.size(), 0);
+      deferred_.assign(static_cast<size_t>(g_.n_blocks), {});
+    }
     for (int32_t s : g_.persistent) live_[s] = 1;  // baseline, never freed by the schedule
     for (int32_t i = 0; i < static_cast<int32_t>(g_.ops.size()); ++i) {
       const Op& op = g_.ops[i];
       const int32_t r = region_of_[i];
       if (r >= 0 && i == regions_[r].first && regions_[r].stop >= 0)
-        for (int32_t s : regions_[r].inputs) hold(s, {Holder::kCheckpointInput, regions_[r].first});
+        for (int32_t s : regions_[r].inputs) {
+          const Holder h{Holder::kCheckpointInput, regions_[r].first};
+          if (offloaded(s)) offload_save(s, h);
+          else hold(s, h);
+        }
       emit(EventKind::kForward, i);
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
         made(*s, g_.initial_uses[*s]);
@@ -199,8 +279,10 @@ class Scheduler {
       sampled();
       const bool in_region = r >= 0 && regions_[r].stop >= 0;
       if (!in_region) {
-        for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s)
-          hold(*s, {Holder::kSavedBy, i});
+        for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s) {
+          if (offloaded(*s)) offload_save(*s, {Holder::kSavedBy, i});
+          else hold(*s, {Holder::kSavedBy, i});
+        }
       } else if (regions_[r].kind == RegionKind::kSac && op.sac_save) {
         for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
           hold(*s, {Holder::kSacCache, i});
@@ -258,6 +340,8 @@ class Scheduler {
       const Op& op = g_.ops[i];
       const int32_t r = region_of_[i];
       const bool in_region = r >= 0 && regions_[r].stop >= 0;
+      if (op.block >= 0 && (op.has_backward || (in_region && i == regions_[r].trigger)))
+        fetch_through(op.block - static_cast<int32_t>(g_.prefetch));
       if (in_region && i == regions_[r].trigger) recompute(regions_[r]);
       if (op.has_backward) {
         emit(EventKind::kBackward, i);
@@ -301,6 +385,14 @@ class Scheduler {
   std::vector<int32_t> count_;
   std::vector<uint8_t> live_, cached_, step_end_;
   std::vector<std::vector<Holder>> holders_;
+  // Offload (empty unless the plan offloads): per storage its group block (-1: stays on the
+  // device); per block its storages and the holds to take
+  // when they come back; storages copied out; the next block to fetch.
+  std::vector<int32_t> group_;
+  std::vector<uint8_t> out_host_;
+  std::vector<std::vector<int32_t>> members_;
+  std::vector<std::vector<std::pair<int32_t, Holder>>> deferred_;
+  int32_t next_fetch_ = -1;
   Schedule out_;
   ScheduleScratch* scratch_;
 };

@@ -78,6 +78,8 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
   require(s.tp > 0, "--tp", "tp", "must be a positive integer");
   require(s.dp > 0, "--dp", "dp", "must be a positive integer");
   require(s.zero >= 0 && s.zero <= 3, "--zero", "zero", "must be 0, 1, 2 or 3");
+  require(s.prefetch >= 0 && s.prefetch <= model.layers, "--prefetch", "prefetch",
+          "must be between 0 and the model's " + std::to_string(model.layers) + " blocks");
   if (s.dropout) {
     require(*s.dropout >= 0.0 && *s.dropout < 1.0, "--dropout", "dropout",
             "must be in [0, 1)");

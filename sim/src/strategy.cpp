@@ -34,6 +34,7 @@ struct ClauseName {
 constexpr ClauseName kClauseNames[] = {
     {"none", ClauseMode::kNone}, {"full", ClauseMode::kFull}, {"seg", ClauseMode::kSeg},
     {"sel", ClauseMode::kSelective}, {"sac", ClauseMode::kSacMm},
+    {"offload", ClauseMode::kOffload}, {"offload-full", ClauseMode::kOffloadFull},
 };
 
 std::string_view clause_name(ClauseMode m) {
@@ -59,7 +60,8 @@ std::vector<Clause> parse_clauses(std::string_view text, std::string_view spec) 
     for (const auto& n : kClauseNames)
       if (n.name == mode) cl.mode = n.mode, known = true;
     if (!known)
-      fail(text, "unknown clause mode '" + std::string(mode) + "' (none, full, seg, sel, sac)");
+      fail(text, "unknown clause mode '" + std::string(mode) +
+                     "' (none, full, seg, sel, sac, offload, offload-full)");
     size_t slash = range.find('/');
     if (slash != std::string_view::npos) {
       if (cl.mode != ClauseMode::kSeg) fail(text, "only seg@a-b/k takes a group size");
@@ -115,6 +117,7 @@ constexpr Entry kTable[] = {
     {"every", StrategyKind::kEvery, true},      {"block", StrategyKind::kBlock, true},
     {"sqrt", StrategyKind::kSqrt, false},       {"selective", StrategyKind::kSelective, false},
     {"sac", StrategyKind::kSacMm, false},       {"custom", StrategyKind::kCustom, false},
+    {"offload", StrategyKind::kOffload, false}, {"offload+full", StrategyKind::kOffloadFull, false},
 };
 
 std::string_view kind_name(StrategyKind k) {
@@ -125,10 +128,11 @@ std::string_view kind_name(StrategyKind k) {
 
 // Segments of `group` blocks over [first, last], the last one smaller. `group` comes from the
 // user and may be huge: no arithmetic here may pass `last`.
-void push_blocks(Plan& plan, int64_t first, int64_t last, int64_t group) {
+void push_blocks(Plan& plan, int64_t first, int64_t last, int64_t group,
+                 bool offload_inputs = false) {
   for (int64_t b = first; b <= last;) {
     const int64_t e = group - 1 >= last - b ? last : b + group - 1;
-    plan.segments.push_back({b, e});
+    plan.segments.push_back({b, e, offload_inputs});
     for (int64_t i = b; i <= e; ++i) plan.mode[i] = BlockMode::kCheckpoint;
     if (e == last) break;
     b = e + 1;
@@ -162,7 +166,8 @@ Strategy parse_strategy(std::string_view text) {
     return s;
   }
   fail(text,
-       "unknown strategy (none, full, every:k, block:k, sqrt, selective, sac:mm, custom:<spec>)");
+       "unknown strategy (none, full, every:k, block:k, sqrt, selective, sac:mm, offload, "
+       "offload+full, custom:<spec>)");
 }
 
 std::string Strategy::canonical() const {
@@ -228,6 +233,8 @@ Plan resolve(const Strategy& s, int64_t n) {
       break;
     case StrategyKind::kSelective: plan.mode.assign(static_cast<size_t>(n), BlockMode::kSelective); break;
     case StrategyKind::kSacMm: plan.mode.assign(static_cast<size_t>(n), BlockMode::kSacMm); break;
+    case StrategyKind::kOffload: plan.mode.assign(static_cast<size_t>(n), BlockMode::kOffload); break;
+    case StrategyKind::kOffloadFull: push_blocks(plan, 0, n - 1, 1, true); break;
     case StrategyKind::kCustom: {
       int64_t next = 0;
       for (const Clause& c : s.clauses) {
@@ -247,6 +254,10 @@ Plan resolve(const Strategy& s, int64_t n) {
           case ClauseMode::kSacMm:
             for (int64_t i = c.first; i <= c.last; ++i) plan.mode[i] = BlockMode::kSacMm;
             break;
+          case ClauseMode::kOffload:
+            for (int64_t i = c.first; i <= c.last; ++i) plan.mode[i] = BlockMode::kOffload;
+            break;
+          case ClauseMode::kOffloadFull: push_blocks(plan, c.first, c.last, 1, true); break;
         }
         next = c.last + 1;
       }

@@ -103,6 +103,7 @@ struct Graph {
   Precision precision = Precision::kBf16Amp;
   Profile profile = Profile::kPytorch;
   AllocatorKind allocator = AllocatorKind::kExact;  // how the engine also counts reserved bytes
+  int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
   const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }

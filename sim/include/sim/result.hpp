@@ -41,13 +41,16 @@ struct MemorySample {
   int64_t reserved_bytes = 0;  // segments held (caching allocator); equals allocated under exact
 };
 
+inline constexpr int32_t kStallSpan = -2;  // OpSpan::op of compute waiting for a prefetch
+
 // One op's run on a stream, for timelines and traces.
 struct OpSpan {
   int64_t start_ns = 0;
   int64_t duration_ns = 0;
-  int32_t op = 0;       // index into the Graph's ops
-  int32_t stream = 0;   // 0 compute, 1 collective
+  int32_t op = 0;       // index into the Graph's ops; kStallSpan for a wait on a copy
+  int32_t stream = 0;   // 0 compute, 1 collective, 2 device-to-host copy, 3 host-to-device copy
   Phase phase = Phase::kForward;
+  int32_t storage = -1; // copies: the storage moved
 };
 
 struct Result {
@@ -93,6 +96,7 @@ struct Result {
   int64_t recompute_time_ns = 0;
   int64_t optimizer_time_ns = 0;
   int64_t comm_time_ns = 0;       // tensor-parallel collectives on the critical path
+  int64_t offload_stall_ns = 0;   // compute waiting for host-to-device copies (offload)
   double tokens_per_s = 0;
   double mfu = 0;   // model FLOPs / (step time x peak)
   double hfu = 0;   // (model + recompute FLOPs) / (step time x peak)
@@ -105,8 +109,15 @@ struct Result {
                                   // the peak is peak_reserved_bytes under caching
   bool fits = false;
 
+  // Offload (DESIGN.md §4): bytes copied to the host and back, and the peak of pinned host memory
+  // holding them (not device memory: it does not count against the fit).
+  int64_t offload_bytes = 0;
+  int64_t pinned_host_bytes = 0;
+
   // Recorded only when SimOptions::record_timeline is set.
   std::vector<MemorySample> timeline;
+  std::vector<Breakdown> timeline_breakdown;  // per sample: the ledger by category, transients
+                                              // of the running event excluded
   std::vector<OpSpan> spans;
 };
 

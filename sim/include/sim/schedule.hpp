@@ -18,6 +18,10 @@ enum class EventKind : uint8_t {
   kBackward,   // run op `id`'s backward node
   kFree,       // storage `id` is released (its last use, save or hold ended)
   kOptimizer,  // the optimizer step
+  kOffload,    // storage `id` starts its copy to pinned host memory (device-to-host stream); its
+               // device buffer is not reused before the copy completes
+  kPrefetch,   // storage `id` is allocated on the device again and copied back (host-to-device
+               // stream); ops that read it wait for the copy
 };
 
 inline constexpr uint8_t kCachedOutput = 1;  // recompute of an op whose output the SAC cache holds
@@ -37,6 +41,10 @@ struct Schedule {
   std::vector<Event> events;
   int32_t forward_end = 0;  // index of the first event after the forward pass
 };
+
+// Offload (DESIGN.md §4): the blocks whose backward (or recompute) needs each offloaded storage are
+// fetched `prefetch` blocks ahead: block j's storages are copied back when the backward of block
+// j + prefetch begins (at the start of the backward pass for the last `prefetch` blocks).
 
 // Why a storage is alive at some event, for explaining a peak.
 struct Holder {

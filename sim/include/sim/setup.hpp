@@ -30,6 +30,7 @@ struct TrainSetup {
   int zero = 0;              // ZeRO stage 0-3 over the dp ranks
   Optimizer optimizer = Optimizer::kAdamForeach;
   AllocatorKind allocator = AllocatorKind::kExact;
+  int64_t prefetch = 1;      // offload: blocks whose saved tensors are copied back ahead (--prefetch)
 };
 
 Precision resolved_precision(const TrainSetup& setup);  // the regime actually simulated

@@ -18,10 +18,12 @@ enum class StrategyKind : uint8_t {
   kSelective,  // core attention recomputed (Korthikanti et al. 2022 §5)
   kSacMm,      // save matmul and SDPA outputs, recompute the rest (torchtitan's SAC policy)
   kCustom,     // custom:<clause>+<clause>..., see Clause
+  kOffload,      // every saved tensor of each block copied to pinned host memory, prefetched back
+  kOffloadFull,  // offload+full: each block checkpointed, its checkpointed input kept on the host
 };
 
 // One clause of a custom spec: blocks [first, last] (inclusive) in one mode.
-enum class ClauseMode : uint8_t { kNone, kFull, kSeg, kSelective, kSacMm };
+enum class ClauseMode : uint8_t { kNone, kFull, kSeg, kSelective, kSacMm, kOffload, kOffloadFull };
 struct Clause {
   ClauseMode mode = ClauseMode::kNone;
   int64_t first = 0;
@@ -40,7 +42,8 @@ struct Strategy {
 };
 
 // Parses "none", "full", "every:4", "block:2", "sqrt", "selective", "sac:mm" and
-// "custom:none@0-3+full@4-23+seg@24-31/4" (also "sel@a-b", "sac@a-b"). Throws ConfigError with
+// "custom:none@0-3+full@4-23+seg@24-31/4" (also "sel@a-b", "sac@a-b", "offload@a-b",
+// "offload-full@a-b"), "offload" and "offload+full". Throws ConfigError with
 // where "--strategy" on anything else. Block ranges are checked against n only by resolve().
 Strategy parse_strategy(std::string_view text);
 
@@ -50,12 +53,15 @@ enum class BlockMode : uint8_t {
   kSelective,   // core attention checkpointed inside the block
   kSacMm,       // block checkpointed with a save-matmuls policy
   kCheckpoint,  // block belongs to a checkpointed segment (see Plan::segments)
+  kOffload,     // forward saves everything, on the host: copied out after forward, back before
+                // backward (DESIGN.md §4 offload)
 };
 
 // Consecutive blocks [first, last] recomputed as one unit before the backward of `last`.
 struct Segment {
   int64_t first = 0;
   int64_t last = 0;
+  bool offload_inputs = false;  // offload+full: the checkpointed inputs wait on the host
   friend bool operator==(const Segment&, const Segment&) = default;
 };
 

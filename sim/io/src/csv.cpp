@@ -32,7 +32,10 @@ std::vector<std::string> make_columns() {
         "device_bytes", "error",
         // Appended after `error` (columns only ever come at the end): the exact ledger's peak
         // and the caching allocator's reserved peak (both equal peak_allocated_bytes under exact).
-        "peak_requested_bytes", "peak_reserved_bytes"})
+        "peak_requested_bytes", "peak_reserved_bytes",
+        // Offload (DESIGN.md §4): the --prefetch knob, bytes copied to the host, the peak of
+        // pinned host memory, and compute's wait on copies back.
+        "prefetch", "offload_bytes", "pinned_host_bytes", "offload_stall_ns"})
     c.emplace_back(name);
   return c;
 }
@@ -110,7 +113,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 2;
+  constexpr int kAfterError = 6;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -152,10 +155,18 @@ std::string csv_row(const Row& row) {
   }
   w.text(row.error);
   if (failed) {
-    w.empty(kAfterError);
+    w.empty(2);
   } else {
     w.integer(row.result->peak_requested_bytes);
     w.integer(row.result->peak_reserved_bytes);
+  }
+  w.integer(s.prefetch);
+  if (failed) {
+    w.empty(kAfterError - 3);
+  } else {
+    w.integer(row.result->offload_bytes);
+    w.integer(row.result->pinned_host_bytes);
+    w.integer(row.result->offload_stall_ns);
   }
   buf.push_back('\n');
   return fmt::to_string(buf);

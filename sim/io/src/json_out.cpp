@@ -30,6 +30,7 @@ std::string result_json(const Row& row) {
   j["zero"] = s.zero;
   j["optimizer"] = sim::name(s.optimizer);
   j["allocator"] = sim::name(s.allocator);
+  j["prefetch"] = s.prefetch;
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;
@@ -67,6 +68,9 @@ std::string result_json(const Row& row) {
     j["recompute_time_ns"] = r.recompute_time_ns;
     j["optimizer_time_ns"] = r.optimizer_time_ns;
     j["comm_time_ns"] = r.comm_time_ns;
+    j["offload_stall_ns"] = r.offload_stall_ns;
+    j["offload_bytes"] = r.offload_bytes;
+    j["pinned_host_bytes"] = r.pinned_host_bytes;
     j["tokens_per_s"] = r.tokens_per_s;
     j["mfu"] = r.mfu;
     j["hfu"] = r.hfu;

@@ -10,7 +10,8 @@ namespace sim_io {
 namespace {
 
 constexpr int kPid = 1;
-constexpr const char* kTrackNames[] = {"compute", "collective"};  // OpSpan::stream 0, 1
+// OpSpan::stream 0..3
+constexpr const char* kTrackNames[] = {"compute", "collective", "copy to host", "copy to device"};
 
 // Integer nanoseconds as microseconds with exactly three decimals ("12.345"). Never negative.
 std::string micros(int64_t ns) { return fmt::format("{}.{:03}", ns / 1000, ns % 1000); }
@@ -47,7 +48,7 @@ std::string trace_json(const sim::Graph& graph, const sim::Result& result,
                  "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
                  "\"args\":{{\"name\":{}}}}}",
                  kPid, quoted(title));
-  for (int t = 0; t < 2; ++t)
+  for (int t = 0; t < 4; ++t)
     fmt::format_to(out,
                    ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},"
                    "\"args\":{{\"name\":\"{}\"}}}}",
@@ -58,7 +59,17 @@ std::string trace_json(const sim::Graph& graph, const sim::Result& result,
     int32_t layer = -1;
     int64_t flops = graph.optimizer_cost.flops;
     int64_t bytes = graph.optimizer_cost.bytes;
-    if (s.op >= 0) {
+    if (s.stream >= 2 && s.storage >= 0) {  // an offload copy: the storage it moves
+      const sim::Storage& st = graph.storages[static_cast<std::size_t>(s.storage)];
+      name = std::string(s.stream == 2 ? "copy to host: " : "copy to device: ") + st.role;
+      layer = st.block;
+      flops = 0;
+      bytes = st.bytes;
+    } else if (s.op == sim::kStallSpan) {
+      name = "stall: waiting for a copy to the device";
+      flops = 0;
+      bytes = 0;
+    } else if (s.op >= 0) {
       const sim::Op& op = graph.ops[static_cast<std::size_t>(s.op)];
       const sim::OpCost& c = s.phase == sim::Phase::kBackward ? op.bwd : op.fwd;
       name = op.name;
@@ -72,7 +83,7 @@ std::string trace_json(const sim::Graph& graph, const sim::Result& result,
     }
     const std::string_view phase = sim::phase_name(s.phase);
     const std::string label =
-        s.op < 0 ? name
+        s.op < 0 || s.stream >= 2 ? name
                  : (layer >= 0 ? fmt::format("block {} ", layer) : std::string()) + name + " " +
                        std::string(phase);
     fmt::format_to(out,
