@@ -38,6 +38,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
       "offload strategies: blocks whose saved tensors are copied back ahead of their backward");
+  add("--pp", f.pp, "pipeline stages (1F1B schedule; per-stage peaks, the worst in the summary)");
+  add("--vpp", f.vpp, "model chunks per pipeline stage: the interleaved schedule when > 1");
+  add("--num-microbatches", f.microbatches,
+      "micro-batches per step (gradient accumulation; the pipeline's N)");
   if (options.output) {
     app.add_option("--format", f.format, options.formats)->group("Output");
     app.add_option("-o,--output", f.output, "write to this file (via FILE.partial) instead of stdout")
@@ -80,10 +84,15 @@ Axes parse_axes(const CommonFlags& f) {
   a.zeros = parse_int_axis(f.zero, "--zero", false, 0, 3);
   a.optimizers = parse_optimizer_axis(f.optimizer);
   a.allocators = parse_allocator_axis(f.allocator);
-  const std::vector<int64_t> prefetch = parse_int_axis(f.prefetch, "--prefetch", false, 0);
-  if (prefetch.size() != 1)
-    throw sim::ConfigError("--prefetch", f.prefetch, "takes one value, not a list");
-  a.prefetch = prefetch.front();
+  const auto one = [](const std::string& text, const char* flag, int64_t min) {
+    const std::vector<int64_t> v = parse_int_axis(text, flag, false, min);
+    if (v.size() != 1) throw sim::ConfigError(flag, text, "takes one value, not a list");
+    return v.front();
+  };
+  a.prefetch = one(f.prefetch, "--prefetch", 0);
+  a.pp = one(f.pp, "--pp", 1);
+  a.vpp = one(f.vpp, "--vpp", 1);
+  a.microbatches = one(f.microbatches, "--num-microbatches", 1);
   return a;
 }
 

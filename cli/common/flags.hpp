@@ -34,6 +34,9 @@ struct CommonFlags {
   std::string optimizer = "adam";      // --optimizer
   std::string allocator = "exact";     // --allocator
   std::string prefetch = "1";          // --prefetch (one value, not an axis)
+  std::string pp = "1";                // --pp (one value)
+  std::string vpp = "1";               // --vpp (one value)
+  std::string microbatches = "1";      // --num-microbatches (one value)
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
 };
@@ -67,6 +70,7 @@ struct Axes {
   std::vector<sim::Optimizer> optimizers;
   std::vector<sim::AllocatorKind> allocators;
   int64_t prefetch = 1;  // offload: blocks copied back ahead (one value for the whole sweep)
+  int64_t pp = 1, vpp = 1, microbatches = 1;  // pipeline (one value each for the whole sweep)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

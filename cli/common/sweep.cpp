@@ -105,6 +105,9 @@ Point point_at(const Axes& a, int64_t index) {
   t.precision = digit(a.precisions);
   t.profile = digit(a.profiles);
   t.prefetch = a.prefetch;
+  t.pp = a.pp;
+  t.vpp = a.vpp;
+  t.microbatches = a.microbatches;
   return p;
 }
 
@@ -163,7 +166,8 @@ Units plan_units(const Axes& a, int64_t total, bool share_graphs) {
   Units u;
   u.strategies = static_cast<int64_t>(a.strategies.size());
   u.setups = setup_count(a);
-  u.grouped = share_graphs && u.strategies > 1 &&
+  // Pipeline steps are simulated stage by stage (sim::simulate_pipeline): no graph to share.
+  u.grouped = share_graphs && u.strategies > 1 && a.pp == 1 && a.microbatches == 1 &&
               (u.strategies - 1) * u.setups <= kMaxGroupedRows;
   u.count = u.grouped ? total / u.strategies : total;
   return u;

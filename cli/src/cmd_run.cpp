@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
+#include "sim/pipeline.hpp"
 #include "sim/simulate.hpp"
 #include "sweep.hpp"
 
@@ -43,10 +44,34 @@ std::string setup_line(const sim::TrainSetup& s) {
       s.dropout ? fmt::format("dropout {}", *s.dropout) : std::string("dropout from config");
   return fmt::format(
       "{} profile, {}, {} attention, {}; micro-batch {}, seq {}; tp {}, sp {}, dp {}, ZeRO {}; "
-      "{}, {} allocator",
+      "{}, {} allocator{}",
       sim::name(s.profile), sim::name(sim::resolved_precision(s)), sim::name(s.attention),
       dropout, s.micro_batch, s.seq, s.tp, s.sp ? "on" : "off", s.dp, s.zero,
-      sim::name(s.optimizer), sim::name(s.allocator));
+      sim::name(s.optimizer), sim::name(s.allocator),
+      s.pp > 1 || s.microbatches > 1
+          ? fmt::format("; pp {}, vpp {}, {} micro-batches", s.pp, s.vpp, s.microbatches)
+          : std::string());
+}
+
+// Per-stage figures of a pipeline run (the summary above them is the worst stage's memory).
+std::string render_stages(const sim::PipelineResult& pr, const sim::TrainSetup& s) {
+  TextTable t({"stage", "blocks", "in flight", "stash per micro-batch", "in-flight stash",
+               "peak", "fits"},
+              "rrrrrrl");
+  for (const sim::StageResult& st : pr.stages) {
+    t.add({fmt::format("{}{}", st.stage, st.stage == pr.worst ? " (worst)" : ""),
+           fmt::format("{}", st.blocks), fmt::format("{}", st.in_flight),
+           fmt::format("{}", Bytes{st.stash_bytes}), fmt::format("{}", Bytes{st.in_flight_bytes}),
+           fmt::format("{}", Bytes{st.result.peak_reserved_bytes}),
+           st.result.fits ? "fits" : "DOES NOT FIT"});
+  }
+  const std::string schedule =
+      s.vpp > 1 ? fmt::format("interleaved, {} chunks per stage (in flight counts chunk "
+                              "micro-batches)", s.vpp)
+                : std::string("1F1B");
+  return fmt::format("\nPipeline: {} stages, {} micro-batches, {}\n", s.pp, s.microbatches,
+                     schedule) +
+         t.render("  ");
 }
 
 std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
@@ -167,19 +192,44 @@ int cmd_run(const Invocation& inv) {
     const cli_common::Point p = cli_common::point_at(axes, i);
     const sim::ModelConfig& model = inputs.models[static_cast<std::size_t>(p.model)];
     const sim::Device& device = inputs.devices[static_cast<std::size_t>(p.device)];
-    const sim::Graph& graph = graphs.get(inputs, p);
-    const sim::Plan plan =
-        sim::resolve(axes.strategies[static_cast<std::size_t>(p.strategy)], graph.n_blocks);
-
+    const sim::Strategy& strategy = axes.strategies[static_cast<std::size_t>(p.strategy)];
     sim_io::Row row;
     row.row_index = i;
     row.key = cli_common::row_key(axes, p);
-    row.result = sim::simulate_plan(graph, plan, device);
+    std::vector<sim::PeakItem> items;
+    std::string stages;
+    if (p.setup.pp > 1 || p.setup.microbatches > 1) {
+      // Pipeline: every stage simulated; the worst one's peak explained.
+      const sim::PipelineResult pr = sim::simulate_pipeline(model, p.setup, device, strategy);
+      row.result = pr.summary;
+      const sim::StageResult& w = pr.stages[static_cast<std::size_t>(pr.worst)];
+      if (format == Format::kTable) {
+        sim::Graph g;
+        sim::build_stage_graph(model, p.setup, device, pr.worst, g);
+        const sim::Plan plan = sim::resolve(strategy, g.n_blocks);
+        items = sim::explain_peak(g, plan, w.result, kExplainItems);
+        if (w.in_flight_bytes > w.stash_bytes) {
+          sim::PeakItem extra;
+          extra.bytes = w.in_flight_bytes - w.stash_bytes;
+          extra.count = w.in_flight - 1;
+          extra.what = "the other micro-batches in flight";
+          extra.why = fmt::format("stashed for their backward ({} in flight on stage {})",
+                                  w.in_flight, pr.worst);
+          items.insert(items.begin(), extra);
+        }
+        stages = render_stages(pr, p.setup);
+      }
+    } else {
+      const sim::Graph& graph = graphs.get(inputs, p);
+      const sim::Plan plan = sim::resolve(strategy, graph.n_blocks);
+      row.result = sim::simulate_plan(graph, plan, device);
+      if (format == Format::kTable) items = sim::explain_peak(graph, plan, *row.result, kExplainItems);
+    }
     switch (format) {
       case Format::kTable:
         if (i > 0) text += '\n';
-        text += render_table(row, model, device,
-                             sim::explain_peak(graph, plan, *row.result, kExplainItems));
+        text += render_table(row, model, device, items);
+        text += stages;
         break;
       case Format::kCsv: text += sim_io::csv_row(row); break;
       case Format::kJson:

@@ -168,8 +168,15 @@ struct Dims {
   int64_t n_full() const { return s * b; }         // tokens in TP regions
 };
 
-int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table);
+// `labels`: whether this rank loads the labels (it computes the loss: not a pipeline's first
+// stage when p > 1, Megatron's get_batch).
+int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool labels = true);
 int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block);
 void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table);
+// Pipeline stage boundaries (Megatron-core p2p_communication): a stage after the first receives
+// its input activations (loading the labels too if it is the last stage); a stage before the
+// last sends its output, and its backward starts from the gradient received for that output.
+int32_t build_stage_input(Builder& bld, const Dims& dm, bool labels);
+void build_stage_output(Builder& bld, const Dims& dm, int32_t x);
 
 }  // namespace sim::detail

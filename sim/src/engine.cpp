@@ -9,6 +9,7 @@
 
 #include "sim/allocator.hpp"
 #include "sim/error.hpp"
+#include "sim/pipeline.hpp"
 #include "sim/simulate.hpp"
 #include "workspace.hpp"
 
@@ -93,6 +94,7 @@ class Engine {
       if (k == sched_.forward_end) end_of_forward();
       const Event& e = ev[k];
       if (!pending_.empty()) release_copied(clock_);
+      if (k >= sched_.forward_end && !stashed_ && e.kind != EventKind::kFree) take_stash();
       switch (e.kind) {
         case EventKind::kForward: run_forward(k, e.id, Phase::kForward, false); break;
         case EventKind::kRecompute:
@@ -328,6 +330,14 @@ class Engine {
       res_.activation_bytes_per_layer = std::max(res_.activation_bytes_per_layer, b);
   }
 
+  void take_stash() {
+    stashed_ = true;
+    res_.stash_bytes = total_ - res_.baseline_bytes;
+    for (size_t s = 0; s < g_.storages.size(); ++s)
+      if (live_[s] && g_.storages[s].block >= 0 && g_.storages[s].producer >= 0)
+        res_.stash_block_bytes += g_.storages[s].bytes;
+  }
+
   void finish() {
     Result& r = res_;
     r.params = g_.params;
@@ -403,6 +413,7 @@ class Engine {
   Phase phase_ = Phase::kForward;
   int32_t cur_op_ = -1, peak_op_ = -1;
   bool forward_done_ = false;
+  bool stashed_ = false;
 };
 
 }  // namespace
@@ -476,6 +487,8 @@ Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
 
 Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                 const Strategy& strategy, const SimOptions& options) {
+  if (setup.pp > 1 || setup.microbatches > 1)
+    return simulate_pipeline(model, setup, device, strategy, options).summary;
   validate(device);
   Graph g = build_graph(model, setup, device);
   Plan plan = resolve(strategy, g.n_blocks);
@@ -484,6 +497,8 @@ Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device&
 
 Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                 const Strategy& strategy, const SimOptions& options, Workspace& workspace) {
+  if (setup.pp > 1 || setup.microbatches > 1)
+    return simulate_pipeline(model, setup, device, strategy, options).summary;
   validate(device);
   Graph& g = workspace.buffers().graph;
   build_graph(model, setup, device, g);

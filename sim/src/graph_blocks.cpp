@@ -260,38 +260,45 @@ class Ops {
   const Dims& dm_;
 };
 
+// HF LlamaModel computes cos and sin once per forward ([b, s, d] each, in the activations' dtype)
+// and every layer's rotary op saves them. Under pipeline parallelism every stage computes its own.
+void build_rope_tables(Builder& bld, const Dims& dm) {
+  if (dm.model->positions != PosEmbedding::kRope) return;
+  Ops o(bld, dm);
+  OpDraft d = o.draft(OpKind::kRope, "rotary tables");
+  d.op.math16 = false;
+  int32_t cs = bld.fresh(bytes(mul(mul(2, dm.b), mul(dm.s, dm.d)), dm.resid_dt), dm.resid_dt,
+                         "rotary cos+sin");
+  d.outputs = {cs};
+  bld.add_op(std::move(d));
+  bld.model_level(cs);
+  bld.set_rope_tables(cs);
+}
+
 }  // namespace
 
-int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table) {
+int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool labels) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
   bld.current_block = -1;
   // Token ids and labels: int64 [s, b], held by the training loop for the whole step.
   int32_t ids = bld.fresh(bytes(dm.n_full(), DType::kI64), DType::kI64, "input ids");
-  int32_t labels = bld.fresh(bytes(dm.n_full(), DType::kI64), DType::kI64, "labels");
   {
     OpDraft d = o.draft(OpKind::kCopy, "batch to device");
     d.op.math16 = false;
-    d.outputs = {ids, labels};
-    bld.add_op(std::move(d));
+    d.outputs = {ids};
     bld.hold_until_step_end(ids);
-    bld.hold_until_step_end(labels);
     bld.model_level(ids);
-    bld.model_level(labels);
-    bld.set_labels(labels);
-  }
-  if (m.positions == PosEmbedding::kRope) {
-    // HF LlamaModel computes cos and sin once per forward ([b, s, d] each, in the activations'
-    // dtype) and every layer's rotary op saves them.
-    OpDraft d = o.draft(OpKind::kRope, "rotary tables");
-    d.op.math16 = false;
-    int32_t cs = bld.fresh(bytes(mul(mul(2, dm.b), mul(dm.s, dm.d)), dm.resid_dt), dm.resid_dt,
-                           "rotary cos+sin");
-    d.outputs = {cs};
+    if (labels) {
+      const int32_t lab = bld.fresh(bytes(dm.n_full(), DType::kI64), DType::kI64, "labels");
+      d.outputs.push_back(lab);
+      bld.hold_until_step_end(lab);
+      bld.model_level(lab);
+      bld.set_labels(lab);
+    }
     bld.add_op(std::move(d));
-    bld.model_level(cs);
-    bld.set_rope_tables(cs);
   }
+  build_rope_tables(bld, dm);
   const int64_t n_out = dm.n_local();
   const DType dt = dm.param_dt;  // embedding is not autocast: it returns the table's dtype
   // Vocab-parallel embedding (Megatron-core): partial lookups all-reduced, or reduce-scattered
@@ -587,6 +594,43 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     bld.add_op(std::move(nll));
   }
   bld.set_loss(loss);
+}
+
+int32_t build_stage_input(Builder& bld, const Dims& dm, bool labels) {
+  Ops o(bld, dm);
+  bld.current_block = -1;
+  // The received activations: the embedding output's shape ([s/t, b, h] under SP) in the
+  // residual stream's dtype. Its backward sends the gradient back to the previous stage.
+  OpDraft d = o.draft(OpKind::kCopy, "pipeline recv");
+  d.op.math16 = false;
+  int32_t x = bld.fresh(bytes(mul(dm.n_local(), dm.h), dm.resid_dt), dm.resid_dt,
+                        "received activations");
+  d.outputs.push_back(x);
+  int32_t lab = -1;
+  if (labels) {
+    lab = bld.fresh(bytes(dm.n_full(), DType::kI64), DType::kI64, "labels");
+    d.outputs.push_back(lab);
+  }
+  bld.add_op(std::move(d));
+  if (lab >= 0) {
+    bld.hold_until_step_end(lab);
+    bld.model_level(lab);
+    bld.set_labels(lab);
+  }
+  build_rope_tables(bld, dm);
+  return x;
+}
+
+void build_stage_output(Builder& bld, const Dims& dm, int32_t x) {
+  Ops o(bld, dm);
+  bld.current_block = -1;
+  // Sends x (no saves, nothing allocated); the backward of the send is where the next stage's
+  // gradient of x arrives: a new buffer of x's size.
+  OpDraft d = o.draft(OpKind::kCopy, "pipeline send");
+  d.op.math16 = false;
+  d.inputs.push_back({x, GradRule::kNew});
+  d.root = true;
+  bld.add_op(std::move(d));
 }
 
 }  // namespace sim::detail

@@ -1,6 +1,7 @@
 // Builds the Graph: the Builder's bookkeeping (storages, views, use counts, attribution), the
 // static backward pass of the event protocol, and the persistent state per rank (DESIGN.md §3).
 #include <algorithm>
+#include <stdexcept>
 #include <cmath>
 #include <string>
 
@@ -386,6 +387,12 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   } else if (s.zero >= 2) {
     g.grads_bytes = grad_all / d;
     add(g.grads_bytes, Category::kGrads, "partitioned grads (fp32)");
+  } else if (s.microbatches > 1) {
+    // Gradient accumulation: from the second micro-batch on, every .grad exists (allocated by
+    // the first micro-batch's backward, kept until zero_grad after the optimizer step).
+    g.grads_bytes = grad_all;
+    add(grad_all, Category::kGrads, "parameter grads (accumulated over micro-batches)");
+    if (d > 1) add(grad_all, Category::kComm, "DDP gradient buckets");
   } else {
     g.grads_bytes = grad_all;  // allocated lazily during backward
     if (d > 1) add(grad_all, Category::kComm, "DDP gradient buckets");
@@ -427,11 +434,21 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
 }
 
 
-// The ops and storages of blocks 0..n-1 built one by one, before persistent state.
-Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+// What one rank's graph covers: `layers` blocks, with or without the embedding before them and
+// the head and loss after them (pipeline stages, DESIGN.md §3; Korthikanti §4.2.3).
+struct Stage {
+  int64_t layers = 0;
+  bool embedding = true;
+  bool head = true;
+};
+Stage whole(const ModelConfig& m) { return {m.layers, true, true}; }
+
+// The ops and storages of the stage's blocks built one by one, before persistent state.
+Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                const Stage& st) {
   (void)device;
   Graph g;
-  g.n_blocks = model.layers;
+  g.n_blocks = st.layers;
   g.precision = resolved_precision(setup);
   g.profile = setup.profile;
   g.allocator = setup.allocator;
@@ -441,13 +458,18 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.dp = setup.dp;
   Dims dm = make_dims(model, setup);
   Builder bld(g);
-  bld.reserve(static_cast<size_t>(model.layers) * 48 + 64);
-  bld.persistent_grads = g.precision == Precision::kBf16Mixed || setup.zero >= 2;
+  bld.reserve(static_cast<size_t>(st.layers) * 48 + 64);
+  // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
+  // first, whose backward finds every .grad already allocated by the one before.
+  bld.persistent_grads =
+      g.precision == Precision::kBf16Mixed || setup.zero >= 2 || setup.microbatches > 1;
   bld.ignore_transients = dm.paper;
   int32_t table = -1;
-  int32_t x = detail::build_embedding(bld, dm, &table);
-  for (int32_t i = 0; i < model.layers; ++i) x = detail::build_block(bld, dm, x, i);
-  detail::build_head(bld, dm, x, table);
+  int32_t x = st.embedding ? detail::build_embedding(bld, dm, &table, st.head)
+                           : detail::build_stage_input(bld, dm, st.head);
+  for (int32_t i = 0; i < st.layers; ++i) x = detail::build_block(bld, dm, x, i);
+  if (st.head) detail::build_head(bld, dm, x, table);
+  else detail::build_stage_output(bld, dm, x);
   bld.finalize();
   return g;
 }
@@ -622,14 +644,19 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   return ok;
 }
 
+Graph build_stage_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                         const Stage& st) {
+  Graph g = build_ops(model, setup, device, st);
+  complete(g, model, setup, device);
+  return g;
+}
+
 }  // namespace
 
 Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
   validate(model);
   validate(model, setup);
-  Graph g = build_ops(model, setup, device);
-  complete(g, model, setup, device);
-  return g;
+  return build_stage_direct(model, setup, device, whole(model));
 }
 
 namespace {
@@ -651,7 +678,7 @@ auto naming_overflows(const ModelConfig& model, const TrainSetup& setup, F&& bui
 }
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
-                        Graph& out);
+                        Graph& out, const Stage& st);
 
 }  // namespace
 
@@ -665,8 +692,25 @@ void build_graph(const ModelConfig& model, const TrainSetup& setup, const Device
                  Graph& out) {
   validate(model);
   validate(model, setup);
+  if (setup.pp > 1 || setup.microbatches > 1)
+    throw Unsupported("--pp", "pp",
+                      "pipeline and multi-micro-batch steps are simulated per stage "
+                      "(sim::simulate_pipeline), not as one graph");
   naming_overflows(model, setup, [&] {
-    build_graph_cloned(model, setup, device, out);
+    build_graph_cloned(model, setup, device, out, whole(model));
+    return 0;
+  });
+}
+
+void build_stage_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                       int64_t stage, Graph& out) {
+  validate(model);
+  validate(model, setup);
+  if (stage < 0 || stage >= setup.pp)
+    throw std::logic_error("build_stage_graph: stage out of range");
+  const Stage st{model.layers / setup.pp, stage == 0, stage == setup.pp - 1};
+  naming_overflows(model, setup, [&] {
+    build_graph_cloned(model, setup, device, out, st);
     return 0;
   });
 }
@@ -674,14 +718,12 @@ void build_graph(const ModelConfig& model, const TrainSetup& setup, const Device
 namespace {
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
-                        Graph& g) {
-  if (model.layers < 5) {
-    g = build_graph_direct(model, setup, device);
+                        Graph& g, const Stage& st) {
+  if (st.layers < 5) {
+    g = build_stage_direct(model, setup, device, st);
     return;
   }
-  ModelConfig three = model;
-  three.layers = 3;
-  Graph g3 = build_ops(three, setup, device);
+  Graph g3 = build_ops(model, setup, device, {3, st.embedding, st.head});
   g3.block_ops.assign(3, IdxRange{});
   for (int32_t i = 0; i < static_cast<int32_t>(g3.ops.size()); ++i) {
     int32_t b = g3.ops[i].block;
@@ -689,8 +731,8 @@ void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const
     if (g3.block_ops[b].count == 0) g3.block_ops[b].begin = i;
     ++g3.block_ops[b].count;
   }
-  if (!expand(g3, model.layers, g)) {
-    g = build_graph_direct(model, setup, device);
+  if (!expand(g3, st.layers, g)) {
+    g = build_stage_direct(model, setup, device, st);
     return;
   }
   complete(g, model, setup, device);

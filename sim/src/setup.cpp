@@ -80,6 +80,18 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
   require(s.zero >= 0 && s.zero <= 3, "--zero", "zero", "must be 0, 1, 2 or 3");
   require(s.prefetch >= 0 && s.prefetch <= model.layers, "--prefetch", "prefetch",
           "must be between 0 and the model's " + std::to_string(model.layers) + " blocks");
+  require(s.pp >= 1, "--pp", "pp", "must be a positive integer");
+  require(s.vpp >= 1, "--vpp", "vpp", "must be a positive integer");
+  require(s.microbatches >= 1, "--num-microbatches", "microbatches", "must be a positive integer");
+  if (s.pp > 1 || s.vpp > 1) {
+    require(s.pp <= model.layers && model.layers % (s.pp * s.vpp) == 0, "--pp", "pp",
+            "the model's " + std::to_string(model.layers) + " blocks must divide into pp x vpp = " +
+                std::to_string(s.pp * s.vpp) + " equal chunks");
+    // Megatron-core's interleaved schedule needs p > 1 and N a multiple of p.
+    if (s.vpp > 1)
+      require(s.pp > 1 && s.microbatches % s.pp == 0, "--vpp", "vpp",
+              "the interleaved schedule needs --pp > 1 and --num-microbatches a multiple of --pp");
+  }
   if (s.dropout) {
     require(*s.dropout >= 0.0 && *s.dropout < 1.0, "--dropout", "dropout",
             "must be in [0, 1)");

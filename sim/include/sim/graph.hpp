@@ -117,6 +117,12 @@ Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Devic
 // The same, into `out`, reusing the capacity of its vectors (Workspace).
 void build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                  Graph& out);
+// One pipeline stage's graph (DESIGN.md §3; Korthikanti et al. 2022 §4.2.3): blocks
+// [stage L/p, (stage + 1) L/p) of the model, with the embedding only on stage 0 and the head and
+// loss only on stage p - 1; the others receive their input and send their output. Block indices
+// in the graph are local to the stage (0 .. L/p - 1). With p = 1 it is build_graph.
+void build_stage_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+                       int64_t stage, Graph& out);
 // The same graph built op by op for every block (the reference for the cloned build).
 Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device);
 

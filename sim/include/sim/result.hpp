@@ -73,6 +73,15 @@ struct Result {
   std::vector<int64_t> activation_bytes_per_block; // live at the end of forward, per block
   int64_t baseline_bytes = 0;      // weights + grads (persistent) + optimizer before the step
   int64_t end_bytes = 0;           // after the step; equals baseline_bytes (ledger invariant)
+  // What the micro-batch holds between its forward and its backward (live bytes less the
+  // baseline, at the first event after the forward pass), and the part attributed to blocks:
+  // each further micro-batch in flight in a pipeline holds as much (sim/pipeline.hpp).
+  int64_t stash_bytes = 0;
+  int64_t stash_block_bytes = 0;
+  // Pipeline runs (sim/pipeline.hpp): the stage whose figures these are (the worst) and the
+  // micro-batches (chunk micro-batches when interleaved) it holds in flight.
+  int64_t pp_stage = 0;
+  int64_t pp_in_flight = 1;
 
   // Persistent state per rank.
   int64_t layers = 0;              // transformer blocks of the model

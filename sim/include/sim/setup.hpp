@@ -31,6 +31,9 @@ struct TrainSetup {
   Optimizer optimizer = Optimizer::kAdamForeach;
   AllocatorKind allocator = AllocatorKind::kExact;
   int64_t prefetch = 1;      // offload: blocks whose saved tensors are copied back ahead (--prefetch)
+  int64_t pp = 1;            // pipeline stages p (--pp)
+  int64_t vpp = 1;           // model chunks per stage m, interleaved schedule when > 1 (--vpp)
+  int64_t microbatches = 1;  // micro-batches per step N (--num-microbatches; gradient accumulation)
 };
 
 Precision resolved_precision(const TrainSetup& setup);  // the regime actually simulated

@@ -35,7 +35,10 @@ std::vector<std::string> make_columns() {
         "peak_requested_bytes", "peak_reserved_bytes",
         // Offload (DESIGN.md §4): the --prefetch knob, bytes copied to the host, the peak of
         // pinned host memory, and compute's wait on copies back.
-        "prefetch", "offload_bytes", "pinned_host_bytes", "offload_stall_ns"})
+        "prefetch", "offload_bytes", "pinned_host_bytes", "offload_stall_ns",
+        // Pipeline (sim/pipeline.hpp): the knobs, the stage the row describes (the worst) and
+        // the micro-batches it holds in flight.
+        "pp", "vpp", "num_microbatches", "pp_stage", "pp_in_flight"})
     c.emplace_back(name);
   return c;
 }
@@ -113,7 +116,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 6;
+  constexpr int kAfterError = 11;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -162,11 +165,20 @@ std::string csv_row(const Row& row) {
   }
   w.integer(s.prefetch);
   if (failed) {
-    w.empty(kAfterError - 3);
+    w.empty(3);
   } else {
     w.integer(row.result->offload_bytes);
     w.integer(row.result->pinned_host_bytes);
     w.integer(row.result->offload_stall_ns);
+  }
+  w.integer(s.pp);
+  w.integer(s.vpp);
+  w.integer(s.microbatches);
+  if (failed) {
+    w.empty(2);
+  } else {
+    w.integer(row.result->pp_stage);
+    w.integer(row.result->pp_in_flight);
   }
   buf.push_back('\n');
   return fmt::to_string(buf);

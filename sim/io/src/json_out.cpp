@@ -31,6 +31,9 @@ std::string result_json(const Row& row) {
   j["optimizer"] = sim::name(s.optimizer);
   j["allocator"] = sim::name(s.allocator);
   j["prefetch"] = s.prefetch;
+  j["pp"] = s.pp;
+  j["vpp"] = s.vpp;
+  j["num_microbatches"] = s.microbatches;
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;
@@ -71,6 +74,9 @@ std::string result_json(const Row& row) {
     j["offload_stall_ns"] = r.offload_stall_ns;
     j["offload_bytes"] = r.offload_bytes;
     j["pinned_host_bytes"] = r.pinned_host_bytes;
+    j["pp_stage"] = r.pp_stage;
+    j["pp_in_flight"] = r.pp_in_flight;
+    j["stash_bytes"] = r.stash_bytes;
     j["tokens_per_s"] = r.tokens_per_s;
     j["mfu"] = r.mfu;
     j["hfu"] = r.hfu;

@@ -1,0 +1,110 @@
+#include "sim/pipeline.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/error.hpp"
+#include "workspace.hpp"
+
+namespace sim {
+
+int64_t in_flight(int64_t stage, int64_t p, int64_t m, int64_t n) {
+  if (m <= 1) return std::min(n, p - stage);
+  return std::min(n * m, 2 * (p - stage - 1) + (m - 1) * p + 1);
+}
+
+namespace {
+
+// Adds `extra` stashed bytes (other micro-batches' activations) to a stage's steady-state
+// result: they are live during the whole of this micro-batch's forward and backward.
+void add_stash(Result& r, int64_t extra) {
+  const char* f = "in-flight activation bytes";
+  r.peak_allocated_bytes = checked_add(r.peak_allocated_bytes, extra, f);
+  r.peak_requested_bytes = checked_add(r.peak_requested_bytes, extra, f);
+  r.allocator_allocated_peak_bytes = checked_add(r.allocator_allocated_peak_bytes, extra, f);
+  r.peak_reserved_bytes = checked_add(r.peak_reserved_bytes, extra, f);
+  r.activation_peak_bytes = checked_add(r.activation_peak_bytes, extra, f);
+  r.peak_breakdown[static_cast<int>(Category::kActivations)] += extra;
+  r.headroom_bytes -= extra;
+  r.fits = r.headroom_bytes >= 0;
+}
+
+}  // namespace
+
+PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& setup,
+                                 const Device& device, const Strategy& strategy,
+                                 const SimOptions& options) {
+  validate(device);
+  validate(model);
+  validate(model, setup);
+  const int64_t p = setup.pp, m = setup.vpp, n = setup.microbatches;
+  PipelineResult out;
+  Workspace ws;
+  int64_t slowest_ns = 0, optimizer_ns = 0;
+  int64_t fwd = 0, bwd = 0, rec = 0;
+  for (int64_t i = 0; i < p; ++i) {
+    Graph& g = ws.buffers().graph;
+    build_stage_graph(model, setup, device, i, g);
+    const Plan plan = resolve(strategy, g.n_blocks);
+    StageResult st;
+    st.stage = i;
+    st.blocks = g.n_blocks;
+    st.result = simulate_plan(g, plan, device, options, ws);
+    st.in_flight = in_flight(i, p, m, n);
+    st.stash_bytes = st.result.stash_bytes;
+    const char* f = "in-flight activation bytes";
+    if (m <= 1) {
+      st.in_flight_bytes = checked_mul(st.in_flight, st.stash_bytes, f);
+    } else {
+      // Interleaved: the stage's blocks form m chunks of equal stash; the non-block part (the
+      // embedding's or the head's) is held per micro-batch as in 1F1B.
+      const int64_t chunk = st.result.stash_block_bytes / m;
+      st.in_flight_bytes = checked_add(
+          checked_mul(st.in_flight, chunk, f),
+          checked_mul(std::min(n, p - i), st.stash_bytes - st.result.stash_block_bytes, f), f);
+    }
+    add_stash(st.result, st.in_flight_bytes - st.stash_bytes);
+    const Result& r = st.result;
+    slowest_ns = std::max(slowest_ns, r.step_time_ns - r.optimizer_time_ns);
+    optimizer_ns = std::max(optimizer_ns, r.optimizer_time_ns);
+    fwd = checked_add(fwd, checked_mul(r.fwd_flops, n, "fwd_flops"), "fwd_flops");
+    bwd = checked_add(bwd, checked_mul(r.bwd_flops, n, "bwd_flops"), "bwd_flops");
+    rec = checked_add(rec, checked_mul(r.recompute_flops, n, "recompute_flops"), "recompute_flops");
+    out.stages.push_back(std::move(st));
+  }
+  for (size_t i = 1; i < out.stages.size(); ++i)
+    if (out.stages[i].result.peak_reserved_bytes >
+        out.stages[static_cast<size_t>(out.worst)].result.peak_reserved_bytes)
+      out.worst = static_cast<int64_t>(i);
+
+  // The whole step: N micro-batches through the slowest stage plus the pipeline bubble of
+  // (p - 1) / m micro-batch times (Narayanan et al. 2021 §2.2: bubble fraction (p - 1) / (m N)),
+  // then the slowest stage's optimizer step. Point-to-point transfers are not modeled.
+  Result s = out.stages[static_cast<size_t>(out.worst)].result;
+  s.pp_stage = out.worst;
+  s.pp_in_flight = out.stages[static_cast<size_t>(out.worst)].in_flight;
+  const double micro = static_cast<double>(n) + static_cast<double>(p - 1) / static_cast<double>(m);
+  s.step_time_ns = static_cast<int64_t>(std::llround(micro * static_cast<double>(slowest_ns))) +
+                   optimizer_ns;
+  s.fwd_flops = fwd;
+  s.bwd_flops = bwd;
+  s.recompute_flops = rec;
+  s.model_flops = checked_add(fwd, bwd, "model_flops");
+  for (int64_t* t : {&s.fwd_time_ns, &s.bwd_time_ns, &s.recompute_time_ns, &s.comm_time_ns,
+                     &s.offload_stall_ns})
+    *t = checked_mul(*t, n, "step time");  // the worst stage's, over its N micro-batches
+  if (s.step_time_ns > 0) {
+    const double step_s = static_cast<double>(s.step_time_ns) * 1e-9;
+    const double peak = resolved_precision(setup) == Precision::kFp32
+                            ? device.peak_fp32_flops_per_s
+                            : device.peak_bf16_flops_per_s;
+    const double gpus = static_cast<double>(p);  // FLOPs are summed over the p stages
+    s.tokens_per_s = static_cast<double>(n * setup.micro_batch * setup.seq) / step_s;
+    s.mfu = static_cast<double>(s.model_flops) / (step_s * peak * gpus);
+    s.hfu = static_cast<double>(s.model_flops + s.recompute_flops) / (step_s * peak * gpus);
+  }
+  out.summary = std::move(s);
+  return out;
+}
+
+}  // namespace sim
