@@ -148,3 +148,108 @@ actsim_cli_test(models [=[
 grep -q 'gpt2-small' m.txt
 grep -q 'h100-sxm' m.txt
 ]=])
+
+# Ctrl-C: SIGINT once the first rows are on disk. Exit 130, no output file, FILE.partial ends on
+# a whole row; --resume finishes it into a file byte-identical to an uninterrupted sweep. The
+# sweep has 24,400 rows, far more than are written before the signal lands.
+actsim_cli_test(sweep_interrupt_resume [=[
+rm -f ref.csv r.csv r.csv.partial
+args="--batch 1:100 --seq 64:1024:16 --strategy none,full,selective,every:2 --jobs 2"
+"$1" sweep $args -o ref.csv
+"$1" sweep $args -o r.csv 2> err.txt &
+pid=$!
+tries=0
+until [ -f r.csv.partial ] && [ "$(wc -l < r.csv.partial)" -ge 3 ]
+do
+  tries=$((tries + 1))
+  test "$tries" -lt 3000
+  sleep 0.01
+done
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+test "$rc" -eq 130
+test ! -e r.csv
+test "$(tail -c 1 r.csv.partial | od -An -tx1 | tr -d ' ')" = 0a
+test "$(wc -l < r.csv.partial)" -lt "$(wc -l < ref.csv)"
+test "$(head -n 1 r.csv.partial)" = "$(head -n 1 ref.csv)"
+grep -q -- '--resume' err.txt
+"$1" sweep $args -o r.csv --resume
+test ! -e r.csv.partial
+cmp r.csv ref.csv
+]=])
+
+# --resume after a hard kill: FILE.partial cut in the middle of a row continues from its last
+# whole row. A partial of another sweep (other flags) is refused with one line and left alone;
+# with no FILE.partial, --resume runs the whole sweep.
+actsim_cli_test(sweep_resume_cut [=[
+rm -f ref.csv r.csv r.csv.partial o.csv o.csv.partial
+args="--batch 1:6 --seq 256,512 --strategy none,full,every:3"
+"$1" sweep $args -o ref.csv
+head -c 5000 ref.csv > r.csv.partial
+tail -c 1 r.csv.partial | od -An -tx1 | grep -qv 0a
+"$1" sweep $args -o r.csv --resume
+cmp r.csv ref.csv
+head -n 5 ref.csv > o.csv.partial
+cp o.csv.partial before.txt
+rc=0
+"$1" sweep --batch 1:6 --seq 256,1024 --strategy none,full,every:3 -o o.csv --resume 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+grep -q '^actsim: error: --resume: o.csv.partial: ' err.txt
+cmp o.csv.partial before.txt
+test ! -e o.csv
+rm -f o.csv.partial
+"$1" sweep $args -o o.csv --resume
+cmp o.csv ref.csv
+]=])
+
+# --shard i/N: contiguous row_index ranges; merge joins them (in any order) into the unsharded
+# file byte for byte, and refuses gaps, overlaps, other headers and parts cut short.
+actsim_cli_test(sweep_shard_merge [=[
+rm -f all.csv part*.csv m.csv bad.csv
+args="--model gpt2-small,llama-2-7b --batch 1:3 --seq 256,512 --strategy none,full,selective"
+"$1" sweep $args -o all.csv
+for i in 1 2 3 4 5
+do
+  "$1" sweep $args --shard "$i/5" -o "part$i.csv"
+done
+test "$(sed -n 2p part2.csv | cut -d, -f3)" -eq 7
+"$1" merge part4.csv part2.csv part5.csv part1.csv part3.csv -o m.csv
+cmp m.csv all.csv
+"$1" merge part1.csv part2.csv part3.csv part4.csv part5.csv --rows 36 > stdout.csv
+cmp stdout.csv all.csv
+for parts in "part1.csv part2.csv part4.csv part5.csv" "part1.csv part2.csv part2.csv part3.csv part4.csv part5.csv"
+do
+  rc=0
+  "$1" merge $parts -o bad.csv 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  test "$(wc -l < err.txt)" -eq 1
+  grep -q '^actsim: error: merge: part' err.txt
+  test ! -e bad.csv
+  test ! -e bad.csv.partial
+done
+grep -q 'gap' err.txt || grep -q 'overlap' err.txt
+rc=0
+"$1" merge part1.csv part2.csv part3.csv part4.csv --rows 36 -o bad.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q -- '--rows' err.txt
+sed 's/^schema_version,source/schema_version,origin/' part3.csv > other.csv
+rc=0
+"$1" merge part1.csv part2.csv other.csv part4.csv part5.csv -o bad.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q 'header' err.txt
+head -c -3 part5.csv > cut.csv
+rc=0
+"$1" merge part1.csv part2.csv part3.csv part4.csv cut.csv -o bad.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q 'cut short' err.txt
+test ! -e bad.csv
+for bad in 0/3 4/3 1/0 x 1/ 2/3/4
+do
+  rc=0
+  "$1" sweep --shard "$bad" -o bad.csv 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  grep -q '^actsim: error: --shard' err.txt
+done
+]=])
