@@ -253,3 +253,26 @@ do
   grep -q '^actsim: error: --shard' err.txt
 done
 ]=])
+
+# Numbers that cannot be represented are that row's error, and the sweep goes on: activation
+# bytes past 64 bits (a micro-batch of 10^12), and a step time past 64-bit nanoseconds (a device
+# file whose peak is 10^-9 FLOP/s). The other rows are simulated.
+actsim_cli_test(sweep_unrepresentable [=[
+rm -f u.csv
+sed -e 's/"peak_bf16_flops_per_s": [0-9][^,]*/"peak_bf16_flops_per_s": 1e-9/' \
+    -e 's/"peak_fp32_flops_per_s": [0-9][^,]*/"peak_fp32_flops_per_s": 1e-9/' \
+    "$(dirname "$1")/models/devices/h100-sxm.json" > slow.json
+grep -q '"peak_bf16_flops_per_s": 1e-9' slow.json
+"$1" sweep --model gpt2-small --device h100-sxm,./slow.json --batch 1,1000000000000 --seq 512 -o u.csv
+test "$(wc -l < u.csv)" -eq 5
+col=$(head -n 1 u.csv | tr ',' '\n' | grep -n '^error$' | cut -d: -f1)
+peak=$(head -n 1 u.csv | tr ',' '\n' | grep -n '^peak_allocated_bytes$' | cut -d: -f1)
+# row 0: h100, batch 1: simulated, no error
+test -n "$(sed -n 2p u.csv | cut -d, -f"$peak")"
+test -z "$(sed -n 2p u.csv | cut -d, -f"$col")"
+# rows 1 and 3: batch 10^12 overflows 64 bits; row 2: the slow device's time overflows
+sed -n 3p u.csv | grep -q 'overflows 64 bits with --batch 1000000000000'
+sed -n 4p u.csv | grep -q 'step_time_ns: a simulated duration overflows 64-bit nanoseconds'
+test -z "$(sed -n 4p u.csv | cut -d, -f"$peak")"
+sed -n 5p u.csv | grep -q 'overflows 64 bits'
+]=])
