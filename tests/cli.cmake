@@ -6,10 +6,10 @@ add_executable(cli_tests ${CMAKE_CURRENT_LIST_DIR}/test_cli.cpp)
 target_link_libraries(cli_tests PRIVATE actsim_cli test_main actsim_options)
 doctest_discover_tests(cli_tests)
 
-function(actsim_cli_test name script)
+function(actsim_cli_test name script)  # extra arguments come after actsim: $2, $3, ...
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cli/${name})
   file(MAKE_DIRECTORY ${dir})
-  add_test(NAME cli.${name} COMMAND sh -c "set -e\n${script}" sh $<TARGET_FILE:actsim>
+  add_test(NAME cli.${name} COMMAND sh -c "set -e\n${script}" sh $<TARGET_FILE:actsim> ${ARGN}
            WORKING_DIRECTORY ${dir})
 endfunction()
 
@@ -276,3 +276,32 @@ sed -n 4p u.csv | grep -q 'step_time_ns: a simulated duration overflows 64-bit n
 test -z "$(sed -n 4p u.csv | cut -d, -f"$peak")"
 sed -n 5p u.csv | grep -q 'overflows 64 bits'
 ]=])
+
+# Real HuggingFace config.json files of eleven families (the config fuzzer's seed corpus, $2):
+# the families actsim models load and simulate; MoE, encoder-decoder, vision, parallel-residual
+# and Gemma configs are refused with exit 2 and one line naming the feature, never a number.
+actsim_cli_test(hf_config_corpus [=[
+for m in gpt2 llama-2-7b mistral-7b-v0.1 qwen2-7b bert-base-uncased
+do
+  "$1" run --model "$2/$m.json" --seq 512 --format csv > out.csv
+  test "$(wc -l < out.csv)" -eq 2
+  sed -n 2p out.csv | grep -q ",sim,0,$2/$m.json,"
+done
+refused() {
+  rc=0
+  "$actsim" run --model "$corpus/$1.json" --seq 512 > out.txt 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  test ! -s out.txt
+  test "$(wc -l < err.txt)" -eq 1
+  grep -q "^actsim: error: $corpus/$1.json: .*not supported yet: $2" err.txt
+}
+actsim=$1
+corpus=$2
+refused mixtral-8x7b-v0.1 'mixture of experts (mixtral)'
+refused t5-small 'encoder-decoder (t5)'
+refused vit-base-patch16-224-in21k 'vision or multimodal (vit)'
+refused pythia-1b 'parallel residual (gpt_neox)'
+refused falcon-7b 'parallel residual (falcon)'
+refused gemma-7b 'GeGLU and scaled embeddings (gemma)'
+test "$(ls "$corpus"/*.json | wc -l)" -eq 11
+]=] ${PROJECT_SOURCE_DIR}/fuzz/corpus/config)
