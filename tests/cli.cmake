@@ -281,7 +281,7 @@ sed -n 5p u.csv | grep -q 'overflows 64 bits'
 # the families actsim models load and simulate; MoE, encoder-decoder, vision, parallel-residual
 # and Gemma configs are refused with exit 2 and one line naming the feature, never a number.
 actsim_cli_test(hf_config_corpus [=[
-for m in gpt2 llama-2-7b mistral-7b-v0.1 qwen2-7b bert-base-uncased
+for m in gpt2 llama-2-7b-hf mistral-7b-v0.1 qwen2-7b bert-base-uncased
 do
   "$1" run --model "$2/$m.json" --seq 512 --format csv > out.csv
   test "$(wc -l < out.csv)" -eq 2
