@@ -229,7 +229,12 @@ do
   test ! -e bad.csv
   test ! -e bad.csv.partial
 done
-grep -q 'gap' err.txt || grep -q 'overlap' err.txt
+grep -q 'overlap' err.txt
+rc=0
+"$1" merge part1.csv part2.csv part4.csv part5.csv > stdout.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q 'gap' err.txt
+test ! -s stdout.csv
 rc=0
 "$1" merge part1.csv part2.csv part3.csv part4.csv --rows 36 -o bad.csv 2> err.txt || rc=$?
 test "$rc" -eq 2

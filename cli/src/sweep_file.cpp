@@ -173,40 +173,47 @@ int64_t merge_parts(const std::vector<std::string>& parts, std::optional<int64_t
   std::stable_sort(order.begin(), order.end(),
                    [](const Part& a, const Part& b) { return a.first < b.first; });
 
-  write(header);
-  int64_t next = 0;
-  std::string previous = "the start";
-  for (const Part& part : order) {
-    if (part.first < 0) continue;  // an empty shard (more shards than rows)
-    if (part.first > next)
-      throw sim::ConfigError("merge", part.path,
-                             "gap: it starts at " + row_label(part.first) + " but " + previous +
-                                 " ends before " + row_label(next));
-    if (part.first < next)
-      throw sim::ConfigError("merge", part.path,
-                             "overlap: it starts at " + row_label(part.first) + " but " + previous +
-                                 " already has rows up to " + row_label(next - 1));
-    CsvRecords in(part.path, "merge");
-    in.next(record);  // the header, checked above
-    int64_t line = 1;
-    while (in.next(record)) {
-      ++line;
-      if (!CsvRecords::complete(record))
+  // Two passes: every check first, so that nothing is written (not even to stdout) for parts
+  // that cannot be merged; then the copy.
+  const auto pass = [&](bool copy) {
+    if (copy) write(header);
+    int64_t next = 0;
+    std::string previous = "the start";
+    for (const Part& part : order) {
+      if (part.first < 0) continue;  // an empty shard (more shards than rows)
+      if (part.first > next)
         throw sim::ConfigError("merge", part.path,
-                               "line " + std::to_string(line) + " is cut short (an unfinished part?)");
-      const std::optional<int64_t> index = row_index_of(record);
-      if (!index || *index != next)
+                               "gap: it starts at " + row_label(part.first) + " but " + previous +
+                                   " ends before " + row_label(next));
+      if (part.first < next)
         throw sim::ConfigError("merge", part.path,
-                               "line " + std::to_string(line) + " should have " + row_label(next));
-      write(record);
-      ++next;
+                               "overlap: it starts at " + row_label(part.first) + " but " +
+                                   previous + " already has rows up to " + row_label(next - 1));
+      CsvRecords in(part.path, "merge");
+      in.next(record);  // the header, checked above
+      int64_t line = 1;
+      while (in.next(record)) {
+        ++line;
+        if (!CsvRecords::complete(record))
+          throw sim::ConfigError("merge", part.path,
+                                 "line " + std::to_string(line) +
+                                     " is cut short (an unfinished part?)");
+        const std::optional<int64_t> index = row_index_of(record);
+        if (!index || *index != next)
+          throw sim::ConfigError("merge", part.path,
+                                 "line " + std::to_string(line) + " should have " + row_label(next));
+        if (copy) write(record);
+        ++next;
+      }
+      previous = part.path;
     }
-    previous = part.path;
-  }
-  if (rows && next != *rows)
-    throw sim::ConfigError("--rows", std::to_string(*rows),
-                           "the parts hold " + std::to_string(next) + " rows (a part missing?)");
-  return next;
+    if (rows && next != *rows)
+      throw sim::ConfigError("--rows", std::to_string(*rows),
+                             "the parts hold " + std::to_string(next) + " rows (a part missing?)");
+    return next;
+  };
+  pass(false);
+  return pass(true);
 }
 
 }  // namespace actsim_cli

@@ -59,8 +59,8 @@ std::optional<ResumePoint> find_resume_point(const std::string& output,
 
 // Checks that `parts` are CSV files of one header whose rows, in the order of their first
 // row_index, run 0, 1, 2, ... without gap or overlap (and to rows - 1 when `rows` is given), and
-// passes the header and then every row to `write`. Throws ConfigError naming the file and row.
-// Returns the number of rows.
+// passes the header and then every row to `write` (only once every check passed: the parts are
+// read twice). Throws ConfigError naming the file and row. Returns the number of rows.
 int64_t merge_parts(const std::vector<std::string>& parts, std::optional<int64_t> rows,
                     const std::function<void(std::string_view)>& write);
 
