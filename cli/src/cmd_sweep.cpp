@@ -125,7 +125,7 @@ int cmd_sweep(const Invocation& inv) {
     throw sim::ConfigError(inv.resume ? "--resume" : "--shard", inv.flags.format,
                            "works with --format csv only");
   if (inv.resume && inv.flags.output.empty())
-    throw sim::ConfigError("--resume", "", "needs -o FILE (it continues FILE.partial)");
+    throw sim::ConfigError("--resume", "-o", "missing: --resume continues FILE.partial of -o FILE");
   const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
 
   std::optional<ResumePoint> resume;
