@@ -6,10 +6,10 @@ add_executable(cli_tests ${CMAKE_CURRENT_LIST_DIR}/test_cli.cpp)
 target_link_libraries(cli_tests PRIVATE actsim_cli test_main actsim_options)
 doctest_discover_tests(cli_tests)
 
-function(actsim_cli_test name script)
+function(actsim_cli_test name script)  # extra arguments come after actsim: $2, $3, ...
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cli/${name})
   file(MAKE_DIRECTORY ${dir})
-  add_test(NAME cli.${name} COMMAND sh -c "set -e\n${script}" sh $<TARGET_FILE:actsim>
+  add_test(NAME cli.${name} COMMAND sh -c "set -e\n${script}" sh $<TARGET_FILE:actsim> ${ARGN}
            WORKING_DIRECTORY ${dir})
 endfunction()
 
@@ -149,3 +149,165 @@ actsim_cli_test(models [=[
 grep -q 'gpt2-small' m.txt
 grep -q 'h100-sxm' m.txt
 ]=])
+
+# Ctrl-C: SIGINT once the first rows are on disk. Exit 130, no output file, FILE.partial ends on
+# a whole row; --resume finishes it into a file byte-identical to an uninterrupted sweep. The
+# sweep has 24,400 rows, far more than are written before the signal lands.
+actsim_cli_test(sweep_interrupt_resume [=[
+rm -f ref.csv r.csv r.csv.partial
+args="--batch 1:100 --seq 64:1024:16 --strategy none,full,selective,every:2 --jobs 2"
+"$1" sweep $args -o ref.csv
+"$1" sweep $args -o r.csv 2> err.txt &
+pid=$!
+tries=0
+until [ -f r.csv.partial ] && [ "$(wc -l < r.csv.partial)" -ge 3 ]
+do
+  tries=$((tries + 1))
+  test "$tries" -lt 3000
+  sleep 0.01
+done
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+test "$rc" -eq 130
+test ! -e r.csv
+test "$(tail -c 1 r.csv.partial | od -An -tx1 | tr -d ' ')" = 0a
+test "$(wc -l < r.csv.partial)" -lt "$(wc -l < ref.csv)"
+test "$(head -n 1 r.csv.partial)" = "$(head -n 1 ref.csv)"
+grep -q -- '--resume' err.txt
+"$1" sweep $args -o r.csv --resume
+test ! -e r.csv.partial
+cmp r.csv ref.csv
+]=])
+
+# --resume after a hard kill: FILE.partial cut in the middle of a row continues from its last
+# whole row. A partial of another sweep (other flags) is refused with one line and left alone;
+# with no FILE.partial, --resume runs the whole sweep.
+actsim_cli_test(sweep_resume_cut [=[
+rm -f ref.csv r.csv r.csv.partial o.csv o.csv.partial
+args="--batch 1:6 --seq 256,512 --strategy none,full,every:3"
+"$1" sweep $args -o ref.csv
+head -c 5000 ref.csv > r.csv.partial
+tail -c 1 r.csv.partial | od -An -tx1 | grep -qv 0a
+"$1" sweep $args -o r.csv --resume
+cmp r.csv ref.csv
+head -n 5 ref.csv > o.csv.partial
+cp o.csv.partial before.txt
+rc=0
+"$1" sweep --batch 1:6 --seq 256,1024 --strategy none,full,every:3 -o o.csv --resume 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+grep -q '^actsim: error: --resume: o.csv.partial: ' err.txt
+cmp o.csv.partial before.txt
+test ! -e o.csv
+rm -f o.csv.partial
+"$1" sweep $args -o o.csv --resume
+cmp o.csv ref.csv
+]=])
+
+# --shard i/N: contiguous row_index ranges; merge joins them (in any order) into the unsharded
+# file byte for byte, and refuses gaps, overlaps, other headers and parts cut short.
+actsim_cli_test(sweep_shard_merge [=[
+rm -f all.csv part*.csv m.csv bad.csv
+args="--model gpt2-small,llama-2-7b --batch 1:3 --seq 256,512 --strategy none,full,selective"
+"$1" sweep $args -o all.csv
+for i in 1 2 3 4 5
+do
+  "$1" sweep $args --shard "$i/5" -o "part$i.csv"
+done
+test "$(sed -n 2p part2.csv | cut -d, -f3)" -eq 7
+"$1" merge part4.csv part2.csv part5.csv part1.csv part3.csv -o m.csv
+cmp m.csv all.csv
+"$1" merge part1.csv part2.csv part3.csv part4.csv part5.csv --rows 36 > stdout.csv
+cmp stdout.csv all.csv
+for parts in "part1.csv part2.csv part4.csv part5.csv" "part1.csv part2.csv part2.csv part3.csv part4.csv part5.csv"
+do
+  rc=0
+  "$1" merge $parts -o bad.csv 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  test "$(wc -l < err.txt)" -eq 1
+  grep -q '^actsim: error: merge: part' err.txt
+  test ! -e bad.csv
+  test ! -e bad.csv.partial
+done
+grep -q 'overlap' err.txt
+rc=0
+"$1" merge part1.csv part2.csv part4.csv part5.csv > stdout.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q 'gap' err.txt
+test ! -s stdout.csv
+rc=0
+"$1" merge part1.csv part2.csv part3.csv part4.csv --rows 36 -o bad.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q -- '--rows' err.txt
+sed 's/^schema_version,source/schema_version,origin/' part3.csv > other.csv
+rc=0
+"$1" merge part1.csv part2.csv other.csv part4.csv part5.csv -o bad.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q 'header' err.txt
+head -c -3 part5.csv > cut.csv
+rc=0
+"$1" merge part1.csv part2.csv part3.csv part4.csv cut.csv -o bad.csv 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q 'cut short' err.txt
+test ! -e bad.csv
+for bad in 0/3 4/3 1/0 x 1/ 2/3/4
+do
+  rc=0
+  "$1" sweep --shard "$bad" -o bad.csv 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  grep -q '^actsim: error: --shard' err.txt
+done
+]=])
+
+# Numbers that cannot be represented are that row's error, and the sweep goes on: activation
+# bytes past 64 bits (a micro-batch of 10^12), and a step time past 64-bit nanoseconds (a device
+# file whose peak is 10^-9 FLOP/s). The other rows are simulated.
+actsim_cli_test(sweep_unrepresentable [=[
+rm -f u.csv
+sed -e 's/"peak_bf16_flops_per_s": [0-9][^,]*/"peak_bf16_flops_per_s": 1e-9/' \
+    -e 's/"peak_fp32_flops_per_s": [0-9][^,]*/"peak_fp32_flops_per_s": 1e-9/' \
+    "$(dirname "$1")/models/devices/h100-sxm.json" > slow.json
+grep -q '"peak_bf16_flops_per_s": 1e-9' slow.json
+"$1" sweep --model gpt2-small --device h100-sxm,./slow.json --batch 1,1000000000000 --seq 512 -o u.csv
+test "$(wc -l < u.csv)" -eq 5
+col=$(head -n 1 u.csv | tr ',' '\n' | grep -n '^error$' | cut -d: -f1)
+peak=$(head -n 1 u.csv | tr ',' '\n' | grep -n '^peak_allocated_bytes$' | cut -d: -f1)
+# row 0: h100, batch 1: simulated, no error
+test -n "$(sed -n 2p u.csv | cut -d, -f"$peak")"
+test -z "$(sed -n 2p u.csv | cut -d, -f"$col")"
+# rows 1 and 3: batch 10^12 overflows 64 bits; row 2: the slow device's time overflows
+sed -n 3p u.csv | grep -q 'overflows 64 bits with --batch 1000000000000'
+sed -n 4p u.csv | grep -q 'step_time_ns: a simulated duration overflows 64-bit nanoseconds'
+test -z "$(sed -n 4p u.csv | cut -d, -f"$peak")"
+sed -n 5p u.csv | grep -q 'overflows 64 bits'
+]=])
+
+# Real HuggingFace config.json files of eleven families (the config fuzzer's seed corpus, $2):
+# the families actsim models load and simulate; MoE, encoder-decoder, vision, parallel-residual
+# and Gemma configs are refused with exit 2 and one line naming the feature, never a number.
+actsim_cli_test(hf_config_corpus [=[
+for m in gpt2 llama-2-7b-hf mistral-7b-v0.1 qwen2-7b bert-base-uncased
+do
+  "$1" run --model "$2/$m.json" --seq 512 --format csv > out.csv
+  test "$(wc -l < out.csv)" -eq 2
+  sed -n 2p out.csv | grep -q ",sim,0,$2/$m.json,"
+done
+refused() {
+  rc=0
+  "$actsim" run --model "$corpus/$1.json" --seq 512 > out.txt 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  test ! -s out.txt
+  test "$(wc -l < err.txt)" -eq 1
+  grep -q "^actsim: error: $corpus/$1.json: .*not supported yet: $2" err.txt
+}
+actsim=$1
+corpus=$2
+refused mixtral-8x7b-v0.1 'mixture of experts (mixtral)'
+refused t5-small 'encoder-decoder (t5)'
+refused vit-base-patch16-224-in21k 'vision or multimodal (vit)'
+refused pythia-1b 'parallel residual (gpt_neox)'
+refused falcon-7b 'parallel residual (falcon)'
+refused gemma-7b 'GeGLU and scaled embeddings (gemma)'
+test "$(ls "$corpus"/*.json | wc -l)" -eq 11
+]=] ${PROJECT_SOURCE_DIR}/fuzz/corpus/config)

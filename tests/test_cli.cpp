@@ -2,6 +2,7 @@
 // order of a sweep's points, and the parallel sweep's ordered delivery.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -320,6 +321,82 @@ TEST_CASE("sweeps deliver rows in configuration order, identical whatever jobs a
   }
   CHECK(seq_errors == 24);
   CHECK(strategy_errors == 12);
+}
+
+TEST_CASE("a row range delivers exactly its rows, as the whole sweep does, shared graphs or not") {
+  CommonFlags f;
+  f.model = "tiny";
+  f.device = "dev,dev";
+  f.strategy = "none,full,every:2";
+  f.batch = "1:3";
+  f.seq = "64,128";
+  const Axes a = parse_axes(f);
+  const Inputs in = tiny_inputs(2);
+  const int64_t total = point_count(a);
+  REQUIRE(total == 36);
+  std::vector<std::string> reference;
+  for (int64_t i = 0; i < total; ++i) reference.push_back(sim_io::csv_row(evaluate_point(a, in, i)));
+
+  // Shards: sizes differ by at most one and together cover every row once.
+  for (int64_t n : {1, 5, 7, 36, 40}) {
+    int64_t next = 0;
+    for (int64_t i = 1; i <= n; ++i) {
+      const cli_common::RowRange r = cli_common::shard_range(total, i, n);
+      CHECK(r.first == next);
+      CHECK(r.end - r.first >= total / n);
+      CHECK(r.end - r.first <= total / n + 1);
+      next = r.end;
+    }
+    CHECK(next == total);
+  }
+  CHECK(cli_common::parse_shard("3/8") == std::pair<int64_t, int64_t>{3, 8});
+  for (const char* bad : {"0/8", "9/8", "1/0", "-1/2", "1/2x", "/2", "1/", "12"})
+    CHECK_THROWS_AS(cli_common::parse_shard(bad), sim::ConfigError);
+
+  for (const auto& [first, end] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 36}, {5, 17}, {11, 12}, {13, 30}, {35, 36}, {20, 20}}) {
+    for (const int jobs : {1, 3}) {
+      for (const bool share : {true, false}) {
+        CAPTURE(first);
+        CAPTURE(end);
+        CAPTURE(jobs);
+        CAPTURE(share);
+        cli_common::SweepOptions o;
+        o.jobs = jobs;
+        o.share_graphs = share;
+        o.first = first;
+        o.end = end;
+        std::vector<std::string> rows;
+        run_sweep(a, in, o, [&](const sim_io::Row& r) { rows.push_back(sim_io::csv_row(r)); });
+        CHECK(rows == std::vector<std::string>(reference.begin() + first, reference.begin() + end));
+      }
+    }
+  }
+}
+
+TEST_CASE("a cancelled sweep stops after whole rows and throws Cancelled") {
+  CommonFlags f;
+  f.model = "tiny";
+  f.device = "dev";
+  f.strategy = "none,full";
+  f.batch = "1:40";
+  f.seq = "64";
+  const Axes a = parse_axes(f);
+  const Inputs in = tiny_inputs(1);
+  for (const int jobs : {1, 3}) {
+    std::atomic<bool> cancel{false};
+    cli_common::SweepOptions o;
+    o.jobs = jobs;
+    o.cancel = &cancel;
+    int64_t seen = 0;
+    CHECK_THROWS_AS(run_sweep(a, in, o,
+                              [&](const sim_io::Row& r) {
+                                CHECK(r.row_index == seen++);
+                                if (seen == 7) cancel = true;
+                              }),
+                    cli_common::Cancelled);
+    CHECK(seen == 7);
+  }
 }
 
 TEST_CASE("an exception from the consumer stops the sweep and propagates") {

@@ -1,6 +1,8 @@
 #include "sweep.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -149,11 +151,15 @@ namespace {
 
 // How a sweep splits into units of work. Unit u is either row u, or (grouped) the rows of all
 // strategies of one (model, device, set-up): u = (model * devices + device) * setups + setup.
+// Units first_unit <= u < end_unit hold every row of [lo, hi) (and, grouped, others not delivered).
 struct Units {
   bool grouped = false;
   int64_t strategies = 1;
   int64_t setups = 1;
-  int64_t count = 0;
+  int64_t lo = 0;
+  int64_t hi = 0;
+  int64_t first_unit = 0;
+  int64_t end_unit = 0;
 
   int64_t row(int64_t unit, int64_t strategy) const {
     if (!grouped) return unit;
@@ -162,27 +168,44 @@ struct Units {
   int64_t last_row(int64_t unit) const { return row(unit, grouped ? strategies - 1 : 0); }
 };
 
-Units plan_units(const Axes& a, int64_t total, bool share_graphs) {
+Units plan_units(const Axes& a, int64_t total, const SweepOptions& options) {
   Units u;
   u.strategies = static_cast<int64_t>(a.strategies.size());
   u.setups = setup_count(a);
   // Pipeline steps are simulated stage by stage (sim::simulate_pipeline): no graph to share.
-  u.grouped = share_graphs && u.strategies > 1 && a.pp == 1 && a.microbatches == 1 &&
+  u.grouped = options.share_graphs && u.strategies > 1 && a.pp == 1 && a.microbatches == 1 &&
               (u.strategies - 1) * u.setups <= kMaxGroupedRows;
-  u.count = u.grouped ? total / u.strategies : total;
+  u.lo = std::clamp<int64_t>(options.first, 0, total);
+  u.hi = options.end < 0 ? total : std::clamp<int64_t>(options.end, u.lo, total);
+  if (u.lo == u.hi) return u;
+  if (!u.grouped) {
+    u.first_unit = u.lo;
+    u.end_unit = u.hi;
+  } else {
+    // Whole (model, device) blocks of units: a row range may take any strategy of them.
+    const int64_t block = u.strategies * u.setups;
+    u.first_unit = u.lo / block * u.setups;
+    u.end_unit = ((u.hi - 1) / block + 1) * u.setups;
+  }
   return u;
 }
 
-// The rows of one unit. Grouped, the steps are sim::simulate's, with the graph built once.
+// The rows of one unit within [lo, hi), in row order. Grouped, the steps are sim::simulate's,
+// with the graph built once (and not at all when no row of the unit is wanted).
 std::vector<sim_io::Row> evaluate_unit(const Axes& a, const Inputs& in, const Units& units,
                                        int64_t unit) {
   if (!units.grouped) return {evaluate_point(a, in, unit)};
-  std::vector<sim_io::Row> rows(static_cast<std::size_t>(units.strategies));
+  std::vector<sim_io::Row> rows;
+  std::vector<int64_t> strategy;
   for (int64_t s = 0; s < units.strategies; ++s) {
-    sim_io::Row& row = rows[static_cast<std::size_t>(s)];
-    row.row_index = units.row(unit, s);
-    row.key = row_key(a, point_at(a, row.row_index));
+    const int64_t index = units.row(unit, s);
+    if (index < units.lo || index >= units.hi) continue;
+    sim_io::Row& row = rows.emplace_back();
+    row.row_index = index;
+    row.key = row_key(a, point_at(a, index));
+    strategy.push_back(s);
   }
+  if (rows.empty()) return rows;
   const Point p = point_at(a, rows.front().row_index);
   const sim::Device& device = in.devices[static_cast<std::size_t>(p.device)];
   std::optional<sim::Graph> graph;
@@ -193,11 +216,11 @@ std::vector<sim_io::Row> evaluate_unit(const Axes& a, const Inputs& in, const Un
     for (sim_io::Row& row : rows) row.error = e.what();
     return rows;
   }
-  for (int64_t s = 0; s < units.strategies; ++s) {
-    sim_io::Row& row = rows[static_cast<std::size_t>(s)];
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    sim_io::Row& row = rows[k];
     try {
       const sim::Plan plan =
-          sim::resolve(a.strategies[static_cast<std::size_t>(s)], graph->n_blocks);
+          sim::resolve(a.strategies[static_cast<std::size_t>(strategy[k])], graph->n_blocks);
       row.result = sim::simulate_plan(*graph, plan, device);
     } catch (const sim::ConfigError& e) {
       row.error = e.what();
@@ -206,26 +229,56 @@ std::vector<sim_io::Row> evaluate_unit(const Axes& a, const Inputs& in, const Un
   return rows;
 }
 
+bool cancelled(const SweepOptions& options) {
+  return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
+}
+
 }  // namespace
+
+RowRange shard_range(int64_t total, int64_t index, int64_t count) {
+  // total <= kMaxPoints and count <= kMaxPoints: the products stay far below 2^63.
+  return {total * (index - 1) / count, total * index / count};
+}
+
+std::pair<int64_t, int64_t> parse_shard(const std::string& text) {
+  const auto bad = [&text] {
+    return sim::ConfigError("--shard", text, "expected i/N with 1 <= i <= N (e.g. 3/8)");
+  };
+  const std::size_t slash = text.find('/');
+  if (slash == std::string::npos) throw bad();
+  const auto number = [&](std::string_view digits) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty()) throw bad();
+    return v;
+  };
+  const std::string_view all(text);
+  const int64_t i = number(all.substr(0, slash));
+  const int64_t n = number(all.substr(slash + 1));
+  if (n < 1 || n > kMaxPoints || i < 1 || i > n) throw bad();
+  return {i, n};
+}
 
 void run_sweep(const Axes& a, const Inputs& in, const SweepOptions& options,
                const std::function<void(const sim_io::Row&)>& deliver) {
   const int64_t total = point_count(a);
-  const Units units = plan_units(a, total, options.share_graphs);
+  const Units units = plan_units(a, total, options);
   int64_t jobs = options.jobs > 0 ? options.jobs
                                   : std::max<int64_t>(1, std::thread::hardware_concurrency());
-  jobs = std::min(jobs, units.count);
+  jobs = std::min(jobs, units.end_unit - units.first_unit);
 
   // Rows computed but not yet delivered, by row index.
   std::unordered_map<int64_t, sim_io::Row> pending;
   if (jobs <= 1) {
-    int64_t next = 0;
-    for (int64_t u = 0; u < units.count; ++u) {
+    int64_t next = units.lo;
+    for (int64_t u = units.first_unit; u < units.end_unit; ++u) {
+      if (cancelled(options)) throw Cancelled{};
       for (sim_io::Row& row : evaluate_unit(a, in, units, u)) {
         const int64_t index = row.row_index;
         pending.emplace(index, std::move(row));
       }
       for (auto it = pending.find(next); it != pending.end(); it = pending.find(next)) {
+        if (cancelled(options)) throw Cancelled{};
         const sim_io::Row row = std::move(it->second);
         pending.erase(it);
         ++next;
@@ -244,8 +297,8 @@ void run_sweep(const Axes& a, const Inputs& in, const SweepOptions& options,
   std::mutex mu;
   std::condition_variable work_cv;   // workers wait for room in the window
   std::condition_variable ready_cv;  // the delivering thread waits for its next row
-  int64_t next_unit = 0;
-  int64_t next_deliver = 0;
+  int64_t next_unit = units.first_unit;
+  int64_t next_deliver = units.lo;
   bool stop = false;
   std::exception_ptr failure;
 
@@ -255,10 +308,10 @@ void run_sweep(const Axes& a, const Inputs& in, const SweepOptions& options,
       {
         std::unique_lock lock(mu);
         work_cv.wait(lock, [&] {
-          return stop || next_unit >= units.count ||
+          return stop || next_unit >= units.end_unit ||
                  units.last_row(next_unit) < next_deliver + window;
         });
-        if (stop || next_unit >= units.count) return;
+        if (stop || next_unit >= units.end_unit) return;
         u = next_unit++;
       }
       try {
@@ -292,16 +345,20 @@ void run_sweep(const Axes& a, const Inputs& in, const SweepOptions& options,
   for (int64_t j = 0; j < jobs; ++j) threads.emplace_back(worker);
 
   try {
-    for (int64_t i = 0; i < total; ++i) {
+    for (int64_t i = units.lo; i < units.hi; ++i) {
       sim_io::Row row;
       {
         std::unique_lock lock(mu);
         auto it = pending.end();
-        ready_cv.wait(lock, [&] {
+        // Wakes at least every 100 ms to see a cancellation (a signal cannot notify).
+        while (!ready_cv.wait_for(lock, std::chrono::milliseconds(100), [&] {
           it = pending.find(i);
           return it != pending.end() || failure != nullptr;
-        });
+        })) {
+          if (cancelled(options)) break;
+        }
         if (failure) break;
+        if (cancelled(options)) throw Cancelled{};
         row = std::move(it->second);
         pending.erase(it);
         next_deliver = i + 1;

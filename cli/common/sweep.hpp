@@ -6,10 +6,13 @@
 // allocator (fastest). Row i of a sweep is point_at(axes, i).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "flags.hpp"
@@ -64,7 +67,26 @@ struct SweepOptions {
   int jobs = 0;         // worker threads; 0: std::thread::hardware_concurrency()
   int64_t window = 0;   // rows a worker may run ahead of delivery (besides grouping); 0: 64 per job
   bool share_graphs = true;  // build one graph per (model, device, set-up) for all strategies
+  // Only rows first <= row_index < end are evaluated and delivered; end < 0: to the last point.
+  int64_t first = 0;
+  int64_t end = -1;
+  // Checked between rows (and at least every 100 ms while waiting for one): once true, the sweep
+  // stops and throws Cancelled. Every row delivered before that was delivered whole.
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+// Thrown by run_sweep when SweepOptions::cancel became true.
+struct Cancelled {};
+
+// Rows [first, end) of shard `index` (1-based) of `count`: contiguous row_index ranges in
+// configuration order, sizes differing by at most one, together every row exactly once.
+struct RowRange {
+  int64_t first = 0;
+  int64_t end = 0;
+};
+RowRange shard_range(int64_t total, int64_t index, int64_t count);
+// Parses --shard's "i/N" (1 <= i <= N <= kMaxPoints); throws ConfigError naming --shard.
+std::pair<int64_t, int64_t> parse_shard(const std::string& text);
 
 // Evaluates every point on `jobs` threads and calls `deliver` with each row in configuration
 // order, on the calling thread; an exception from a worker or from `deliver` stops the sweep and

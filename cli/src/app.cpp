@@ -33,6 +33,12 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   cli_common::add_common_flags(*sweep, inv.flags, {true, true, "csv|json (default csv)"});
   sweep->add_option("-j,--jobs", inv.jobs, "worker threads (default: every hardware thread)")
       ->check(CLI::NonNegativeNumber);
+  sweep->add_flag("--resume", inv.resume,
+                  "continue -o FILE's FILE.partial (left by an interrupted sweep with the same "
+                  "flags) from its last whole row; without one, start afresh");
+  sweep->add_option("--shard", inv.shard,
+                    "i/N: only the i-th of N contiguous row_index ranges (1-based); join the "
+                    "parts with actsim merge");
   sweep->callback([&verb] { verb = Verb::kSweep; });
 
   CLI::App* valley = app.add_subcommand(
@@ -45,6 +51,16 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
                "and the memory counter; open it in ui.perfetto.dev");
   cli_common::add_common_flags(*trace, inv.flags, {true, true, "json (the only one)"});
   trace->callback([&verb] { verb = Verb::kTrace; });
+
+  CLI::App* merge = app.add_subcommand(
+      "merge", "join the CSV files of a sharded sweep (sweep --shard) into the unsharded sweep's "
+               "file, refusing gaps, overlaps and different headers");
+  merge->add_option("parts", inv.parts, "the parts' CSV files, in any order")->required();
+  merge->add_option("-o,--output", inv.flags.output, "write to FILE (default: stdout)");
+  merge->add_option("--rows", inv.rows,
+                    "the unsharded sweep's number of rows: refuse parts that end early")
+      ->check(CLI::NonNegativeNumber);
+  merge->callback([&verb] { verb = Verb::kMerge; });
 
   CLI::App* models = app.add_subcommand("models", "list the models and devices names resolve to");
   models->callback([&verb] { verb = Verb::kModels; });
@@ -69,7 +85,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, valley, trace or models (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, trace or models (see --help)"
                            : e.what();
     }
     return parsed;
@@ -94,6 +110,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kValley: return cmd_valley(inv);
     case Verb::kTrace: return cmd_trace(inv);
     case Verb::kModels: return cmd_models(inv);
+    case Verb::kMerge: return cmd_merge(inv);
   }
   return 1;
 }

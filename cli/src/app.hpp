@@ -12,13 +12,17 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge };
 
 // A parsed command line, ready to run.
 struct Invocation {
   Verb verb = Verb::kRun;
   cli_common::CommonFlags flags;
   int jobs = 0;  // sweep --jobs; 0: every hardware thread
+  bool resume = false;  // sweep --resume: continue FILE.partial
+  std::string shard;    // sweep --shard i/N; empty: the whole sweep
+  std::vector<std::string> parts;   // merge: the files to join
+  std::optional<int64_t> rows;      // merge --rows: the unsharded sweep's row count
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

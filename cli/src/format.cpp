@@ -101,13 +101,19 @@ std::string TextTable::render(std::string_view indent) const {
   return out;
 }
 
-Output::Output(std::string path) : path_(std::move(path)) {
+Output::Output(std::string path, bool append, uint64_t keep) : path_(std::move(path)) {
   if (path_.empty()) {
     file_ = stdout;
     return;
   }
   partial_ = path_ + ".partial";
-  file_ = std::fopen(partial_.c_str(), "wb");
+  if (append) {
+    std::error_code ec;
+    std::filesystem::resize_file(partial_, keep, ec);
+    if (ec) throw sim::ConfigError("--output", partial_, "cannot cut to its last whole row: " + ec.message());
+  }
+  resumed_ = append;
+  file_ = std::fopen(partial_.c_str(), append ? "ab" : "wb");
   if (file_ == nullptr)
     throw sim::ConfigError("--output", path_, std::string("cannot write: ") + std::strerror(errno));
 }
@@ -115,6 +121,7 @@ Output::Output(std::string path) : path_(std::move(path)) {
 Output::~Output() {
   if (path_.empty() || committed_) return;
   if (file_ != nullptr) std::fclose(file_);
+  if (resumed_) return;
   std::error_code ec;
   std::filesystem::remove(partial_, ec);
 }
@@ -129,6 +136,16 @@ void Output::flush() {
   if (std::fflush(file_) != 0)
     throw sim::ConfigError("--output", path_.empty() ? "stdout" : path_,
                            std::string("write failed: ") + std::strerror(errno));
+}
+
+void Output::keep_partial() {
+  flush();
+  if (path_.empty()) return;
+  const int rc = std::fclose(file_);
+  file_ = nullptr;
+  committed_ = true;  // nothing for the destructor to remove
+  if (rc != 0)
+    throw sim::ConfigError("--output", partial_, std::string("write failed: ") + std::strerror(errno));
 }
 
 void Output::commit() {

@@ -37,11 +37,13 @@ class TextTable {
 };
 
 // Where a verb's output goes: stdout, or FILE.partial renamed to FILE by commit(). Destroyed
-// before commit(), it removes the partial file, so an error leaves no output file (DESIGN.md §7).
+// before commit(), it removes the partial file, so an error leaves no output file (DESIGN.md §7);
+// a partial file that was resumed (rows of an earlier run) is kept.
 class Output {
  public:
   // Empty path: stdout. Throws sim::ConfigError("--output", path, reason) when it cannot open.
-  explicit Output(std::string path);
+  // append: continue FILE.partial from byte `keep` (what was there after is cut off).
+  explicit Output(std::string path, bool append = false, uint64_t keep = 0);
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
   ~Output();
@@ -49,12 +51,16 @@ class Output {
   void write(std::string_view text);  // throws ConfigError on a write error
   void flush();
   void commit();                      // flush, close and rename into place
+  // Flush and close, leaving FILE.partial in place (an interrupted sweep, for --resume).
+  void keep_partial();
+  const std::string& partial_path() const { return partial_; }
 
  private:
   std::string path_;
   std::string partial_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
+  bool resumed_ = false;  // FILE.partial held rows before we opened it: never remove it
 };
 
 }  // namespace actsim_cli

@@ -18,6 +18,18 @@ namespace {
 
 enum Stream : int32_t { kCompute = 0, kCollective = 1, kCopyOut = 2, kCopyIn = 3 };
 
+// Whole nanoseconds of a duration in seconds, rounded. A duration past int64 nanoseconds (292
+// years: a device file with a tiny peak, or FLOPs near 2^63) is the configuration's error, not
+// undefined behaviour: every double below 2^63 converts. FLOP and byte counts themselves stay
+// exact int64 (checked); they pass through double only here and in tokens_per_s, MFU and HFU,
+// where a relative rounding of 2^-53 is far below the printed digits.
+int64_t to_ns(double seconds, const Device& d) {
+  const double ns = seconds * 1e9 + 0.5;  // non-negative: + 0.5 and truncation round as llround
+  if (!(ns < 9223372036854775808.0))
+    throw ConfigError(d.source, "step_time_ns", "a simulated duration overflows 64-bit nanoseconds");
+  return static_cast<int64_t>(ns);
+}
+
 // Duration of one op's kernels (DESIGN.md §5): the roofline
 // max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) plus the
 // launch overhead per kernel. Floating point only here, rounded once (STYLE.md rule 3).
@@ -29,9 +41,8 @@ int64_t kernel_ns(const OpCost& c, bool math16, const Device& d, Precision prec)
                                                           : d.peak_fp32_flops_per_s;
   const double compute_s = static_cast<double>(c.flops) / (peak * d.compute_efficiency);
   const double memory_s = static_cast<double>(c.bytes) / (d.hbm_bytes_per_s * d.memory_efficiency);
-  // Non-negative, so adding one half and truncating rounds as llround does, without the libm call.
-  return static_cast<int64_t>(std::max(compute_s, memory_s) * 1e9 + 0.5) +
-         c.kernels * d.launch_overhead_ns;
+  return checked_add(to_ns(std::max(compute_s, memory_s), d),
+                     checked_mul(c.kernels, d.launch_overhead_ns, "step_time_ns"), "step_time_ns");
 }
 
 // Ring collectives over NVLink, one direction (REFERENCE.md GPUs note): all-reduce moves
@@ -40,9 +51,8 @@ int64_t collective_ns(const OpCost& c, int64_t t, const Device& d) {
   if (c.comm_kind == 0 || t <= 1) return 0;
   const double share = (c.comm_kind == 1 ? 2.0 : 1.0) * static_cast<double>(t - 1) /
                        static_cast<double>(t);
-  return static_cast<int64_t>(share * static_cast<double>(c.comm_bytes) / d.nvlink_bytes_per_s * 1e9 +
-                              0.5) +
-         d.launch_overhead_ns;
+  return checked_add(to_ns(share * static_cast<double>(c.comm_bytes) / d.nvlink_bytes_per_s, d),
+                     d.launch_overhead_ns, "step_time_ns");
 }
 
 // One host-link copy (DESIGN.md §5 copy streams): bytes over the device's host link in one
@@ -254,12 +264,12 @@ class Engine {
   void advance(int32_t op, int64_t compute_ns, int64_t comm_ns) {
     if (opt_.record_timeline && compute_ns > 0)
       res_.spans.push_back({clock_, compute_ns, op, kCompute, phase_});
-    clock_ += compute_ns;
+    clock_ = checked_add(clock_, compute_ns, "step_time_ns");
     // Megatron's tensor-parallel collectives sit on the critical path: compute waits for them.
     if (comm_ns > 0) {
       if (opt_.record_timeline) res_.spans.push_back({clock_, comm_ns, op, kCollective, phase_});
-      clock_ += comm_ns;
-      res_.comm_time_ns += comm_ns;
+      clock_ = checked_add(clock_, comm_ns, "step_time_ns");
+      res_.comm_time_ns += comm_ns;  // <= clock_
     }
   }
 
@@ -278,6 +288,7 @@ class Engine {
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = kernel_ns(op.fwd, op.math16, dev_, g_.precision);
     const int64_t comm = op.fwd.comm_kind ? collective_ns(op.fwd, g_.tp, dev_) : 0;
+    advance(id, ns, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
       res_.recompute_time_ns += ns;
@@ -285,7 +296,6 @@ class Engine {
       res_.fwd_flops = checked_add(res_.fwd_flops, op.fwd.flops, "fwd_flops");
       res_.fwd_time_ns += ns;
     }
-    advance(id, ns, comm);
     record(k);
   }
 
@@ -298,9 +308,9 @@ class Engine {
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     const int64_t ns = kernel_ns(op.bwd, op.math16, dev_, g_.precision);
+    advance(id, ns, op.bwd.comm_kind ? collective_ns(op.bwd, g_.tp, dev_) : 0);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;
-    advance(id, ns, op.bwd.comm_kind ? collective_ns(op.bwd, g_.tp, dev_) : 0);
     record(k);
   }
 
@@ -309,8 +319,8 @@ class Engine {
     cur_op_ = -1;
     sample(k, g_.optimizer_transient_bytes);
     const int64_t ns = kernel_ns(g_.optimizer_cost, false, dev_, g_.precision);
-    res_.optimizer_time_ns += ns;
     advance(-1, ns, 0);
+    res_.optimizer_time_ns += ns;
     record(k);
   }
 
@@ -380,15 +390,22 @@ class Engine {
                                                            : dev_.peak_bf16_flops_per_s;
       r.tokens_per_s = static_cast<double>(g_.tokens) / step_s;
       r.mfu = static_cast<double>(r.model_flops) / (step_s * peak);
-      r.hfu = static_cast<double>(r.model_flops + r.recompute_flops) / (step_s * peak);
+      // Summed in double: the int64 sum may not exist.
+      r.hfu = (static_cast<double>(r.model_flops) + static_cast<double>(r.recompute_flops)) /
+              (step_s * peak);
     }
     // Fit (DESIGN.md §3): peak + CUDA context + communicator buffers against the bytes CUDA
     // offers (the nvidia-smi total less the driver's reservation).
     r.cuda_context_bytes = dev_.cuda_context_bytes;
-    r.comm_buffer_bytes = dev_.nccl_buffer_bytes * ((g_.tp > 1 ? 1 : 0) + (g_.dp > 1 ? 1 : 0));
+    r.comm_buffer_bytes = checked_mul(dev_.nccl_buffer_bytes,
+                                      (g_.tp > 1 ? 1 : 0) + (g_.dp > 1 ? 1 : 0), "comm_buffer_bytes");
     r.device_bytes = dev_.hbm_bytes - dev_.driver_reserved_bytes;
-    r.headroom_bytes = r.device_bytes - r.peak_reserved_bytes - r.cuda_context_bytes -
-                       r.comm_buffer_bytes;
+    // Every term is non-negative and at most INT64_MAX, but their difference need not exist.
+    r.headroom_bytes = checked_add(
+        r.device_bytes,
+        -checked_add(checked_add(r.peak_reserved_bytes, r.cuda_context_bytes, "headroom_bytes"),
+                     r.comm_buffer_bytes, "headroom_bytes"),
+        "headroom_bytes");
     r.fits = r.headroom_bytes >= 0;
     r.peak_allocated_bytes = r.allocator_allocated_peak_bytes;
   }
