@@ -58,8 +58,8 @@ int64_t collective_ns(const OpCost& c, int64_t t, const Device& d) {
 // One host-link copy (DESIGN.md §5 copy streams): bytes over the device's host link in one
 // direction (host_link_bytes_per_s, per direction), plus one launch as for a kernel.
 int64_t copy_ns(int64_t bytes, const Device& d) {
-  return static_cast<int64_t>(static_cast<double>(bytes) / d.host_link_bytes_per_s * 1e9 + 0.5) +
-         d.launch_overhead_ns;
+  return checked_add(to_ns(static_cast<double>(bytes) / d.host_link_bytes_per_s, d),
+                     d.launch_overhead_ns, "step_time_ns");
 }
 
 // The caching allocator model's state across steps: the allocator and each storage's block
@@ -207,7 +207,7 @@ class Engine {
     const int64_t bytes = g_.storages[s].bytes;
     const int64_t start = std::max(clock_, d2h_free_);
     const int64_t ns = copy_ns(bytes, dev_);
-    d2h_free_ = copy_done_[s] = start + ns;
+    d2h_free_ = copy_done_[s] = checked_add(start, ns, "step_time_ns");
     if (opt_.record_timeline)
       res_.spans.push_back({start, ns, g_.storages[s].producer, kCopyOut, phase_, s});
     res_.offload_bytes = checked_add(res_.offload_bytes, bytes, "offload_bytes");
@@ -233,7 +233,7 @@ class Engine {
     const int64_t bytes = g_.storages[s].bytes;
     const int64_t start = std::max({clock_, h2d_free_, copy_done_[s]});
     const int64_t ns = copy_ns(bytes, dev_);
-    h2d_free_ = ready_[s] = start + ns;
+    h2d_free_ = ready_[s] = checked_add(start, ns, "step_time_ns");
     if (opt_.record_timeline)
       res_.spans.push_back({start, ns, g_.storages[s].producer, kCopyIn, phase_, s});
     record(k);
