@@ -12,13 +12,15 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kValidate };
 
 // A parsed command line, ready to run.
 struct Invocation {
   Verb verb = Verb::kRun;
   cli_common::CommonFlags flags;
   int jobs = 0;  // sweep --jobs; 0: every hardware thread
+  std::string validate_file;  // validate: the measured CSV
+  double tolerance = 1.0;     // validate --tolerance, percent (0: exact)
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

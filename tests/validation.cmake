@@ -1,0 +1,39 @@
+# Validation (DESIGN.md §6), include()d by tests/CMakeLists.txt: the measured CSV committed under
+# tests/validation/ (actsim-harness --backend cpu with the arguments of args.txt) is what the
+# harness produces today, and `actsim validate` finds every row exact; a tampered row fails it.
+set(ACTSIM_VALIDATION_DIR ${CMAKE_CURRENT_SOURCE_DIR}/validation)
+
+# $1 actsim-harness, $2 folder, $3 output
+add_test(NAME validation.harness_regenerate
+         COMMAND sh -c [=[
+set -e
+"$1" $(cat "$2/args.txt") -o "$3"
+diff -u "$2/measured-cpu.csv" "$3"
+]=] sh $<TARGET_FILE:actsim-harness> ${ACTSIM_VALIDATION_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/measured-cpu.csv)
+
+add_test(NAME validation.exact
+         COMMAND actsim validate ${ACTSIM_VALIDATION_DIR}/measured-cpu.csv --tolerance 0)
+
+# One row's measured peak one byte off: validate must exit 3 and flag that row.
+add_test(NAME validation.tampered_row_fails
+         COMMAND sh -c [=[
+sed '5s/,\([0-9][0-9]*\),\([0-9][0-9]*\)$/,1\1,\2/' "$2/measured-cpu.csv" > "$3"
+cmp -s "$2/measured-cpu.csv" "$3" && { echo "tampering changed nothing"; exit 1; }
+"$1" validate "$3" --tolerance 0 > "$3.out"
+status=$?
+grep -q "exceeds tolerance" "$3.out" || { echo "no row flagged"; exit 1; }
+test "$status" -eq 3
+]=] sh $<TARGET_FILE:actsim> ${ACTSIM_VALIDATION_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/tampered.csv)
+
+add_test(NAME validation.cuda_backend_not_built
+         COMMAND sh -c [=[
+"$1" --backend cuda --model exec-gpt 2> "$2"
+status=$?
+grep -q "CUDA backend is not built yet" "$2" && test "$status" -eq 2
+]=] sh $<TARGET_FILE:actsim-harness> ${CMAKE_CURRENT_BINARY_DIR}/cuda.err)
+
+set_tests_properties(validation.harness_regenerate validation.exact validation.tampered_row_fails
+                     validation.cuda_backend_not_built
+                     PROPERTIES ENVIRONMENT "ACTSIM_MODELS=${ACTSIM_VALIDATION_DIR}")
