@@ -34,6 +34,24 @@ status=$?
 grep -q "CUDA backend is not built yet" "$2" && test "$status" -eq 2
 ]=] sh $<TARGET_FILE:actsim-harness> ${CMAKE_CURRENT_BINARY_DIR}/cuda.err)
 
+# Torch rows are compared on the figure matching their allocator: simulated rows relabelled
+# `torch`, with the figure that must not be read spoiled (exact: peak_allocated_bytes; caching:
+# peak_requested_bytes), validate exactly; spoiling the figure that is read fails.
+# Columns: 2 source, 18 allocator, 22 peak_allocated_bytes, 60 peak_requested_bytes.
+add_test(NAME validation.torch_rows_use_the_allocator_figure
+         COMMAND sh -c [=[
+set -e
+"$1" sweep --model exec-gpt --strategy none,full --batch 2 --seq 8 --allocator exact,caching \
+  --format csv -o "$2.sim.csv"
+awk -F, -v OFS=, 'NR > 1 { $2 = "torch"; if ($18 == "exact") $22 = 1; else $60 = 1 } 1' \
+  "$2.sim.csv" > "$2"
+"$1" validate "$2" --tolerance 0
+awk -F, -v OFS=, 'NR > 1 && $18 == "caching" { $22 = $22 + 1 } 1' "$2" > "$2.bad.csv"
+set +e
+"$1" validate "$2.bad.csv" --tolerance 0 > /dev/null
+test $? -eq 3
+]=] sh $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch-rows.csv)
+
 set_tests_properties(validation.harness_regenerate validation.exact validation.tampered_row_fails
-                     validation.cuda_backend_not_built
+                     validation.cuda_backend_not_built validation.torch_rows_use_the_allocator_figure
                      PROPERTIES ENVIRONMENT "ACTSIM_MODELS=${ACTSIM_VALIDATION_DIR}")
