@@ -40,7 +40,16 @@ std::vector<Case> cases() {
           {"llama flash dropout", fixtures::tiny_gqa_llama(), flash},
           {"gpt flash fp16-amp", fixtures::tiny_gpt(), [&] { TrainSetup f = fp16; f.attention = AttentionKind::kFlash; return f; }()},
           {"llama fp32", fixtures::tiny_gqa_llama(), [&] { TrainSetup f = s; f.precision = Precision::kFp32; return f; }()},
-          {"gpt bf16-mixed", fixtures::tiny_gpt(), [&] { TrainSetup f = s; f.precision = Precision::kBf16Mixed; return f; }()}};
+          {"gpt bf16-mixed", fixtures::tiny_gpt(), [&] { TrainSetup f = s; f.precision = Precision::kBf16Mixed; return f; }()},
+          {"bert-like post-norm encoder", [] {
+             ModelConfig m = fixtures::tiny_gpt();
+             m.name = m.source = "tiny-bert";
+             m.family = "bert";
+             m.post_norm = true;
+             m.causal = false;
+             m.type_vocab = 2;
+             return m;
+           }(), s}};
 }
 
 executor::StepResult execute(const Graph& g, const char* strategy,
