@@ -41,6 +41,8 @@ std::vector<Case> cases() {
           {"gpt flash fp16-amp", fixtures::tiny_gpt(), [&] { TrainSetup f = fp16; f.attention = AttentionKind::kFlash; return f; }()},
           {"llama fp32", fixtures::tiny_gqa_llama(), [&] { TrainSetup f = s; f.precision = Precision::kFp32; return f; }()},
           {"gpt bf16-mixed", fixtures::tiny_gpt(), [&] { TrainSetup f = s; f.precision = Precision::kBf16Mixed; return f; }()},
+          {"gpt paper profile (reentrant, bf16-mixed, vocab-parallel cross entropy)",
+           fixtures::tiny_gpt(), [] { TrainSetup f = fixtures::paper(1, false); f.micro_batch = 2; f.seq = 8; return f; }()},
           {"bert-like post-norm encoder", [] {
              ModelConfig m = fixtures::tiny_gpt();
              m.name = m.source = "tiny-bert";

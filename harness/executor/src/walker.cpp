@@ -7,6 +7,7 @@
 
 #include "executor/executor.hpp"
 #include "sim/error.hpp"
+#include "sim/simulate.hpp"
 
 namespace executor {
 
@@ -61,7 +62,8 @@ enum class RegionKind : uint8_t { kCheckpoint, kSelective, kSac };
 struct Region {
   RegionKind kind = RegionKind::kCheckpoint;
   int32_t first = 0, last = 0;
-  int32_t stop = -1;             // last op with a backward node that saves something
+  int32_t stop = -1;             // last op replayed: the last that saves (non-reentrant) or all
+  int32_t trigger = -1;          // the backward node before which the replay runs
   std::vector<int32_t> inputs;   // storages made before `first` and read inside
 };
 
@@ -93,7 +95,8 @@ std::string describe_event(const sim::Event& e) {
 class Walker {
  public:
   Walker(const Graph& g, const sim::Plan& plan, const sim::Schedule& sched, Backend& b)
-      : g_(g), plan_(plan), sched_(sched), be_(b) {
+      : g_(g), plan_(plan), sched_(sched), be_(b),
+        reentrant_(sim::recompute_mode(g.profile) == sim::RecomputeMode::kReentrant) {
     const size_t n = g.storages.size();
     refs_.assign(n, 0);
     live_.assign(n, 0);
@@ -133,7 +136,7 @@ class Walker {
     for (int32_t s : g_.autocast_cached) release(s);  // autocast's cache is cleared on exit
     for (int32_t i = n_ops - 1; i >= 0; --i) {
       const int32_t r = region_of_[i];
-      if (r >= 0 && regions_[r].stop == i) recompute(regions_[r]);
+      if (r >= 0 && regions_[r].trigger == i) recompute(regions_[r]);
       if (g_.ops[i].has_backward) backward(i);
       if (r >= 0 && regions_[r].first == i) close(regions_[r]);
     }
@@ -175,6 +178,15 @@ class Walker {
             r.inputs.push_back(*s);
       }
       if (r.stop < 0) return;  // nothing saved inside: nothing to recompute, nothing held
+      if (reentrant_) {
+        // Megatron's CheckpointFunction: its backward runs before any node of the segment and
+        // replays all of it.
+        r.trigger = last;
+        while (r.trigger > first && !g_.ops[r.trigger].has_backward) --r.trigger;
+        r.stop = last;
+      } else {
+        r.trigger = r.stop;  // torch.utils.checkpoint(use_reentrant=False): the first unpack
+      }
       const int32_t id = static_cast<int32_t>(regions_.size());
       for (int32_t i = first; i <= last; ++i) region_of_[i] = id;
       regions_.push_back(std::move(r));
@@ -339,7 +351,8 @@ class Walker {
              (cached ? " does not use" : " uses") + " the SAC cache, the executor's plan " +
              (cached ? "does" : "does not"));
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
-        const int32_t uses = replay_uses(*s, i, reg.stop);
+        // Reentrant: the replayed segment's output is kept until the segment's backward ends.
+        const int32_t uses = replay_uses(*s, i, reg.stop) + (reentrant_ && outside(reg, *s) ? 1 : 0);
         if (cached) {
           for (int32_t k = 0; k < uses; ++k) hold(*s);
         } else {
@@ -412,8 +425,20 @@ class Walker {
       if (a.out[k].grad >= 0) release(a.out[k].grad);
   }
 
+  // Storage s has a forward consumer after the region.
+  bool outside(const Region& reg, int32_t s) const {
+    const sim::IdxRange cr = g_.consumers[s];
+    return cr.count > 0 && g_.idx[cr.begin + cr.count - 1] > reg.last;
+  }
+
   void close(const Region& reg) {
     for (int32_t s : reg.inputs) release(s);
+    if (reentrant_)
+      for (int32_t j = reg.first; j <= reg.last; ++j) {
+        const Op& o = g_.ops[j];
+        for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
+          if (live_[*s] && outside(reg, *s)) release(*s);
+      }
     if (reg.kind == RegionKind::kSac)  // cached outputs never replayed (after the stop)
       for (int32_t j = reg.first; j <= reg.last; ++j)
         if (sac_held_[j]) {
@@ -427,6 +452,7 @@ class Walker {
   const sim::Plan& plan_;
   const sim::Schedule& sched_;
   Backend& be_;
+  bool reentrant_ = false;  // the paper profile's recompute (sim::RecomputeMode::kReentrant)
   std::vector<Region> regions_;
   std::vector<int32_t> region_of_;
   std::vector<int32_t> refs_, slot_refs_;
@@ -444,8 +470,6 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
                     Backend& backend) {
   if (graph.args.size() != graph.ops.size())
     throw sim::Unsupported("<graph>", "args", "executing a graph not built by build_graph_exec");
-  if (graph.profile == sim::Profile::kPaper)
-    throw sim::Unsupported("--profile", "profile", "executing the paper profile (reentrant recompute)");
   if (graph.tp > 1 || graph.dp > 1)
     throw sim::Unsupported("--tp/--dp", "parallelism", "executing more than one rank");
   for (const sim::OpArgs& a : graph.args)

@@ -79,8 +79,7 @@ std::unique_ptr<Backend> make_cpu_backend(const sim::Graph& graph, const StepOpt
 std::vector<int32_t> backward_reads(const sim::Graph& graph, int32_t op);
 
 // Runs one step. Throws ExecutionError on any disagreement; sim::Unsupported for graphs the
-// executor cannot run (no Graph::args: use sim::build_graph_exec; the paper profile's reentrant
-// recompute; tensor or data parallelism).
+// executor cannot run (no Graph::args: use sim::build_graph_exec; tensor or data parallelism).
 StepResult run_step(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
                     Backend& backend);
 
