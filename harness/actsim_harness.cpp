@@ -68,8 +68,9 @@ int harness_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    fmt::print(stderr, "actsim-harness: error: {}\n", e.what());
+    return 2;
   }
   try {
     if (f.backend == "cuda")

@@ -11,6 +11,7 @@
 
 #include "executor/executor.hpp"
 #include "executor_configs.hpp"
+#include "numeric.hpp"
 
 using namespace sim;
 
@@ -64,6 +65,32 @@ executor::StepResult execute(const Graph& g, const char* strategy,
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
+
+TEST_CASE("executor: 16-bit storage rounds to nearest even (IEEE 754 binary16, bfloat16)") {
+  using namespace executor::detail;
+  // bf16 keeps fp32's top 16 bits: 1 + 2^-8 is halfway between 1 and 1 + 2^-7 -> even (1);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6 -> even (1 + 2^-6).
+  CHECK(to_bf16(1.0f) == 0x3f80);
+  CHECK(to_bf16(1.0f + 0x1p-8f) == 0x3f80);
+  CHECK(to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82);
+  CHECK(to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);  // above halfway rounds up
+  CHECK(from_bf16(to_bf16(-2.5f)) == -2.5f);
+  // binary16: 1.0 = 0x3c00, largest finite 65504 = 0x7bff; 65520 is halfway to 65536 (which
+  // does not exist) and rounds to infinity; subnormals in units of 2^-24, ties to even.
+  CHECK(to_f16(1.0f) == 0x3c00);
+  CHECK(to_f16(65504.0f) == 0x7bff);
+  CHECK(to_f16(65520.0f) == 0x7c00);
+  CHECK(to_f16(-0x1p-24f) == 0x8001);
+  CHECK(to_f16(0x1p-25f) == 0x0000);
+  CHECK(to_f16(3 * 0x1p-25f) == 0x0002);
+  CHECK(to_f16(1.0f + 0x1p-11f) == 0x3c00);      // halfway between 1 and 1 + 2^-10 -> even
+  CHECK(to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02);  // halfway, odd below -> up
+  for (float x : {0.0f, 1.0f, -3.25f, 0x1p-14f, 0x1p-24f, 1000.5f})
+    CHECK(from_f16(to_f16(x)) == x);
+  // The counter-based generator depends on its key only.
+  CHECK(uniform(1, 2, 3, 4) == uniform(1, 2, 3, 4));
+  CHECK(uniform(1, 2, 3, 4) != uniform(1, 2, 3, 5));
+}
 
 TEST_CASE("executor: measured peak equals the simulated peak, at the same event, for every strategy") {
   const Device dev = fixtures::executor_device();
