@@ -52,6 +52,18 @@ set +e
 test $? -eq 3
 ]=] sh $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch-rows.csv)
 
+# Bad input: one line naming the file and the field, exit status 2.
+add_test(NAME validation.bad_input
+         COMMAND sh -c [=[
+printf 'schema_version,source,row_index\n1,cpu,0\n' > "$2"
+"$1" validate "$2" 2> "$2.err"
+status=$?
+test "$status" -eq 2 && grep -q "peak_requested_bytes\|model: column missing" "$2.err" || exit 1
+"$1" validate "$3/measured-cpu.csv" --tolerance -1 2> "$2.err"
+test $? -eq 2 && grep -q -- "--tolerance" "$2.err"
+]=] sh $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/bad.csv ${ACTSIM_VALIDATION_DIR})
+
 set_tests_properties(validation.harness_regenerate validation.exact validation.tampered_row_fails
                      validation.cuda_backend_not_built validation.torch_rows_use_the_allocator_figure
+                     validation.bad_input
                      PROPERTIES ENVIRONMENT "ACTSIM_MODELS=${ACTSIM_VALIDATION_DIR}")
