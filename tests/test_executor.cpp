@@ -1,5 +1,5 @@
 // The CPU reference executor (DESIGN.md §6 step 3) against the simulator: for every strategy on
-// three small configurations the measured peak equals the simulated one to the byte at the same
+// eight small configurations (cases()) the measured peak equals the simulated one to the byte at the same
 // event, and the parameter gradients are bitwise identical across strategies. Gradients match
 // central finite differences on tiny fp32 models. A schedule with a free removed or moved early,
 // and a graph whose op does not save what its backward reads, make the executor fail loudly.
