@@ -147,8 +147,16 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) v[i] = detail::load(p, g_.storages[s].dtype, i);
     return v;
   }
-  // A tensor's values, dense (a view gathered from its columns).
+  // A forward tensor read by a forward kernel. A backward kernel must use saved().
   Vec load(const TensorRef& r) const {
+    if (reads_)
+      throw ExecutionError("executor: the backward kernel of op " + std::to_string(op_) + " (" +
+                           g_.ops[op_].name + ") reads storage " + std::to_string(r.storage) +
+                           " without declaring it");
+    return gather(r);
+  }
+  // A tensor's values, dense (a view gathered from its columns).
+  Vec gather(const TensorRef& r) const {
     if (r.cols == 0) return load_dense(r.storage);
     const uint8_t* p = data(r.storage);
     const sim::DType dt = g_.storages[r.storage].dtype;
@@ -164,7 +172,7 @@ class CpuBackend final : public Backend {
       throw ExecutionError("executor: the backward kernel of op " + std::to_string(op_) + " (" +
                            g_.ops[op_].name + ") reads storage " + std::to_string(r.storage) +
                            " (" + g_.storages[r.storage].role + ") it did not declare");
-    return load(r);
+    return gather(r);
   }
   void store(const TensorRef& r, const Vec& v) {
     if (r.cols != 0) throw ExecutionError("executor: a kernel writes into a view");
