@@ -1,6 +1,7 @@
 // The actsim command line: verbs, parsing (callable from tests with an argument vector) and the
 // exit-status contract (DESIGN.md §7): 0 ok, 2 bad input (one line "actsim: error: ..." on
-// stderr, no output file), 1 unexpected internal error.
+// stderr, no output file), 1 unexpected internal error; validate: 3 when a row's error exceeds
+// the tolerance.
 #pragma once
 
 #include <cstdint>
