@@ -50,6 +50,7 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
   r.params = g.params;
   r.params_per_rank = g.params_per_rank;
   r.peak_allocated_bytes = r.peak_requested_bytes = r.peak_reserved_bytes = run.peak_bytes;
+  r.peak_phase = run.peak_phase;
   row.result = r;
   return row;
 }

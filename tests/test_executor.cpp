@@ -105,6 +105,7 @@ TEST_CASE("executor: measured peak equals the simulated peak, at the same event,
       const executor::StepResult run = execute(g, st);
       CHECK(run.peak_bytes == sim.peak_requested_bytes);
       CHECK(run.peak_event_index == sim.peak_event_index);
+      CHECK(run.peak_phase == sim.peak_phase);
       CHECK(run.baseline_bytes == sim.baseline_bytes);
       CHECK(run.end_bytes == run.baseline_bytes);
       CHECK(std::isfinite(run.loss));

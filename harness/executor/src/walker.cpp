@@ -293,6 +293,12 @@ class Walker {
     if (live > res_.peak_bytes) {
       res_.peak_bytes = live;
       res_.peak_event_index = cursor_;
+      switch (sched_.events[cursor_].kind) {
+        case sim::EventKind::kRecompute: res_.peak_phase = sim::Phase::kRecompute; break;
+        case sim::EventKind::kBackward: res_.peak_phase = sim::Phase::kBackward; break;
+        case sim::EventKind::kOptimizer: res_.peak_phase = sim::Phase::kOptimizer; break;
+        case sim::EventKind::kForward: case sim::EventKind::kFree: res_.peak_phase = sim::Phase::kForward; break;
+      }
     }
   }
 

@@ -44,6 +44,7 @@ struct StepResult {
   int64_t baseline_bytes = 0;    // persistent storages before the step
   int64_t peak_bytes = 0;        // live bytes + transients at the highest sample
   int32_t peak_event_index = -1; // the schedule event of that sample (first one reaching it)
+  sim::Phase peak_phase = sim::Phase::kForward;  // that event's phase
   int64_t end_bytes = 0;         // after the step (equals baseline_bytes)
   double loss = 0;               // as stored (fp32)
   double perturbed_value = 0;    // the perturbed parameter element as stored, when asked
