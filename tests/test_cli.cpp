@@ -152,6 +152,20 @@ TEST_CASE("flags in order, --sp alone, and the sweep's --jobs") {
   CHECK(parse_axes(q.invocation->flags).sps == std::vector<bool>{true, false});
 }
 
+TEST_CASE("validate takes the measured CSV and a tolerance") {
+  const auto p = actsim_cli::parse_command_line({"actsim", "validate", "m.csv", "--tolerance", "0"});
+  REQUIRE(p.invocation);
+  CHECK(p.invocation->verb == actsim_cli::Verb::kValidate);
+  CHECK(p.invocation->validate_file == "m.csv");
+  CHECK(p.invocation->tolerance == 0.0);
+  const auto d = actsim_cli::parse_command_line({"actsim", "validate", "m.csv"});
+  REQUIRE(d.invocation);
+  CHECK(d.invocation->tolerance == 1.0);  // the documented default, percent
+  const auto missing = actsim_cli::parse_command_line({"actsim", "validate"});
+  CHECK_FALSE(missing.invocation);
+  CHECK(missing.exit_code == 2);
+}
+
 TEST_CASE("usage errors and help") {
   const auto bogus = actsim_cli::parse_command_line({"actsim", "run", "--bogus"});
   CHECK_FALSE(bogus.invocation);

@@ -98,5 +98,40 @@ TEST_CASE("cloned blocks equal blocks built one by one") {
     CHECK(a.autocast_cached.size() == b.autocast_cached.size());
     for (const char* st : {"none", "full", "every:3", "sqrt", "selective", "sac:mm", "block:2"})
       same_results(a, b, st);
+    // The executor's graph (harness/executor) is the direct build plus Graph::args: the same
+    // storages and ops, id for id; the simulator's graphs carry no args.
+    const Graph e = build_graph_exec(c.m, c.t, fixtures::h100());
+    CHECK(a.args.empty());
+    CHECK(b.args.empty());
+    REQUIRE(e.args.size() == e.ops.size());
+    REQUIRE(e.ops.size() == b.ops.size());
+    REQUIRE(e.storages.size() == b.storages.size());
+    CHECK(e.idx == b.idx);
+    CHECK(e.persistent == b.persistent);
+    CHECK(e.step_end_frees == b.step_end_frees);
+    for (size_t s = 0; s < e.storages.size(); ++s) {
+      CHECK(e.storages[s].bytes == b.storages[s].bytes);
+      CHECK(e.storages[s].producer == b.storages[s].producer);
+    }
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      CHECK(e.ops[i].kind == b.ops[i].kind);
+      CHECK(std::string(e.ops[i].name) == b.ops[i].name);
+      CHECK(e.ops[i].bwd_accum_bytes == b.ops[i].bwd_accum_bytes);
+      CHECK(e.args[i].exec != Exec::kNone);
+      // Every operand the args name is one the op declares (outputs may be views of an input's
+      // storage; inputs may add persistent parameters and buffers).
+      const auto in_range = [&](IdxRange r, int32_t sid) {
+        return std::find(e.begin(r), e.end(r), sid) != e.end(r);
+      };
+      for (int k = 0; k < e.args[i].n_out; ++k) {
+        const int32_t sid = e.args[i].out[k].storage;
+        CHECK((in_range(e.ops[i].outputs, sid) || e.args[i].out[k].cols > 0));
+      }
+      for (int k = 0; k < e.args[i].n_in; ++k) {
+        const int32_t sid = e.args[i].in[k].storage;
+        CHECK((in_range(e.ops[i].inputs, sid) ||
+               std::find(e.persistent.begin(), e.persistent.end(), sid) != e.persistent.end()));
+      }
+    }
   }
 }

@@ -64,6 +64,15 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
 
   CLI::App* models = app.add_subcommand("models", "list the models and devices names resolve to");
   models->callback([&verb] { verb = Verb::kModels; });
+
+  CLI::App* validate = app.add_subcommand(
+      "validate", "re-simulate each row of a measured CSV (actsim-harness, the PyTorch reference) "
+                  "and print predicted, measured and error; exit 3 when an error exceeds the "
+                  "tolerance");
+  validate->add_option("file", inv.validate_file, "the measured CSV (schema v1)")->required();
+  validate->add_option("--tolerance", inv.tolerance, "largest |error| in percent; 0: exact")
+      ->capture_default_str();
+  validate->callback([&verb] { verb = Verb::kValidate; });
 }
 
 }  // namespace
@@ -85,7 +94,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, merge, valley, trace or models (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, trace, models or validate (see --help)"
                            : e.what();
     }
     return parsed;
@@ -111,6 +120,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kTrace: return cmd_trace(inv);
     case Verb::kModels: return cmd_models(inv);
     case Verb::kMerge: return cmd_merge(inv);
+    case Verb::kValidate: return cmd_validate(inv);
   }
   return 1;
 }

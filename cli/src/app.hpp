@@ -1,6 +1,7 @@
 // The actsim command line: verbs, parsing (callable from tests with an argument vector) and the
 // exit-status contract (DESIGN.md §7): 0 ok, 2 bad input (one line "actsim: error: ..." on
-// stderr, no output file), 1 unexpected internal error.
+// stderr, no output file), 1 unexpected internal error; validate: 3 when a row's error exceeds
+// the tolerance.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate };
 
 // A parsed command line, ready to run.
 struct Invocation {
@@ -23,6 +24,8 @@ struct Invocation {
   std::string shard;    // sweep --shard i/N; empty: the whole sweep
   std::vector<std::string> parts;   // merge: the files to join
   std::optional<int64_t> rows;      // merge --rows: the unsharded sweep's row count
+  std::string validate_file;  // validate: the measured CSV
+  double tolerance = 1.0;     // validate --tolerance, percent (0: exact)
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

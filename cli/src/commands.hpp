@@ -10,7 +10,8 @@ int cmd_run(const Invocation& inv);     // one table (or CSV rows, or JSON objec
 int cmd_sweep(const Invocation& inv);   // every point, in parallel, rows in configuration order
 int cmd_valley(const Invocation& inv);  // peak memory against the number of checkpoints
 int cmd_trace(const Invocation& inv);   // one configuration's step as a Chrome/Perfetto trace
-int cmd_models(const Invocation& inv);
-int cmd_merge(const Invocation& inv);   // join a sharded sweep's CSV files  // the models and devices that names resolve to
+int cmd_models(const Invocation& inv);  // the models and devices that names resolve to
+int cmd_merge(const Invocation& inv);   // join a sharded sweep's CSV files
+int cmd_validate(const Invocation& inv);  // measured rows against re-simulation (exit 3: misses)
 
 }  // namespace actsim_cli

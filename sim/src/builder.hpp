@@ -27,6 +27,7 @@ struct Tensor {
   DType dtype = DType::kBF16;
   bool param = false;   // a leaf parameter: its gradient goes to the param's grad storage
   int32_t param_index = -1;
+  int32_t col = 0, cols = 0, stride = 0;  // a column-slice view (TensorRef), for the executor
 };
 
 // A fixed-capacity vector kept inline: ops have at most a handful of inputs, outputs and saves,
@@ -71,6 +72,10 @@ struct OpDraft {
   SmallVec<int32_t, 4> outputs;  // tensors; new storages are allocated, views are not
   SmallVec<int32_t, 6> saves;    // tensors
   bool fused_wgrad = false;      // Megatron gradient-accumulation fusion writes into main_grad
+  // For the executor only (Graph::args): what the op computes and its sizes.
+  Exec exec = Exec::kNone;
+  std::array<int64_t, 6> dim{};
+  float p = 0;
 };
 
 struct Param {
@@ -86,8 +91,9 @@ class Builder {
 
   // A new storage and its tensor, made by the op being built (producer set on add_op).
   int32_t fresh(int64_t bytes, DType dtype, const char* role, Category cat = Category::kActivations);
-  // A tensor sharing `base`'s storage.
-  int32_t view(int32_t base, int64_t bytes, DType dtype);
+  // A tensor sharing `base`'s storage: columns [col, col + cols) of its rows of `stride`.
+  int32_t view(int32_t base, int64_t bytes, DType dtype, int32_t col = 0, int32_t cols = 0,
+               int32_t stride = 0);
   // A persistent parameter (weights category) of `bytes` on this rank.
   int32_t param(int64_t numel, DType dtype, const char* role);
   // A persistent non-parameter buffer (e.g. the causal mask); no gradient.
@@ -117,6 +123,7 @@ class Builder {
   int32_t current_block = -1;
   bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
   bool ignore_transients = false; // paper profile
+  bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
 
   // Capacity for about `ops` ops (and their tensors and storages).
   void reserve(size_t ops) {

@@ -46,6 +46,7 @@ class Ops {
     if (t.dtype == dt) return x;
     OpDraft d = draft(OpKind::kCast, name);
     d.op.math16 = false;
+    d.exec = Exec::kCast;
     d.inputs.push_back({x, GradRule::kNew});
     int32_t y = b_.fresh(bytes(numel_of(t), dt), dt, role);
     d.outputs.push_back(y);
@@ -68,6 +69,7 @@ class Ops {
     if (!dm_.amp) return p;
     OpDraft d = draft(OpKind::kCast, "weight cast");
     d.op.math16 = false;
+    d.exec = Exec::kCast;  // weight, then bias: consecutive elements of the parameter
     d.inputs.push_back({p, GradRule::kNew});
     int32_t c = b_.fresh(bytes(numel_w, dm_.half_dt), dm_.half_dt, "weight cast", Category::kCasts);
     d.outputs.push_back(c);
@@ -104,6 +106,12 @@ class Ops {
     const int64_t n_out = row ? dm_.n_local() : n_full;
 
     OpDraft d = draft(OpKind::kLinear, name);
+    // bias: a separate input (its cast, or BERT's own decoder bias), else inside an fp32 weight
+    const int64_t bias_at = bias_cast >= 0 || (shared_param >= 0 && bias) ? 2
+                            : bias && !dm_.amp                           ? 1
+                                                                         : 0;
+    d.exec = Exec::kLinear;
+    d.dim = {n_in, in_f, out_f, bias_at};
     d.inputs.push_back({xin, GradRule::kNew});
     d.inputs.push_back({w, GradRule::kNew});
     if (bias_cast >= 0) d.inputs.push_back({bias_cast, GradRule::kNew});
@@ -147,6 +155,8 @@ class Ops {
     if (p <= 0.0) return x;
     const Tensor& t = b_.tensor(x);
     OpDraft d = draft(OpKind::kDropout, name);
+    d.exec = Exec::kDropout;
+    d.p = static_cast<float>(p);
     d.inputs.push_back({x, GradRule::kNew});
     int32_t y = fresh_like(x, "dropout out");
     int32_t m = b_.fresh(bytes(numel_of(t), DType::kBool), DType::kBool, "dropout mask");
@@ -162,6 +172,7 @@ class Ops {
     const Tensor& tx = b_.tensor(x);
     const DType dt = promote(tx.dtype, b_.tensor(y).dtype);
     OpDraft d = draft(OpKind::kAdd, name);
+    d.exec = Exec::kAdd;
     d.inputs.push_back({x, GradRule::kPass, 0});
     d.inputs.push_back({y, GradRule::kPass, 0});
     int32_t z = b_.fresh(bytes(numel_of(tx), dt), dt, "residual");
@@ -173,6 +184,7 @@ class Ops {
   // A pointwise op of one input that saves its input (GeLU, SiLU: the backward needs self).
   int32_t unary_saving_input(OpKind kind, int32_t x, const char* name, const char* role) {
     OpDraft d = draft(kind, name);
+    d.exec = kind == OpKind::kGelu ? Exec::kGelu : Exec::kSilu;
     d.inputs.push_back({x, GradRule::kNew});
     int32_t y = fresh_like(x, role);
     d.outputs.push_back(y);
@@ -184,8 +196,11 @@ class Ops {
   // a * b with both requiring grad: saves both (MulBackward0 needs other for self and self for
   // other).
   int32_t mul_op(int32_t x, int32_t y, int64_t out_bytes, DType dt, const char* name,
-                 const char* role, bool save_x, bool save_y) {
+                 const char* role, bool save_x, bool save_y, Exec exec, int64_t rows,
+                 int64_t cols) {
     OpDraft d = draft(OpKind::kMul, name);
+    d.exec = exec;
+    d.dim = {rows, cols};
     d.inputs.push_back({x, GradRule::kNew});
     d.inputs.push_back({y, GradRule::kNew});
     int32_t z = b_.fresh(out_bytes, dt, role);
@@ -204,6 +219,8 @@ class Ops {
     int32_t xin = dm_.amp ? cast(x, DType::kF32, "norm input cast", "norm input cast") : x;
     const DType out_dt = dm_.amp ? DType::kF32 : b_.tensor(xin).dtype;
     OpDraft d = draft(OpKind::kLayerNorm, name);
+    d.exec = Exec::kLayerNorm;
+    d.dim = {n, dm_.h, dm_.model->norm_bias ? 1 : 0, dm_.paper ? 0 : 1};
     d.inputs.push_back({xin, GradRule::kNew});
     d.inputs.push_back({w, GradRule::kNew});
     int32_t y = b_.fresh(bytes(mul(n, dm_.h), out_dt), out_dt, "norm out");
@@ -228,6 +245,8 @@ class Ops {
     int32_t h32 = cast(x, DType::kF32, "rmsnorm to fp32", "rmsnorm fp32 input");
     {  // pow(2).mean(-1): the pow output is freed once the mean has it
       OpDraft d = draft(OpKind::kMul, "rmsnorm pow+mean");
+      d.exec = Exec::kMeanSq;
+      d.dim = {n, dm_.h};
       d.inputs.push_back({h32, GradRule::kNew});
       d.op.fwd_transient_bytes = bytes(mul(n, dm_.h), DType::kF32);
       d.op.bwd_transient_bytes = bytes(mul(n, dm_.h), DType::kF32);
@@ -237,6 +256,8 @@ class Ops {
       b_.add_op(std::move(d));
       // rsqrt(var + eps): the add makes a new [n] tensor, rsqrt saves its output
       OpDraft r = draft(OpKind::kMul, "rmsnorm rsqrt");
+      r.exec = Exec::kRsqrt;
+      r.dim = {n};
       r.inputs.push_back({var, GradRule::kNew});
       r.op.fwd_transient_bytes = bytes(n, DType::kF32);
       int32_t rs = b_.fresh(bytes(n, DType::kF32), DType::kF32, "rmsnorm rstd");
@@ -244,11 +265,11 @@ class Ops {
       r.saves = {rs};
       b_.add_op(std::move(r));
       int32_t hn = mul_op(h32, rs, bytes(mul(n, dm_.h), DType::kF32), DType::kF32,
-                          "rmsnorm scale", "rmsnorm normalized", true, true);
+                          "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kRowScale, n, dm_.h);
       int32_t hc = cast(hn, tx.dtype, "rmsnorm to input dtype", "rmsnorm normalized");
       const DType out_dt = promote(dm_.param_dt, b_.tensor(hc).dtype);
       return mul_op(w, hc, bytes(mul(n, dm_.h), out_dt), out_dt, "rmsnorm weight", "norm out",
-                    true, true);
+                    true, true, Exec::kColScale, n, dm_.h);
     }
   }
 
@@ -267,6 +288,8 @@ void build_rope_tables(Builder& bld, const Dims& dm) {
   Ops o(bld, dm);
   OpDraft d = o.draft(OpKind::kRope, "rotary tables");
   d.op.math16 = false;
+  d.exec = Exec::kRopeTables;
+  d.dim = {dm.b, dm.s, dm.d};
   int32_t cs = bld.fresh(bytes(mul(mul(2, dm.b), mul(dm.s, dm.d)), dm.resid_dt), dm.resid_dt,
                          "rotary cos+sin");
   d.outputs = {cs};
@@ -286,6 +309,8 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
   {
     OpDraft d = o.draft(OpKind::kCopy, "batch to device");
     d.op.math16 = false;
+    d.exec = Exec::kBatch;
+    d.dim = {dm.n_full(), dm.v};
     d.outputs = {ids};
     bld.hold_until_step_end(ids);
     bld.model_level(ids);
@@ -310,6 +335,9 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
   int32_t pos_table = extra_params > 0 ? bld.param(extra_params, dm.param_dt, "position embeddings") : -1;
   OpDraft d = o.draft(OpKind::kEmbedding, "embedding");
   d.op.math16 = false;
+  d.exec = Exec::kEmbedding;
+  d.dim = {dm.n_full(), dm.h, dm.s, m.positions == PosEmbedding::kLearned ? m.max_positions : 0,
+           m.type_vocab};
   d.inputs.push_back({ids, GradRule::kNone});
   // embedding_dense_backward allocates a dense gradient of the whole table
   d.inputs.push_back({*word_table, GradRule::kNew});
@@ -348,10 +376,14 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     // split into views (SplitBackward concatenates the three gradients into a new buffer)
     OpDraft d = o.draft(OpKind::kSplit, "qkv split");
     d.op.math16 = false;
+    d.exec = Exec::kSplit;
     d.inputs.push_back({qkv, GradRule::kNew});
-    q = bld.view(qkv, bytes(mul(nf, nq), hdt), hdt);
-    k = bld.view(qkv, bytes(mul(nf, nkv), hdt), hdt);
-    v = bld.view(qkv, bytes(mul(nf, nkv), hdt), hdt);
+    // column slices of the [tokens, nq + 2 nkv] rows (32 bits: widths of one row)
+    const auto w = static_cast<int32_t>(nq + 2 * nkv), wq = static_cast<int32_t>(nq),
+               wkv = static_cast<int32_t>(nkv);
+    q = bld.view(qkv, bytes(mul(nf, nq), hdt), hdt, 0, wq, w);
+    k = bld.view(qkv, bytes(mul(nf, nkv), hdt), hdt, wq, wkv, w);
+    v = bld.view(qkv, bytes(mul(nf, nkv), hdt), hdt, wq + wkv, wkv, w);
     d.outputs = {q, k, v};
     bld.add_op(std::move(d));
   } else {
@@ -367,6 +399,8 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     auto rope = [&](int32_t t, const char* name) {
       OpDraft d = o.draft(OpKind::kRope, name);
       d.op.math16 = false;
+      d.exec = Exec::kRope;
+      d.dim = {dm.b, dm.s, numel_of(bld.tensor(t)) / mul(nf, hd), hd};
       d.inputs.push_back({t, GradRule::kNew});
       d.inputs.push_back({cos_sin, GradRule::kNone});
       // q*cos promotes: under autocast cos and sin are fp32 (the residual's dtype), q bf16
@@ -394,6 +428,9 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     k = o.to_half(k, "k cast", "k cast");
     v = o.to_half(v, "v cast", "v cast");
     OpDraft d = o.draft(OpKind::kFlashAttention, "flash attention");
+    d.exec = Exec::kFlash;
+    d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
+    d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;
     d.op.sac_save = true;  // SDPA is in torchtitan's save list
     d.inputs = {{q, GradRule::kNew}, {k, GradRule::kNew}, {v, GradRule::kNew}};
@@ -422,6 +459,8 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
       auto repeat = [&](int32_t t, const char* name) {
         OpDraft d = o.draft(OpKind::kCopy, name);
         d.op.core_attention = true;
+        d.exec = Exec::kRepeatKv;
+        d.dim = {nf, dm.g, hd, dm.a / dm.g};
         d.op.math16 = false;
         d.inputs.push_back({t, GradRule::kNew});
         int32_t y = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "repeated kv");
@@ -450,12 +489,15 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     // scores = baddbmm(q, k^T, alpha = 1/sqrt(d)): saves q and k
     OpDraft qk = o.draft(OpKind::kBmm, "qk");
     qk.op.core_attention = true;
+    qk.exec = Exec::kQk;
     qk.inputs = {{q, GradRule::kNew}, {kk, GradRule::kNew}};
     int32_t scores = bld.fresh(bytes(scores_numel, hdt), hdt, "attention scores");
     qk.outputs = {scores};
     const int32_t q_op = operand(qk, q, false, "q for bmm");
     const int32_t k_op = operand(qk, kk, dm.g != dm.a, "k for bmm");
     qk.saves = {q_op, k_op};
+    // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's)
+    qk.dim = {dm.b, dm.a, dm.s, hd, 1, (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0)};
     qk.op.fwd.flops = fl;
     qk.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(qk));
@@ -463,6 +505,8 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
       // torch.where(causal_mask, scores, -inf): a new tensor; the mask is a persistent buffer
       OpDraft mk = o.draft(OpKind::kMask, "causal mask");
       mk.op.core_attention = true;
+      mk.exec = Exec::kMask;
+      mk.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s};
       mk.op.math16 = false;
       mk.inputs.push_back({scores, GradRule::kNew});
       mk.inputs.push_back({bld.causal_mask(mul(dm.s, dm.s)), GradRule::kNone});
@@ -483,6 +527,8 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     }
     OpDraft sm = o.draft(OpKind::kSoftmax, "softmax");
     sm.op.core_attention = true;
+    sm.exec = Exec::kSoftmax;
+    sm.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s, causal && dm.paper ? 1 : 0};
     sm.op.math16 = false;
     sm.inputs.push_back({sm_in, GradRule::kNew});
     int32_t probs = bld.fresh(bytes(scores_numel, p_dt), p_dt, "softmax out");
@@ -495,10 +541,12 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     if (pv_in != dprobs) bld.mark_core_attention_last();
     OpDraft av = o.draft(OpKind::kBmm, "av");
     av.op.core_attention = true;
+    av.exec = Exec::kAv;
     av.inputs = {{pv_in, GradRule::kNew}, {vv, GradRule::kNew}};
     int32_t out = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "attention out");
     av.outputs = {out};
     av.saves = {pv_in, operand(av, vv, dm.g != dm.a, "v for bmm")};
+    av.dim = {dm.b, dm.a, dm.s, hd, 1, av.saves[1] != vv ? 2 : 0};  // dim[5] bit 1: v's copy
     av.op.fwd.flops = fl;
     av.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(av));
@@ -506,6 +554,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     // a copy whose backward hands the gradient on as a view
     OpDraft cp = o.draft(OpKind::kCopy, "attention out copy");
     cp.op.math16 = false;
+    cp.exec = Exec::kCopy;  // the executor's av writes [tokens, a*d] already
     cp.inputs.push_back({out, GradRule::kPass, 0});
     ctx = o.fresh_like(out, "attention out copy");
     cp.outputs = {ctx};
@@ -529,7 +578,8 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     int32_t up = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "up proj", "up out");
     int32_t act = o.unary_saving_input(OpKind::kSilu, gate, "silu", "silu out");
     const Tensor ta = bld.tensor(act);
-    int32_t prod = o.mul_op(act, up, ta.bytes, ta.dtype, "swiglu mul", "swiglu out", true, true);
+    int32_t prod = o.mul_op(act, up, ta.bytes, ta.dtype, "swiglu mul", "swiglu out", true, true,
+                            Exec::kMul, nf, dm.f);
     mlp_out = o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out");
   }
   int32_t d2 = o.dropout(mlp_out, dm.p_hidden, "mlp dropout");
@@ -564,6 +614,8 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     // into it in place and casts it back to the logits' dtype.
     OpDraft d = o.draft(OpKind::kVocabCe, "cross entropy");
     d.op.math16 = false;
+    d.exec = Exec::kVocabCe;
+    d.dim = {n, dm.v};
     d.inputs.push_back({logits, GradRule::kNew});
     d.inputs.push_back({bld.labels(), GradRule::kNone});
     int32_t soft = bld.fresh(lv, DType::kF32, "softmax of logits");
@@ -577,6 +629,8 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     int32_t l32 = o.cast(logits, DType::kF32, "logits to fp32", "logits upcast");
     OpDraft ls = o.draft(OpKind::kLogSoftmax, "log softmax");
     ls.op.math16 = false;
+    ls.exec = Exec::kLogSoftmax;
+    ls.dim = {n, dm.v};
     ls.inputs.push_back({l32, GradRule::kNew});
     int32_t logp = bld.fresh(lv, DType::kF32, "log-probabilities");
     ls.outputs = {logp};
@@ -584,6 +638,8 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     bld.add_op(std::move(ls));
     OpDraft nll = o.draft(OpKind::kNllLoss, "nll loss");
     nll.op.math16 = false;
+    nll.exec = Exec::kNll;
+    nll.dim = {n, dm.v};
     nll.inputs.push_back({logp, GradRule::kNew});
     nll.inputs.push_back({bld.labels(), GradRule::kNone});
     // nll_loss_forward returns (output, total_weight); NllLossBackward0 saves self, target and

@@ -56,10 +56,14 @@ int32_t Builder::fresh(int64_t bytes, DType dtype, const char* role, Category ca
   return static_cast<int32_t>(tensors_.size() - 1);
 }
 
-int32_t Builder::view(int32_t base, int64_t bytes, DType dtype) {
+int32_t Builder::view(int32_t base, int64_t bytes, DType dtype, int32_t col, int32_t cols,
+                      int32_t stride) {
   Tensor t = tensors_[base];
   t.bytes = bytes;
   t.dtype = dtype;
+  t.col = col;
+  t.cols = cols;
+  t.stride = stride;
   tensors_.push_back(t);
   return static_cast<int32_t>(tensors_.size() - 1);
 }
@@ -183,13 +187,25 @@ void Builder::finalize() {
     g_.initial_uses.push_back(0);
     return static_cast<int32_t>(g_.storages.size() - 1);
   };
+  // Executor only: per op, each input's gradient delivery and each output's gradient storage.
+  struct GradRoute {
+    std::array<GradMode, 6> mode{};
+    std::array<int32_t, 6> in{-1, -1, -1, -1, -1, -1};
+    std::array<int32_t, 4> out{-1, -1, -1, -1};
+  };
+  std::vector<GradRoute> route(record_exec ? n_ops : 0);
   for (int32_t i = n_ops - 1; i >= 0; --i) {
     const OpDraft& d = drafts_[i];
     bool any = d.root;
     for (int32_t t : d.outputs) any = any || slot[t] >= 0;
     if (!any) continue;  // no gradient reaches this op: autograd never runs its node
     has_bwd[i] = true;
-    for (const InputUse& u : d.inputs) {
+    for (int k = 0; k < d.inputs.size(); ++k) {
+      const InputUse& u = d.inputs[k];
+      // What this input's gradient does, for the executor (set before each `continue` below).
+      auto routed = [&](GradMode m, int32_t target) {
+        if (record_exec) route[i].mode[k] = m, route[i].in[k] = target;
+      };
       if (u.rule == GradRule::kNone) continue;
       const Tensor& t = tensors_[u.tensor];
       if (persistent_[t.storage] && !t.param) continue;
@@ -206,14 +222,17 @@ void Builder::finalize() {
           // Megatron main_grad (or a ZeRO-2/3 partition): the wgrad GEMM accumulates into it
           // directly (gradient-accumulation fusion); other ops make a gradient that is added in.
           if (!d.fused_wgrad) accum[i] += t.bytes;
+          routed(GradMode::kMainGrad, t.param_index);
           continue;
         }
         if (p.grad_storage < 0) {  // lazy: first touch allocates param.grad (set_to_none before)
           p.grad_storage = new_grad(i, t.bytes, t.dtype, Category::kGrads, "parameter grad");
           allocs[i].push_back(p.grad_storage);
           g_.step_end_frees.push_back(p.grad_storage);
+          routed(GradMode::kWrite, p.grad_storage);
         } else if (is_new) {
           accum[i] += t.bytes;  // AccumulateGrad adds into the existing .grad
+          routed(GradMode::kAccum, p.grad_storage);
         }
         continue;
       }
@@ -222,14 +241,19 @@ void Builder::finalize() {
           produced = new_grad(i, t.bytes, t.dtype, Category::kActGrads, "activation grad");
           allocs[i].push_back(produced);
         }
+        routed(is_new ? GradMode::kWrite : GradMode::kAlias, produced);
         slot[u.tensor] = produced;
         ++gref[produced];
-      } else if (is_new) {
-        accum[i] += t.bytes;  // accumulated in place into the first arrival, then freed
+      } else {
+        // accumulated in place into the first arrival (a passed-on gradient too), then freed
+        if (is_new) accum[i] += t.bytes;
+        routed(GradMode::kAccum, slot[u.tensor]);
       }
     }
-    for (int32_t t : d.outputs) {
+    for (int k = 0; k < d.outputs.size(); ++k) {
+      const int32_t t = d.outputs[k];
       int32_t gs = slot[t];
+      if (record_exec) route[i].out[k] = gs;
       if (gs < 0) continue;
       slot[t] = -1;
       if (--gref[gs] == 0) frees[i].push_back(gs);
@@ -261,6 +285,36 @@ void Builder::finalize() {
     op.fwd.bytes = fb;
     op.bwd.bytes = bb + op.bwd_accum_bytes * 2;
     g_.ops.push_back(op);
+  }
+  if (record_exec) {
+    g_.args.resize(n_ops);
+    auto ref = [&](int32_t t) {
+      const Tensor& x = tensors_[t];
+      TensorRef r;
+      r.storage = x.storage;
+      r.col = x.col, r.cols = x.cols, r.stride = x.stride;
+      return r;
+    };
+    for (int32_t i = 0; i < n_ops; ++i) {
+      const OpDraft& d = drafts_[i];
+      OpArgs& a = g_.args[i];
+      a.exec = d.exec;
+      a.dim = d.dim;
+      a.p = d.p;
+      a.root = d.root;
+      a.n_in = static_cast<uint8_t>(d.inputs.size());
+      a.n_out = static_cast<uint8_t>(d.outputs.size());
+      for (int k = 0; k < d.inputs.size(); ++k) {
+        a.in[k] = ref(d.inputs[k].tensor);
+        if (has_bwd[i]) a.in[k].mode = route[i].mode[k], a.in[k].grad = route[i].in[k];
+      }
+      for (int k = 0; k < d.outputs.size(); ++k) {
+        a.out[k] = ref(d.outputs[k]);
+        a.out[k].grad = has_bwd[i] ? route[i].out[k] : -1;
+      }
+    }
+    g_.param_grads.clear();
+    for (const Param& p : params) g_.param_grads.push_back(p.grad_storage);
   }
   g_.autocast_cached.clear();
   for (int32_t s : autocast_cached_) g_.autocast_cached.push_back(s);
@@ -444,8 +498,9 @@ struct Stage {
 Stage whole(const ModelConfig& m) { return {m.layers, true, true}; }
 
 // The ops and storages of the stage's blocks built one by one, before persistent state.
+// `record_exec`: also the executor's per-op arguments (build_graph_exec).
 Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device& device,
-                const Stage& st) {
+                const Stage& st, bool record_exec = false) {
   (void)device;
   Graph g;
   g.n_blocks = st.layers;
@@ -464,6 +519,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   bld.persistent_grads =
       g.precision == Precision::kBf16Mixed || setup.zero >= 2 || setup.microbatches > 1;
   bld.ignore_transients = dm.paper;
+  bld.record_exec = record_exec;
   int32_t table = -1;
   int32_t x = st.embedding ? detail::build_embedding(bld, dm, &table, st.head)
                            : detail::build_stage_input(bld, dm, st.head);
@@ -510,6 +566,8 @@ void recycle(Graph& g) {
   keep(fresh.autocast_cached, g.autocast_cached);
   keep(fresh.initial_uses, g.initial_uses);
   keep(fresh.consumers, g.consumers);
+  keep(fresh.args, g.args);
+  keep(fresh.param_grads, g.param_grads);
   g = std::move(fresh);
 }
 
@@ -657,6 +715,14 @@ Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, cons
   validate(model);
   validate(model, setup);
   return build_stage_direct(model, setup, device, whole(model));
+}
+
+Graph build_graph_exec(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+  validate(model);
+  validate(model, setup);
+  Graph g = build_ops(model, setup, device, whole(model), true);
+  complete(g, model, setup, device);
+  return g;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // sim/src/graph_*.cpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,6 +50,73 @@ struct OpCost {
   uint8_t kernels = 1;      // kernel launches
 };
 
+// What the CPU reference executor (harness/executor) computes for an op, and the meaning of
+// OpArgs::dim for it. Filled only by build_graph_exec(); the simulator never reads it.
+enum class Exec : uint8_t {
+  kNone,        // not executable (synthetic graphs)
+  kBatch,       // outputs ids, labels (int64 [tokens]); dim {tokens, vocab}
+  kRopeTables,  // output cos then sin ([b*s, d] each); dim {b, s, d}
+  kEmbedding,   // in ids, word table [v, h], positions table [max_pos + types, h]; dim
+                // {tokens, h, s, max_positions (0: none), type rows (0: none)}
+  kCast,        // the outputs take consecutive elements of input 0, converted to their dtype
+  kLinear,      // in x [rows, in], w [out, in] (+bias); dim {rows, in, out, bias: 0 none,
+                // 1 stored after the weight in input 1, 2 input 2}
+  kQk,          // scores [b, a, s, s] = q k^T / sqrt(d); outputs 1..: q, k operand copies;
+                // dim {b, a, s, d, a / kv heads of the k operand}
+  kMask,        // scores where mask [s, s] (input 1) else -inf; dim {rows, s}
+  kSoftmax,     // over the last dim; dim {rows, cols, causal: mask fused in (paper profile)}
+  kDropout,     // p; outputs y, mask (1 byte per element)
+  kAv,          // out [b*s, a*d] = probs v; dim {b, a, s, d, a / kv heads of the v operand}
+  kCopy,        // identity
+  kRepeatKv,    // out [tokens, a*d] from [tokens, g*d]; dim {tokens, g, d, a / g}
+  kSplit,       // views: nothing to compute forward; backward concatenates
+  kRope,        // in x [b*s, heads*d], tables; dim {b, s, heads, d}
+  kFlash,       // in q, k, v; out o [b*s, a*d], lse [b, a, s]; p; dim {b, a, s, d, a / g, causal}
+  kLayerNorm,   // in x, w (gamma, then beta when dim[2]); out y (+ mean, rstd); dim {rows, h,
+                // has bias, has stats}
+  kMeanSq,      // var[r] = mean(x[r]^2); dim {rows, h}
+  kRsqrt,       // rsqrt(var + eps); dim {rows}
+  kRowScale,    // x[r, c] * r[r]; dim {rows, h}
+  kColScale,    // w[c] * x[r, c] (w input 0); dim {rows, h}
+  kMul,         // elementwise product
+  kGelu,
+  kSilu,
+  kAdd,
+  kLogSoftmax,  // dim {rows, v}
+  kNll,         // in logp, labels; out loss, total weight; mean reduction; dim {rows, v}
+  kVocabCe,     // in logits, labels; out softmax, loss; dim {rows, v}
+};
+
+// How an op's backward delivers the gradient of one input (the static backward pass).
+enum class GradMode : uint8_t {
+  kNone,      // no gradient flows to this input
+  kWrite,     // into `grad`, allocated by this backward node (first arrival)
+  kAccum,     // added into `grad`, an earlier arrival
+  kAlias,     // `grad` is the output gradient handed on as is: nothing to compute
+  kMainGrad,  // added into the persistent main_grad buffer; `grad` is the parameter's index
+};
+
+// One tensor as an op uses it. A view is a column slice of its storage's rows.
+struct TensorRef {
+  int32_t storage = -1;
+  int32_t grad = -1;    // storage of its gradient at this op's backward, -1 when none
+  int32_t col = 0;      // view: first column within the storage's rows
+  int32_t cols = 0;     // view: its columns; 0 when the tensor is the whole storage
+  int32_t stride = 0;   // view: the storage's row width
+  GradMode mode = GradMode::kNone;  // inputs only
+};
+
+// The operands of one op in the order its math uses them, and its sizes (see Exec).
+struct OpArgs {
+  Exec exec = Exec::kNone;
+  uint8_t n_in = 0, n_out = 0;
+  bool root = false;  // the loss: its backward starts from a unit gradient
+  float p = 0;        // dropout probability
+  std::array<int64_t, 6> dim{};
+  std::array<TensorRef, 6> in{};
+  std::array<TensorRef, 4> out{};
+};
+
 struct Op {
   OpKind kind = OpKind::kAdd;
   const char* name = "";   // role in its block ("qkv", "softmax", ...)
@@ -86,6 +154,11 @@ struct Graph {
   std::vector<int32_t> autocast_cached; // weight casts held by autocast's cache until forward ends
   std::vector<int32_t> initial_uses;    // per storage: forward consumers (refcount start)
   std::vector<IdxRange> consumers;      // per storage: its forward consumer ops, ascending
+
+  // Per op, for executing the step for real (harness/executor): filled by build_graph_exec()
+  // only, empty otherwise (build_graph stays as fast as before).
+  std::vector<OpArgs> args;
+  std::vector<int32_t> param_grads;  // per param_storages entry: its grad storage, -1 persistent
 
   int64_t optimizer_transient_bytes = 0;  // e.g. foreach Adam's sqrt(v) copy
   OpCost optimizer_cost;                  // bytes moved by the optimizer step
@@ -125,6 +198,10 @@ void build_stage_graph(const ModelConfig& model, const TrainSetup& setup, const 
                        int64_t stage, Graph& out);
 // The same graph built op by op for every block (the reference for the cloned build).
 Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device);
+
+// build_graph_direct with Graph::args and Graph::param_grads filled: the graph the CPU reference
+// executor runs (harness/executor). Same ops, storages and order as build_graph's.
+Graph build_graph_exec(const ModelConfig& model, const TrainSetup& setup, const Device& device);
 
 // A synthetic chain for testing Chen's law: n blocks, each one op that saves only its input, so a
 // checkpoint costs exactly one block's activations (c = A = bytes).

@@ -122,6 +122,15 @@ std::string csv_row(const Row& row) {
   const bool failed = !row.result || !row.error.empty();
   if (failed) {
     w.empty(result_columns);
+  } else if (row.peak_only) {
+    const sim::Result& r = *row.result;
+    w.integer(r.layers);
+    w.integer(r.params);
+    w.integer(r.params_per_rank);
+    w.integer(r.peak_allocated_bytes);
+    w.empty(1);  // peak_time_ns: not measured
+    w.text(sim::phase_name(r.peak_phase));
+    w.empty(result_columns - 6);
   } else {
     const sim::Result& r = *row.result;
     w.integer(r.layers);

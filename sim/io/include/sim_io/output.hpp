@@ -30,6 +30,10 @@ struct Row {
   RowKey key;
   std::optional<sim::Result> result;
   std::string error;     // non-empty for a row that could not be simulated
+  // A measured row of the CPU reference executor: only what it measures is written (model size,
+  // peak_phase and the peak columns peak_allocated_bytes, peak_requested_bytes,
+  // peak_reserved_bytes, all the exact ledger's peak); every other figure is empty.
+  bool peak_only = false;
 };
 
 const std::vector<std::string>& csv_columns();   // header, in order

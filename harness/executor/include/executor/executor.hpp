@@ -1,0 +1,91 @@
+// The reference executor (DESIGN.md §6, validation step 3): runs the very Schedule the simulator
+// produced, with real buffers sized exactly by each storage's bytes, and checks it.
+//
+// The walker (walker.cpp) is backend-independent: it derives the plan's recompute regions itself,
+// keeps its own reference count per storage (forward uses, saved-by edges, checkpoint inputs, the
+// SAC cache, autocast's cache, the training loop's holds, gradient slots), frees a storage when
+// that count reaches zero and requires the schedule's kFree events to coincide with those drops
+// event by event. It counts live bytes, samples the peak where the engine does (after an event's
+// allocations and transients) and calls the backend for the math. A backend (the CPU one here; a
+// CUDA one later) owns buffers and kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/graph.hpp"
+#include "sim/schedule.hpp"
+#include "sim/strategy.hpp"
+
+namespace executor {
+
+// The schedule and the executor disagree, or a kernel read what it may not: the message names the
+// event, the op and the storage.
+class ExecutionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Where the data of a step come from. Same options, same graph: bitwise the same step.
+struct StepOptions {
+  uint64_t seed = 1;   // weights, token ids and labels
+  uint64_t step = 0;   // the step counter keying dropout masks (with the op and the element)
+  // Finite differences: parameter `perturb_param` (index into Graph::param_storages), element
+  // `perturb_element`, gets `perturb_delta` added before the step (-1: none).
+  int32_t perturb_param = -1;
+  int64_t perturb_element = 0;
+  double perturb_delta = 0;
+};
+
+struct StepResult {
+  int64_t baseline_bytes = 0;    // persistent storages before the step
+  int64_t peak_bytes = 0;        // live bytes + transients at the highest sample
+  int32_t peak_event_index = -1; // the schedule event of that sample (first one reaching it)
+  sim::Phase peak_phase = sim::Phase::kForward;  // that event's phase
+  int64_t end_bytes = 0;         // after the step (equals baseline_bytes)
+  double loss = 0;               // as stored (fp32)
+  double perturbed_value = 0;    // the perturbed parameter element as stored, when asked
+  // Per Graph::param_storages entry: its gradient at the optimizer event, as doubles decoded from
+  // the stored gradient (dtype of the grad storage), and the raw bytes for bitwise comparisons.
+  std::vector<std::vector<double>> grads;
+  std::vector<std::vector<uint8_t>> grad_bytes;
+};
+
+// Contract of a backend: allocate() makes a zero-filled buffer of exactly `bytes` for a storage;
+// release() drops it (reading it afterwards is an ExecutionError); scratch bytes are transient
+// workspaces of one event. forward()/backward() run op `op` of the graph reading and writing only
+// storages the walker has made live; backward reads of forward tensors are limited to `reads`
+// (backward_reads()).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual void allocate(int32_t storage, int64_t bytes) = 0;
+  virtual void release(int32_t storage) = 0;
+  virtual void scratch(int64_t bytes) = 0;      // one transient buffer for the running event
+  virtual void release_scratch() = 0;
+  virtual void initialize_persistent() = 0;     // weights, buffers (after allocate of each)
+  virtual void forward(int32_t op) = 0;
+  virtual void backward(int32_t op, const std::vector<int32_t>& reads) = 0;
+  virtual void optimizer(StepResult& out) = 0;  // records loss and gradients
+};
+
+// The CPU backend: single-threaded, deterministic, math in double over values stored in their
+// dtypes (bf16 and fp16 rounded to nearest even from fp32).
+std::unique_ptr<Backend> make_cpu_backend(const sim::Graph& graph, const StepOptions& options);
+
+// The forward tensors op `op`'s backward kernel reads (storages; outputs' gradients excluded).
+std::vector<int32_t> backward_reads(const sim::Graph& graph, int32_t op);
+
+// Runs one step. Throws ExecutionError on any disagreement; sim::Unsupported for graphs the
+// executor cannot run (no Graph::args: use sim::build_graph_exec; tensor or data parallelism).
+StepResult run_step(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
+                    Backend& backend);
+
+// run_step on a fresh CPU backend.
+StepResult run_cpu(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
+                   const StepOptions& options = {});
+
+}  // namespace executor

@@ -1,0 +1,892 @@
+// The CPU backend of the reference executor: buffers of exactly a storage's bytes, and the forward
+// and backward math of every Exec kind in double precision over values stored in their dtypes.
+// Single-threaded and in a fixed order, so the same inputs give bitwise the same gradients.
+// Conventions (the executor's own; they only need to agree between its kernels): tokens are
+// t = batch * s + position; q, k, v and attention outputs are [tokens, heads * d]; scores and
+// probabilities are [b, heads, s, s]; a weight is [out, in] with its bias (if stored with it)
+// after it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "executor/executor.hpp"
+#include "numeric.hpp"
+
+namespace executor {
+namespace {
+
+using sim::Exec;
+using sim::Graph;
+using sim::GradMode;
+using sim::TensorRef;
+using Vec = std::vector<double>;
+using detail::uniform;
+
+// Constants of the modelled layers (defaults of the libraries the op lists follow).
+constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm eps
+constexpr double kRmsNormEps = 1e-6;    // HF LlamaConfig rms_norm_eps
+constexpr double kRopeTheta = 10000.0;  // HF LlamaConfig rope_theta (Llama 2)
+constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi): GPT-2's tanh GeLU (gelu_new)
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Graph& g, const StepOptions& o) : g_(g), opt_(o) {
+    buf_.resize(g.storages.size());
+    live_.assign(g.storages.size(), 0);
+    // Parameter offsets within a persistent main_grad buffer (bf16-mixed): parameters in order.
+    int64_t at = 0;
+    for (int32_t s : g.param_storages) {
+      param_offset_.push_back(at);
+      at += g.storages[s].bytes / sim::bytes_of(g.storages[s].dtype);
+    }
+    for (int32_t s : g.persistent)
+      if (g.storages[s].category == sim::Category::kGrads) main_grad_ = s;
+  }
+
+  void allocate(int32_t s, int64_t bytes) override {
+    buf_[s].assign(static_cast<size_t>(bytes), 0);
+    live_[s] = 1;
+  }
+  void release(int32_t s) override {
+    std::vector<uint8_t>().swap(buf_[s]);
+    live_[s] = 0;
+  }
+  void scratch(int64_t bytes) override { scratch_.assign(static_cast<size_t>(bytes), 0); }
+  void release_scratch() override { std::vector<uint8_t>().swap(scratch_); }
+
+  void initialize_persistent() override {
+    for (size_t p = 0; p < g_.param_storages.size(); ++p) {
+      const int32_t s = g_.param_storages[p];
+      const sim::Storage& st = g_.storages[s];
+      const int64_t n = numel(s);
+      // Norm gains near one, everything else small and centred (any values would do: the tests
+      // compare the executor with itself and with finite differences).
+      const bool norm = std::string(st.role).find("norm") != std::string::npos;
+      for (int64_t i = 0; i < n; ++i) {
+        const double u = uniform(opt_.seed, 0x5eed, p, static_cast<uint64_t>(i)) - 0.5;
+        double v = norm ? 1.0 + 0.4 * u : 0.8 * u;
+        if (static_cast<int32_t>(p) == opt_.perturb_param && i == opt_.perturb_element)
+          v += opt_.perturb_delta;
+        detail::store(buf_[s].data(), st.dtype, i, v);
+      }
+    }
+    if (opt_.perturb_param >= 0) {
+      const int32_t s = g_.param_storages.at(static_cast<size_t>(opt_.perturb_param));
+      perturbed_ = detail::load(buf_[s].data(), g_.storages[s].dtype, opt_.perturb_element);
+    }
+    // The causal mask buffers: true where the key is not after the query.
+    for (const sim::OpArgs& a : g_.args)
+      if (a.exec == Exec::kMask) {
+        const int64_t s = a.dim[1];
+        uint8_t* m = buf_[a.in[1].storage].data();
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < s; ++j) m[i * s + j] = j <= i ? 1 : 0;
+      }
+  }
+
+  void forward(int32_t op) override {
+    op_ = op;
+    reads_ = nullptr;
+    run(g_.args[op], false);
+  }
+  void backward(int32_t op, const std::vector<int32_t>& reads) override {
+    op_ = op;
+    reads_ = &reads;
+    run(g_.args[op], true);
+    reads_ = nullptr;
+  }
+
+  void optimizer(StepResult& out) override {
+    for (const sim::OpArgs& a : g_.args)
+      if (a.root) out.loss = load_dense(a.out[loss_output(a)].storage)[0];
+    out.perturbed_value = perturbed_;
+    out.grads.clear();
+    out.grad_bytes.clear();
+    for (size_t p = 0; p < g_.param_storages.size(); ++p) {
+      const int32_t gs = p < g_.param_grads.size() ? g_.param_grads[p] : -1;
+      if (gs >= 0) {
+        out.grads.push_back(load_dense(gs));
+        out.grad_bytes.push_back(buf_[gs]);
+      } else if (main_grad_ >= 0) {
+        const int64_t n = numel(g_.param_storages[p]);
+        Vec v(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+          v[i] = detail::load(data(main_grad_), sim::DType::kF32, param_offset_[p] + i);
+        std::vector<uint8_t> raw(buf_[main_grad_].begin() + param_offset_[p] * 4,
+                                 buf_[main_grad_].begin() + (param_offset_[p] + n) * 4);
+        out.grads.push_back(std::move(v));
+        out.grad_bytes.push_back(std::move(raw));
+      } else {
+        out.grads.emplace_back();
+        out.grad_bytes.emplace_back();
+      }
+    }
+  }
+
+ private:
+  int64_t numel(int32_t s) const {
+    return g_.storages[s].bytes / sim::bytes_of(g_.storages[s].dtype);
+  }
+  int64_t numel(const TensorRef& r) const {
+    if (r.cols == 0) return numel(r.storage);
+    return numel(r.storage) / r.stride * r.cols;
+  }
+  const uint8_t* data(int32_t s) const {
+    if (!live_[s])
+      throw ExecutionError("executor: op " + std::to_string(op_) + " (" + g_.ops[op_].name +
+                           ") reads storage " + std::to_string(s) + " (" + g_.storages[s].role +
+                           "), whose buffer has been freed");
+    return buf_[s].data();
+  }
+  Vec load_dense(int32_t s) const {
+    const int64_t n = numel(s);
+    Vec v(static_cast<size_t>(n));
+    const uint8_t* p = data(s);
+    for (int64_t i = 0; i < n; ++i) v[i] = detail::load(p, g_.storages[s].dtype, i);
+    return v;
+  }
+  // A forward tensor read by a forward kernel. A backward kernel must use saved().
+  Vec load(const TensorRef& r) const {
+    if (reads_)
+      throw ExecutionError("executor: the backward kernel of op " + std::to_string(op_) + " (" +
+                           g_.ops[op_].name + ") reads storage " + std::to_string(r.storage) +
+                           " without declaring it");
+    return gather(r);
+  }
+  // A tensor's values, dense (a view gathered from its columns).
+  Vec gather(const TensorRef& r) const {
+    if (r.cols == 0) return load_dense(r.storage);
+    const uint8_t* p = data(r.storage);
+    const sim::DType dt = g_.storages[r.storage].dtype;
+    const int64_t rows = numel(r.storage) / r.stride;
+    Vec v(static_cast<size_t>(rows * r.cols));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < r.cols; ++c) v[i * r.cols + c] = detail::load(p, dt, i * r.stride + r.col + c);
+    return v;
+  }
+  // A forward tensor read by a backward kernel: only what backward_reads() declares.
+  Vec saved(const TensorRef& r) const {
+    if (reads_ && std::find(reads_->begin(), reads_->end(), r.storage) == reads_->end())
+      throw ExecutionError("executor: the backward kernel of op " + std::to_string(op_) + " (" +
+                           g_.ops[op_].name + ") reads storage " + std::to_string(r.storage) +
+                           " (" + g_.storages[r.storage].role + ") it did not declare");
+    return gather(r);
+  }
+  void store(const TensorRef& r, const Vec& v) {
+    if (r.cols != 0) throw ExecutionError("executor: a kernel writes into a view");
+    if (!live_[r.storage]) throw ExecutionError("executor: a kernel writes a freed storage");
+    const int64_t n = numel(r.storage);
+    if (static_cast<int64_t>(v.size()) != n)
+      throw ExecutionError("executor: op " + std::to_string(op_) + " (" + g_.ops[op_].name +
+                           ") makes " + std::to_string(v.size()) + " values for storage " +
+                           std::to_string(r.storage) + " (" + g_.storages[r.storage].role +
+                           ") of " + std::to_string(n));
+    uint8_t* p = buf_[r.storage].data();
+    for (int64_t i = 0; i < n; ++i) detail::store(p, g_.storages[r.storage].dtype, i, v[i]);
+  }
+  // The loss among the root op's outputs.
+  static int loss_output(const sim::OpArgs& a) { return a.exec == Exec::kVocabCe ? 1 : 0; }
+  // The gradient of output k (zeros where no gradient reaches it; one for the loss).
+  Vec grad_out(const sim::OpArgs& a, int k) const {
+    if (a.out[k].grad >= 0) return load_dense(a.out[k].grad);
+    return Vec(static_cast<size_t>(numel(a.out[k])), a.root && k == loss_output(a) ? 1.0 : 0.0);
+  }
+  // Hands the gradient of input k on as the static backward pass decided.
+  void deliver(const sim::OpArgs& a, int k, const Vec& v) {
+    const TensorRef& r = a.in[k];
+    switch (r.mode) {
+      case GradMode::kNone:
+      case GradMode::kAlias: return;  // the output's gradient buffer is the input's already
+      case GradMode::kWrite: store({r.grad}, v); return;
+      case GradMode::kAccum: {
+        Vec cur = load_dense(r.grad);
+        for (size_t i = 0; i < cur.size(); ++i) cur[i] += v[i];
+        store({r.grad}, cur);
+        return;
+      }
+      case GradMode::kMainGrad: {
+        if (main_grad_ < 0) throw ExecutionError("executor: no main_grad buffer");
+        uint8_t* p = buf_[main_grad_].data();
+        const int64_t off = param_offset_[static_cast<size_t>(r.grad)];
+        for (size_t i = 0; i < v.size(); ++i) {
+          const int64_t j = off + static_cast<int64_t>(i);
+          detail::store(p, sim::DType::kF32, j, detail::load(p, sim::DType::kF32, j) + v[i]);
+        }
+        return;
+      }
+    }
+  }
+  double keep_scale(int32_t op, int64_t i, double p) const {
+    return uniform(opt_.seed, static_cast<uint64_t>(op), static_cast<uint64_t>(i), opt_.step) >= p
+               ? 1.0 / (1.0 - p)
+               : 0.0;
+  }
+
+  void run(const sim::OpArgs& a, bool bwd);
+  void attention(const sim::OpArgs& a, bool bwd);
+  void flash(const sim::OpArgs& a, bool bwd);
+  void norms(const sim::OpArgs& a, bool bwd);
+  void head(const sim::OpArgs& a, bool bwd);
+
+  const Graph& g_;
+  StepOptions opt_;
+  std::vector<std::vector<uint8_t>> buf_;
+  std::vector<uint8_t> live_;
+  std::vector<uint8_t> scratch_;
+  std::vector<int64_t> param_offset_;
+  int32_t main_grad_ = -1;
+  int32_t op_ = -1;
+  double perturbed_ = 0;
+  const std::vector<int32_t>* reads_ = nullptr;
+};
+
+void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  switch (a.exec) {
+    case Exec::kNone: throw ExecutionError("executor: op without executable semantics");
+    case Exec::kBatch: {
+      if (bwd) return;
+      Vec ids(static_cast<size_t>(d[0])), labels(ids.size());
+      for (int64_t t = 0; t < d[0]; ++t) {
+        ids[t] = std::floor(uniform(opt_.seed, 0x1d5, static_cast<uint64_t>(t)) * static_cast<double>(d[1]));
+        labels[t] = std::floor(uniform(opt_.seed, 0x1abe1, static_cast<uint64_t>(t)) * static_cast<double>(d[1]));
+      }
+      store(a.out[0], ids);
+      store(a.out[1], labels);
+      return;
+    }
+    case Exec::kRopeTables: {  // HF LlamaRotaryEmbedding: cos, sin of position * theta^(-2j/d)
+      if (bwd) return;
+      const int64_t b = d[0], s = d[1], hd = d[2], half = hd / 2;
+      Vec cs(static_cast<size_t>(2 * b * s * hd));
+      for (int64_t t = 0; t < b * s; ++t)
+        for (int64_t j = 0; j < hd; ++j) {
+          const double f = std::pow(kRopeTheta, -2.0 * static_cast<double>(j % half) / static_cast<double>(hd));
+          const double ang = static_cast<double>(t % s) * f;
+          cs[t * hd + j] = std::cos(ang);
+          cs[(b * s + t) * hd + j] = std::sin(ang);
+        }
+      store(a.out[0], cs);
+      return;
+    }
+    case Exec::kEmbedding: {
+      const int64_t n = d[0], h = d[1], s = d[2], maxp = d[3], types = d[4];
+      const Vec ids = bwd ? saved(a.in[0]) : load(a.in[0]);
+      if (!bwd) {
+        const Vec w = load(a.in[1]);
+        Vec pos = a.n_in > 2 ? load(a.in[2]) : Vec();
+        Vec x(static_cast<size_t>(n * h));
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t c = 0; c < h; ++c) {
+            double v = w[static_cast<int64_t>(ids[t]) * h + c];
+            if (maxp > 0) v += pos[(t % s) * h + c];
+            if (types > 0) v += pos[maxp * h + c];  // token type 0
+            x[t * h + c] = v;
+          }
+        store(a.out[0], x);
+        return;
+      }
+      const Vec dx = grad_out(a, 0);
+      Vec dw(static_cast<size_t>(numel(a.in[1])), 0.0);
+      Vec dp(a.n_in > 2 ? static_cast<size_t>(numel(a.in[2])) : 0, 0.0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t c = 0; c < h; ++c) {
+          const double g = dx[t * h + c];
+          dw[static_cast<int64_t>(ids[t]) * h + c] += g;
+          if (maxp > 0) dp[(t % s) * h + c] += g;
+          if (types > 0) dp[maxp * h + c] += g;
+        }
+      deliver(a, 1, dw);
+      if (a.n_in > 2) deliver(a, 2, dp);
+      return;
+    }
+    case Exec::kCast: {
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        size_t at = 0;
+        for (int k = 0; k < a.n_out; ++k) {
+          const size_t n = static_cast<size_t>(numel(a.out[k]));
+          store(a.out[k], Vec(x.begin() + static_cast<std::ptrdiff_t>(at),
+                              x.begin() + static_cast<std::ptrdiff_t>(at + n)));
+          at += n;
+        }
+        return;
+      }
+      Vec dx;
+      for (int k = 0; k < a.n_out; ++k) {
+        const Vec gk = grad_out(a, k);
+        dx.insert(dx.end(), gk.begin(), gk.end());
+      }
+      dx.resize(static_cast<size_t>(numel(a.in[0])), 0.0);
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kLinear: {
+      const int64_t rows = d[0], in = d[1], out = d[2], bias = d[3];
+      if (!bwd) {
+        const Vec x = load(a.in[0]), w = load(a.in[1]);
+        const Vec b = bias == 2 ? load(a.in[2]) : Vec();
+        Vec y(static_cast<size_t>(rows * out));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = 0; o < out; ++o) {
+            double acc = bias == 1 ? w[out * in + o] : bias == 2 ? b[o] : 0.0;
+            for (int64_t k = 0; k < in; ++k) acc += x[r * in + k] * w[o * in + k];
+            y[r * out + o] = acc;
+          }
+        store(a.out[0], y);
+        return;
+      }
+      const Vec x = saved(a.in[0]), w = saved(a.in[1]), dy = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(rows * in), 0.0), dw(static_cast<size_t>(numel(a.in[1])), 0.0);
+      Vec db(static_cast<size_t>(out), 0.0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out; ++o) {
+          const double g = dy[r * out + o];
+          db[o] += g;
+          for (int64_t k = 0; k < in; ++k) {
+            dx[r * in + k] += g * w[o * in + k];
+            dw[o * in + k] += g * x[r * in + k];
+          }
+        }
+      if (bias == 1) std::copy(db.begin(), db.end(), dw.begin() + out * in);
+      deliver(a, 0, dx);
+      deliver(a, 1, dw);
+      if (bias == 2) deliver(a, 2, db);
+      return;
+    }
+    case Exec::kDropout: {
+      const double p = a.p;
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec y(x.size()), m(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          const double k = keep_scale(op_, static_cast<int64_t>(i), p);
+          m[i] = k != 0.0 ? 1.0 : 0.0;
+          y[i] = x[i] * k;
+        }
+        store(a.out[0], y);
+        store(a.out[1], m);
+        return;
+      }
+      const Vec m = saved(a.out[1]);
+      Vec dx = grad_out(a, 0);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= m[i] / (1.0 - p);
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kAdd: {
+      if (!bwd) {
+        Vec x = load(a.in[0]);
+        const Vec y = load(a.in[1]);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+        store(a.out[0], x);
+        return;
+      }
+      const Vec dz = grad_out(a, 0);
+      deliver(a, 0, dz);
+      deliver(a, 1, dz);
+      return;
+    }
+    case Exec::kCopy:
+      if (!bwd) return store(a.out[0], load(a.in[0]));
+      return deliver(a, 0, grad_out(a, 0));
+    case Exec::kSplit: {
+      if (!bwd) return;  // views
+      const TensorRef& base = a.in[0];
+      const int64_t w = a.out[0].stride, rows = numel(base.storage) / w;
+      Vec dx(static_cast<size_t>(rows * w), 0.0);
+      for (int k = 0; k < a.n_out; ++k) {
+        const Vec gk = grad_out(a, k);
+        const int64_t c0 = a.out[k].col, cols = a.out[k].cols;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) dx[r * w + c0 + c] = gk[r * cols + c];
+      }
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kRepeatKv: {
+      const int64_t n = d[0], g = d[1], hd = d[2], rep = d[3], heads = g * rep;
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec y(static_cast<size_t>(n * heads * hd));
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t e = 0; e < hd; ++e) y[(t * heads + h) * hd + e] = x[(t * g + h / rep) * hd + e];
+        store(a.out[0], y);
+        return;
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(n * g * hd), 0.0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t e = 0; e < hd; ++e) dx[(t * g + h / rep) * hd + e] += dy[(t * heads + h) * hd + e];
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kRope: {  // HF apply_rotary_pos_emb: x cos + rotate_half(x) sin
+      const int64_t b = d[0], s = d[1], heads = d[2], hd = d[3], half = hd / 2, n = b * s;
+      const Vec cs = bwd ? saved(a.in[1]) : load(a.in[1]);
+      auto cosv = [&](int64_t t, int64_t j) { return cs[t * hd + j]; };
+      auto sinv = [&](int64_t t, int64_t j) { return cs[(n + t) * hd + j]; };
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec y(x.size());
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t j = 0; j < hd; ++j) {
+              const int64_t o = (t * heads + h) * hd;
+              const double rot = j < half ? -x[o + j + half] : x[o + j - half];
+              y[o + j] = x[o + j] * cosv(t, j) + rot * sinv(t, j);
+            }
+        store(a.out[0], y);
+        return;
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dx(dy.size(), 0.0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t j = 0; j < hd; ++j) {
+            const int64_t o = (t * heads + h) * hd;
+            dx[o + j] += dy[o + j] * cosv(t, j);
+            const double u = dy[o + j] * sinv(t, j);
+            if (j < half) dx[o + j + half] -= u; else dx[o + j - half] += u;
+          }
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kGelu: case Exec::kSilu: {
+      const bool gelu = a.exec == Exec::kGelu;
+      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]);
+      Vec y(x.size());
+      const Vec dy = bwd ? grad_out(a, 0) : Vec();
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double v = x[i];
+        if (gelu) {
+          const double th = std::tanh(kGeluC * (v + 0.044715 * v * v * v));
+          y[i] = bwd ? dy[i] * (0.5 * (1 + th) + 0.5 * v * (1 - th * th) * kGeluC *
+                                                     (1 + 3 * 0.044715 * v * v))
+                     : 0.5 * v * (1 + th);
+        } else {
+          const double sg = 1.0 / (1.0 + std::exp(-v));
+          y[i] = bwd ? dy[i] * sg * (1 + v * (1 - sg)) : v * sg;
+        }
+      }
+      if (bwd) deliver(a, 0, y); else store(a.out[0], y);
+      return;
+    }
+    case Exec::kMul: {
+      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]), y = bwd ? saved(a.in[1]) : load(a.in[1]);
+      if (!bwd) {
+        Vec z(x.size());
+        for (size_t i = 0; i < x.size(); ++i) z[i] = x[i] * y[i];
+        store(a.out[0], z);
+        return;
+      }
+      const Vec dz = grad_out(a, 0);
+      Vec dx(x.size()), dy(y.size());
+      for (size_t i = 0; i < x.size(); ++i) dx[i] = dz[i] * y[i], dy[i] = dz[i] * x[i];
+      deliver(a, 0, dx);
+      deliver(a, 1, dy);
+      return;
+    }
+    case Exec::kQk: case Exec::kMask: case Exec::kSoftmax: case Exec::kAv:
+      return attention(a, bwd);
+    case Exec::kFlash: return flash(a, bwd);
+    case Exec::kLayerNorm: case Exec::kMeanSq: case Exec::kRsqrt: case Exec::kRowScale:
+    case Exec::kColScale:
+      return norms(a, bwd);
+    case Exec::kLogSoftmax: case Exec::kNll: case Exec::kVocabCe: return head(a, bwd);
+  }
+}
+
+void CpuBackend::attention(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  if (a.exec == Exec::kMask) {
+    const int64_t rows = d[0], s = d[1];
+    const Vec m = bwd ? saved(a.in[1]) : load(a.in[1]);
+    Vec v = bwd ? grad_out(a, 0) : load(a.in[0]);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < s; ++j)
+        if (m[(r % s) * s + j] == 0.0) v[r * s + j] = bwd ? 0.0 : -INFINITY;
+    if (bwd) deliver(a, 0, v); else store(a.out[0], v);
+    return;
+  }
+  if (a.exec == Exec::kSoftmax) {
+    const int64_t rows = d[0], cols = d[1];
+    const bool causal = d[2] != 0;
+    if (!bwd) {
+      const Vec x = load(a.in[0]);
+      Vec p(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t lim = causal ? r % cols + 1 : cols;
+        double m = -INFINITY;
+        for (int64_t j = 0; j < lim; ++j) m = std::max(m, x[r * cols + j]);
+        double sum = 0;
+        for (int64_t j = 0; j < lim; ++j) sum += std::exp(x[r * cols + j] - m);
+        for (int64_t j = 0; j < cols; ++j)
+          p[r * cols + j] = j < lim ? std::exp(x[r * cols + j] - m) / sum : 0.0;
+      }
+      store(a.out[0], p);
+      return;
+    }
+    const Vec p = saved(a.out[0]), dy = grad_out(a, 0);
+    Vec dx(p.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double dot = 0;
+      for (int64_t j = 0; j < cols; ++j) dot += dy[r * cols + j] * p[r * cols + j];
+      for (int64_t j = 0; j < cols; ++j) dx[r * cols + j] = p[r * cols + j] * (dy[r * cols + j] - dot);
+    }
+    deliver(a, 0, dx);
+    return;
+  }
+  const int64_t b = d[0], heads = d[1], s = d[2], hd = d[3], grp = d[4];
+  const int64_t kvh = heads / grp;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  auto sidx = [&](int64_t bi, int64_t h, int64_t i, int64_t j) { return ((bi * heads + h) * s + i) * s + j; };
+  auto qidx = [&](int64_t bi, int64_t i, int64_t h, int64_t e) { return ((bi * s + i) * heads + h) * hd + e; };
+  auto kidx = [&](int64_t bi, int64_t j, int64_t h, int64_t e) { return ((bi * s + j) * kvh + h / grp) * hd + e; };
+  if (a.exec == Exec::kQk) {
+    // The operands the bmm uses: the copies (outputs 1..) where the layout makes them.
+    const int qc = (d[5] & 1) ? 1 : 0, kc = (d[5] & 2) ? 1 + qc : 0;
+    Vec q, k;
+    if (!bwd) {
+      q = load(a.in[0]);
+      k = load(a.in[1]);
+      if (qc) store(a.out[qc], q), q = load(a.out[qc]);
+      if (kc) store(a.out[kc], k), k = load(a.out[kc]);
+      Vec sc(static_cast<size_t>(b * heads * s * s));
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < s; ++i)
+            for (int64_t j = 0; j < s; ++j) {
+              double acc = 0;
+              for (int64_t e = 0; e < hd; ++e) acc += q[qidx(bi, i, h, e)] * k[kidx(bi, j, h, e)];
+              sc[sidx(bi, h, i, j)] = acc * scale;
+            }
+      store(a.out[0], sc);
+      return;
+    }
+    q = saved(qc ? a.out[qc] : a.in[0]);
+    k = saved(kc ? a.out[kc] : a.in[1]);
+    const Vec ds = grad_out(a, 0);
+    Vec dq(q.size(), 0.0), dk(k.size(), 0.0);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < s; ++j) {
+            const double g = ds[sidx(bi, h, i, j)] * scale;
+            for (int64_t e = 0; e < hd; ++e) {
+              dq[qidx(bi, i, h, e)] += g * k[kidx(bi, j, h, e)];
+              dk[kidx(bi, j, h, e)] += g * q[qidx(bi, i, h, e)];
+            }
+          }
+    deliver(a, 0, dq);
+    deliver(a, 1, dk);
+    return;
+  }
+  // kAv: out[t, h*d] = sum_j P[b, h, i, j] v[j]
+  const int vc = (d[5] & 2) ? 1 : 0;
+  if (!bwd) {
+    const Vec p = load(a.in[0]);
+    Vec v = load(a.in[1]);
+    if (vc) store(a.out[vc], v), v = load(a.out[vc]);
+    Vec o(static_cast<size_t>(b * s * heads * hd), 0.0);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t e = 0; e < hd; ++e) {
+            double acc = 0;
+            for (int64_t j = 0; j < s; ++j) acc += p[sidx(bi, h, i, j)] * v[kidx(bi, j, h, e)];
+            o[qidx(bi, i, h, e)] = acc;
+          }
+    store(a.out[0], o);
+    return;
+  }
+  const Vec p = saved(a.in[0]), v = saved(vc ? a.out[vc] : a.in[1]), dout = grad_out(a, 0);
+  Vec dp(p.size(), 0.0), dv(v.size(), 0.0);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < s; ++j)
+          for (int64_t e = 0; e < hd; ++e) {
+            const double g = dout[qidx(bi, i, h, e)];
+            dp[sidx(bi, h, i, j)] += g * v[kidx(bi, j, h, e)];
+            dv[kidx(bi, j, h, e)] += g * p[sidx(bi, h, i, j)];
+          }
+  deliver(a, 0, dp);
+  deliver(a, 1, dv);
+}
+
+// Flash-style attention (Dao 2023, FlashAttention-2 Alg. 1 and 2, computed row by row): forward
+// keeps only the output and the log-sum-exp; backward rebuilds the probabilities from them and
+// regenerates the dropout keep mask from the counter RNG.
+void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  const int64_t b = d[0], heads = d[1], s = d[2], hd = d[3], grp = d[4], kvh = heads / grp;
+  const bool causal = d[5] != 0;
+  const double p = a.p, scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const Vec q = bwd ? saved(a.in[0]) : load(a.in[0]);
+  const Vec k = bwd ? saved(a.in[1]) : load(a.in[1]);
+  const Vec v = bwd ? saved(a.in[2]) : load(a.in[2]);
+  auto qidx = [&](int64_t bi, int64_t i, int64_t h, int64_t e) { return ((bi * s + i) * heads + h) * hd + e; };
+  auto kidx = [&](int64_t bi, int64_t j, int64_t h, int64_t e) { return ((bi * s + j) * kvh + h / grp) * hd + e; };
+  auto score = [&](int64_t bi, int64_t h, int64_t i, int64_t j) {
+    double acc = 0;
+    for (int64_t e = 0; e < hd; ++e) acc += q[qidx(bi, i, h, e)] * k[kidx(bi, j, h, e)];
+    return acc * scale;
+  };
+  auto keep = [&](int64_t bi, int64_t h, int64_t i, int64_t j) {
+    return p > 0 ? keep_scale(op_, ((bi * heads + h) * s + i) * s + j, p) : 1.0;
+  };
+  if (!bwd) {
+    Vec o(q.size(), 0.0), lse(static_cast<size_t>(b * heads * s));
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < s; ++i) {
+          const int64_t lim = causal ? i + 1 : s;
+          Vec sc(static_cast<size_t>(lim));
+          double m = -INFINITY;
+          for (int64_t j = 0; j < lim; ++j) sc[j] = score(bi, h, i, j), m = std::max(m, sc[j]);
+          double sum = 0;
+          for (int64_t j = 0; j < lim; ++j) sum += std::exp(sc[j] - m);
+          const double l = m + std::log(sum);
+          lse[(bi * heads + h) * s + i] = l;
+          for (int64_t j = 0; j < lim; ++j) {
+            const double pj = std::exp(sc[j] - l) * keep(bi, h, i, j);
+            for (int64_t e = 0; e < hd; ++e) o[qidx(bi, i, h, e)] += pj * v[kidx(bi, j, h, e)];
+          }
+        }
+    store(a.out[0], o);
+    store(a.out[1], lse);
+    return;
+  }
+  const Vec o = saved(a.out[0]), lse = saved(a.out[1]), dout = grad_out(a, 0);
+  (void)o;  // FlashAttention-2 uses rowsum(dO * O) for D; it equals sum_j P dP, computed below
+  Vec dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < s; ++i) {
+        const int64_t lim = causal ? i + 1 : s;
+        const double l = lse[(bi * heads + h) * s + i];
+        Vec pr(static_cast<size_t>(lim)), dp(static_cast<size_t>(lim));
+        double dsum = 0;
+        for (int64_t j = 0; j < lim; ++j) {
+          pr[j] = std::exp(score(bi, h, i, j) - l);
+          const double kp = keep(bi, h, i, j);
+          double g = 0;
+          for (int64_t e = 0; e < hd; ++e) {
+            g += dout[qidx(bi, i, h, e)] * v[kidx(bi, j, h, e)];
+            dv[kidx(bi, j, h, e)] += pr[j] * kp * dout[qidx(bi, i, h, e)];
+          }
+          dp[j] = g * kp;
+          dsum += pr[j] * dp[j];
+        }
+        for (int64_t j = 0; j < lim; ++j) {
+          const double ds = pr[j] * (dp[j] - dsum) * scale;
+          for (int64_t e = 0; e < hd; ++e) {
+            dq[qidx(bi, i, h, e)] += ds * k[kidx(bi, j, h, e)];
+            dk[kidx(bi, j, h, e)] += ds * q[qidx(bi, i, h, e)];
+          }
+        }
+      }
+  deliver(a, 0, dq);
+  deliver(a, 1, dk);
+  deliver(a, 2, dv);
+}
+
+void CpuBackend::norms(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  const int64_t rows = d[0], h = d[1];
+  switch (a.exec) {
+    case Exec::kLayerNorm: {  // torch native_layer_norm: biased variance, rstd = 1/sqrt(var+eps)
+      const bool has_bias = d[2] != 0, stats = d[3] != 0;
+      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]), w = bwd ? saved(a.in[1]) : load(a.in[1]);
+      Vec mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+      if (bwd && stats) {
+        const Vec st = saved(a.out[1]);
+        for (int64_t r = 0; r < rows; ++r) mean[r] = st[r], rstd[r] = st[rows + r];
+      } else {
+        for (int64_t r = 0; r < rows; ++r) {
+          double m = 0, var = 0;
+          for (int64_t c = 0; c < h; ++c) m += x[r * h + c];
+          m /= static_cast<double>(h);
+          for (int64_t c = 0; c < h; ++c) var += (x[r * h + c] - m) * (x[r * h + c] - m);
+          var /= static_cast<double>(h);
+          // as stored (fp32), so forward and backward use the same statistics
+          mean[r] = static_cast<float>(m);
+          rstd[r] = static_cast<float>(1.0 / std::sqrt(var + kLayerNormEps));
+        }
+      }
+      if (!bwd) {
+        Vec y(x.size());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < h; ++c)
+            y[r * h + c] = (x[r * h + c] - mean[r]) * rstd[r] * w[c] + (has_bias ? w[h + c] : 0.0);
+        store(a.out[0], y);
+        if (stats) {
+          Vec st(static_cast<size_t>(2 * rows));
+          for (int64_t r = 0; r < rows; ++r) st[r] = mean[r], st[rows + r] = rstd[r];
+          store(a.out[1], st);
+        }
+        return;
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dx(x.size()), dw(w.size(), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        double m1 = 0, m2 = 0;
+        for (int64_t c = 0; c < h; ++c) {
+          const double xh = (x[r * h + c] - mean[r]) * rstd[r], g = dy[r * h + c];
+          dw[c] += g * xh;
+          if (has_bias) dw[h + c] += g;
+          m1 += g * w[c];
+          m2 += g * w[c] * xh;
+        }
+        m1 /= static_cast<double>(h);
+        m2 /= static_cast<double>(h);
+        for (int64_t c = 0; c < h; ++c) {
+          const double xh = (x[r * h + c] - mean[r]) * rstd[r];
+          dx[r * h + c] = rstd[r] * (dy[r * h + c] * w[c] - m1 - xh * m2);
+        }
+      }
+      deliver(a, 0, dx);
+      deliver(a, 1, dw);
+      return;
+    }
+    case Exec::kMeanSq: {  // x.pow(2).mean(-1)
+      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]);
+      if (!bwd) {
+        Vec var(static_cast<size_t>(rows), 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < h; ++c) var[r] += x[r * h + c] * x[r * h + c];
+          var[r] /= static_cast<double>(h);
+        }
+        store(a.out[0], var);
+        return;
+      }
+      const Vec dv = grad_out(a, 0);
+      Vec dx(x.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < h; ++c) dx[r * h + c] = dv[r] * 2.0 * x[r * h + c] / static_cast<double>(h);
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kRsqrt: {  // torch.rsqrt(var + eps): RsqrtBackward uses its result
+      if (!bwd) {
+        Vec v = load(a.in[0]);
+        for (double& x : v) x = 1.0 / std::sqrt(x + kRmsNormEps);
+        store(a.out[0], v);
+        return;
+      }
+      const Vec rs = saved(a.out[0]);
+      Vec dv = grad_out(a, 0);
+      for (size_t i = 0; i < dv.size(); ++i) dv[i] *= -0.5 * rs[i] * rs[i] * rs[i];
+      deliver(a, 0, dv);
+      return;
+    }
+    case Exec::kRowScale: case Exec::kColScale: {
+      const bool row = a.exec == Exec::kRowScale;
+      // kRowScale: x (input 0) [rows, h] times r (input 1) [rows]; kColScale: w (input 0) [h]
+      // times x (input 1) [rows, h].
+      const Vec u = bwd ? saved(a.in[0]) : load(a.in[0]), v = bwd ? saved(a.in[1]) : load(a.in[1]);
+      const Vec& x = row ? u : v;
+      const Vec& sc = row ? v : u;
+      auto factor = [&](int64_t r, int64_t c) { return row ? sc[r] : sc[c]; };
+      if (!bwd) {
+        Vec z(x.size());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < h; ++c) z[r * h + c] = x[r * h + c] * factor(r, c);
+        store(a.out[0], z);
+        return;
+      }
+      const Vec dz = grad_out(a, 0);
+      Vec dx(x.size()), ds(sc.size(), 0.0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < h; ++c) {
+          dx[r * h + c] = dz[r * h + c] * factor(r, c);
+          ds[row ? r : c] += dz[r * h + c] * x[r * h + c];
+        }
+      deliver(a, row ? 0 : 1, dx);
+      deliver(a, row ? 1 : 0, ds);
+      return;
+    }
+    default: return;
+  }
+}
+
+void CpuBackend::head(const sim::OpArgs& a, bool bwd) {
+  const int64_t rows = a.dim[0], v = a.dim[1];
+  auto softmax_rows = [&](const Vec& x, bool log) {
+    Vec y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < v; ++j) m = std::max(m, x[r * v + j]);
+      for (int64_t j = 0; j < v; ++j) sum += std::exp(x[r * v + j] - m);
+      const double lz = m + std::log(sum);
+      for (int64_t j = 0; j < v; ++j) y[r * v + j] = log ? x[r * v + j] - lz : std::exp(x[r * v + j] - lz);
+    }
+    return y;
+  };
+  switch (a.exec) {
+    case Exec::kLogSoftmax: {
+      if (!bwd) return store(a.out[0], softmax_rows(load(a.in[0]), true));
+      const Vec lp = saved(a.out[0]), dy = grad_out(a, 0);
+      Vec dx(lp.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int64_t j = 0; j < v; ++j) sum += dy[r * v + j];
+        for (int64_t j = 0; j < v; ++j) dx[r * v + j] = dy[r * v + j] - std::exp(lp[r * v + j]) * sum;
+      }
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kNll: {  // mean reduction: loss = -sum_t logp[t, label t] / total_weight
+      const Vec labels = bwd ? saved(a.in[1]) : load(a.in[1]);
+      if (!bwd) {
+        const Vec lp = load(a.in[0]);
+        double sum = 0;
+        for (int64_t r = 0; r < rows; ++r) sum -= lp[r * v + static_cast<int64_t>(labels[r])];
+        store(a.out[0], {sum / static_cast<double>(rows)});
+        store(a.out[1], {static_cast<double>(rows)});
+        return;
+      }
+      const double tw = saved(a.out[1])[0], dl = grad_out(a, 0)[0];
+      Vec dx(static_cast<size_t>(rows * v), 0.0);
+      for (int64_t r = 0; r < rows; ++r) dx[r * v + static_cast<int64_t>(labels[r])] = -dl / tw;
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kVocabCe: {  // Megatron vocab_parallel_cross_entropy on one rank, mean over tokens
+      if (!bwd) {
+        const Vec x = load(a.in[0]), labels = load(a.in[1]);
+        const Vec lp = softmax_rows(x, true);
+        Vec sm(lp.size());
+        for (size_t i = 0; i < lp.size(); ++i) sm[i] = std::exp(lp[i]);
+        double sum = 0;
+        for (int64_t r = 0; r < rows; ++r) sum -= lp[r * v + static_cast<int64_t>(labels[r])];
+        store(a.out[0], sm);
+        store(a.out[1], {sum / static_cast<double>(rows)});
+        return;
+      }
+      const Vec sm = saved(a.out[0]), labels = saved(a.in[1]);
+      const double dl = grad_out(a, 1)[0];
+      Vec dx(sm.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < v; ++j)
+          dx[r * v + j] = (sm[r * v + j] - (j == static_cast<int64_t>(labels[r]) ? 1.0 : 0.0)) *
+                          dl / static_cast<double>(rows);
+      deliver(a, 0, dx);
+      return;
+    }
+    default: return;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const Graph& graph, const StepOptions& options) {
+  return std::make_unique<CpuBackend>(graph, options);
+}
+
+}  // namespace executor

@@ -1,0 +1,505 @@
+// The schedule walker: the executor's own account of one step, held against the schedule event by
+// event (see executor.hpp). It derives the recompute regions from the plan as DESIGN.md §4 defines
+// them (a second implementation beside sim/src/schedule.cpp, on purpose: the two must agree).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "executor/executor.hpp"
+#include "sim/error.hpp"
+#include "sim/simulate.hpp"
+
+namespace executor {
+
+using sim::Exec;
+using sim::Graph;
+using sim::Op;
+
+std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
+  const sim::OpArgs& a = g.args[op];
+  std::vector<int32_t> r;
+  auto in = [&](int k) { r.push_back(a.in[k].storage); };
+  auto out = [&](int k) { r.push_back(a.out[k].storage); };
+  switch (a.exec) {
+    case Exec::kLinear: in(0), in(1); break;
+    case Exec::kQk: {
+      int next = 1;
+      if (a.dim[5] & 1) out(next++); else in(0);
+      if (a.dim[5] & 2) out(next); else in(1);
+      break;
+    }
+    case Exec::kAv:
+      in(0);
+      if (a.dim[5] & 2) out(1); else in(1);
+      break;
+    case Exec::kMask: in(1); break;
+    case Exec::kSoftmax: out(0); break;
+    case Exec::kDropout: out(1); break;
+    case Exec::kRope: in(1); break;
+    case Exec::kFlash: in(0), in(1), in(2), out(0), out(1); break;
+    case Exec::kLayerNorm:
+      in(0), in(1);
+      if (a.dim[3]) out(1);
+      break;
+    case Exec::kMeanSq: in(0); break;
+    case Exec::kRsqrt: out(0); break;
+    case Exec::kRowScale: case Exec::kColScale: case Exec::kMul: in(0), in(1); break;
+    case Exec::kGelu: case Exec::kSilu: in(0); break;
+    case Exec::kLogSoftmax: out(0); break;
+    case Exec::kNll: in(1), out(1); break;
+    case Exec::kVocabCe: out(0), in(1); break;
+    case Exec::kEmbedding: in(0); break;
+    case Exec::kNone: case Exec::kBatch: case Exec::kRopeTables: case Exec::kCast:
+    case Exec::kCopy: case Exec::kRepeatKv: case Exec::kSplit: case Exec::kAdd: break;
+  }
+  return r;
+}
+
+namespace {
+
+enum class RegionKind : uint8_t { kCheckpoint, kSelective, kSac };
+
+struct Region {
+  RegionKind kind = RegionKind::kCheckpoint;
+  int32_t first = 0, last = 0;
+  int32_t stop = -1;             // last op replayed: the last that saves (non-reentrant) or all
+  int32_t trigger = -1;          // the backward node before which the replay runs
+  std::vector<int32_t> inputs;   // storages made before `first` and read inside
+};
+
+std::string describe_storage(const Graph& g, int32_t s) {
+  const sim::Storage& st = g.storages[s];
+  std::string out = "storage " + std::to_string(s) + " (";
+  if (st.block >= 0) out += "block " + std::to_string(st.block) + " ";
+  return out + st.role + ", " + std::to_string(st.bytes) + " B)";
+}
+
+std::string describe_op(const Graph& g, int32_t i) {
+  const Op& op = g.ops[i];
+  std::string out = "op " + std::to_string(i) + " (";
+  if (op.block >= 0) out += "block " + std::to_string(op.block) + " ";
+  return out + op.name + ")";
+}
+
+std::string describe_event(const sim::Event& e) {
+  switch (e.kind) {
+    case sim::EventKind::kForward: return "forward of op " + std::to_string(e.id);
+    case sim::EventKind::kRecompute: return "recompute of op " + std::to_string(e.id);
+    case sim::EventKind::kBackward: return "backward of op " + std::to_string(e.id);
+    case sim::EventKind::kFree: return "free of storage " + std::to_string(e.id);
+    case sim::EventKind::kOptimizer: return "optimizer step";
+    case sim::EventKind::kOffload: return "copy to host of storage " + std::to_string(e.id);
+    case sim::EventKind::kPrefetch: return "copy to device of storage " + std::to_string(e.id);
+  }
+  return "?";
+}
+
+class Walker {
+ public:
+  Walker(const Graph& g, const sim::Plan& plan, const sim::Schedule& sched, Backend& b)
+      : g_(g), plan_(plan), sched_(sched), be_(b),
+        reentrant_(sim::recompute_mode(g.profile) == sim::RecomputeMode::kReentrant) {
+    // Offload plans move storages between device and host on copy streams; this executor has
+    // no host copies yet (issue 5 offload; say so rather than run them wrong).
+    for (sim::BlockMode m : plan.mode)
+      if (m == sim::BlockMode::kOffload)
+        throw std::runtime_error("executor: offload plans are not supported yet");
+    for (const sim::Segment& sg : plan.segments)
+      if (sg.offload_inputs)
+        throw std::runtime_error("executor: offload+full plans are not supported yet");
+    const size_t n = g.storages.size();
+    refs_.assign(n, 0);
+    live_.assign(n, 0);
+    persistent_.assign(n, 0);
+    pending_.assign(n, 0);
+    autocast_.assign(n, 0);
+    step_end_.assign(n, 0);
+    slot_refs_.assign(n, 0);
+    slots_.assign(n, 0);
+    for (int32_t s : g.persistent) persistent_[s] = 1;
+    for (int32_t s : g.autocast_cached) autocast_[s] = 1;
+    for (int32_t s : g.step_end_frees) step_end_[s] = 1;
+    // A gradient storage is referenced once by every tensor whose gradient slot it is (an
+    // output of the op that made the tensor), and freed when the last of them is consumed.
+    for (const sim::OpArgs& a : g.args)
+      for (int k = 0; k < a.n_out; ++k)
+        if (a.out[k].grad >= 0) ++slot_refs_[a.out[k].grad];
+    saves_held_.assign(g.ops.size(), 0);
+    sac_held_.assign(g.ops.size(), 0);
+    make_regions();
+  }
+
+  StepResult run() {
+    for (int32_t s : g_.persistent) {
+      be_.allocate(s, g_.storages[s].bytes);
+      live_[s] = 1;
+      total_ += g_.storages[s].bytes;
+    }
+    be_.initialize_persistent();
+    res_.baseline_bytes = total_;
+    const int32_t n_ops = static_cast<int32_t>(g_.ops.size());
+    for (int32_t i = 0; i < n_ops; ++i) forward(i);
+    drain(sched_.forward_end);
+    if (cursor_ != sched_.forward_end)
+      fail("the schedule's forward pass ends at event " + std::to_string(sched_.forward_end) +
+           ", the executor's at event " + std::to_string(cursor_));
+    for (int32_t s : g_.autocast_cached) release(s);  // autocast's cache is cleared on exit
+    for (int32_t i = n_ops - 1; i >= 0; --i) {
+      const int32_t r = region_of_[i];
+      if (r >= 0 && regions_[r].trigger == i) recompute(regions_[r]);
+      if (g_.ops[i].has_backward) backward(i);
+      if (r >= 0 && regions_[r].first == i) close(regions_[r]);
+    }
+    expect(sim::EventKind::kOptimizer, -1);
+    be_.scratch(g_.optimizer_transient_bytes);
+    sample(g_.optimizer_transient_bytes);
+    be_.optimizer(res_);
+    be_.release_scratch();
+    ++cursor_;
+    for (int32_t s : g_.step_end_frees)
+      if (live_[s]) release(s);
+    drain();
+    if (cursor_ != static_cast<int32_t>(sched_.events.size()))
+      fail("the schedule has events after the step ends: " + describe_event(sched_.events[cursor_]));
+    res_.end_bytes = total_;
+    if (total_ != res_.baseline_bytes)
+      fail("live bytes did not return to the baseline after the step");
+    return std::move(res_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ExecutionError("executor: at schedule event " + std::to_string(cursor_) + ": " + what);
+  }
+
+  void make_regions() {
+    region_of_.assign(g_.ops.size(), -1);
+    auto add = [&](RegionKind kind, int32_t first, int32_t last) {
+      Region r;
+      r.kind = kind;
+      r.first = first;
+      r.last = last;
+      for (int32_t i = first; i <= last; ++i) {
+        const Op& op = g_.ops[i];
+        if (op.has_backward && op.saves.count > 0) r.stop = i;
+        for (const int32_t* s = g_.begin(op.inputs); s != g_.end(op.inputs); ++s)
+          if (g_.storages[*s].producer < first &&
+              std::find(r.inputs.begin(), r.inputs.end(), *s) == r.inputs.end())
+            r.inputs.push_back(*s);
+      }
+      if (r.stop < 0) return;  // nothing saved inside: nothing to recompute, nothing held
+      if (reentrant_) {
+        // Megatron's CheckpointFunction: its backward runs before any node of the segment and
+        // replays all of it.
+        r.trigger = last;
+        while (r.trigger > first && !g_.ops[r.trigger].has_backward) --r.trigger;
+        r.stop = last;
+      } else {
+        r.trigger = r.stop;  // torch.utils.checkpoint(use_reentrant=False): the first unpack
+      }
+      const int32_t id = static_cast<int32_t>(regions_.size());
+      for (int32_t i = first; i <= last; ++i) region_of_[i] = id;
+      regions_.push_back(std::move(r));
+    };
+    for (const sim::Segment& s : plan_.segments) {
+      const sim::IdxRange a = g_.block_ops[s.first], b = g_.block_ops[s.last];
+      add(RegionKind::kCheckpoint, a.begin, b.begin + b.count - 1);
+    }
+    for (size_t blk = 0; blk < plan_.mode.size(); ++blk) {
+      const sim::IdxRange r = g_.block_ops[blk];
+      if (plan_.mode[blk] == sim::BlockMode::kSacMm) {
+        add(RegionKind::kSac, r.begin, r.begin + r.count - 1);
+      } else if (plan_.mode[blk] == sim::BlockMode::kSelective) {
+        int32_t first = -1, last = -1;
+        for (int32_t i = r.begin; i < r.begin + r.count; ++i)
+          if (g_.ops[i].core_attention) {
+            if (first < 0) first = i;
+            last = i;
+          }
+        if (first >= 0) add(RegionKind::kSelective, first, last);
+      }
+    }
+  }
+
+  // kFree events the schedule has here: each must free a storage whose count has reached zero.
+  // `limit`: stop there (the end of the forward pass, where autocast's cache lets go).
+  void drain(int32_t limit = -1) {
+    const auto& ev = sched_.events;
+    const int32_t end = limit >= 0 ? std::min(limit, static_cast<int32_t>(ev.size()))
+                                   : static_cast<int32_t>(ev.size());
+    while (cursor_ < end && ev[cursor_].kind == sim::EventKind::kFree) {
+      const int32_t s = ev[cursor_].id;
+      if (s < 0 || s >= static_cast<int32_t>(g_.storages.size())) fail("free of an unknown storage");
+      if (!pending_[s]) {
+        if (live_[s])
+          fail("the schedule frees " + describe_storage(g_, s) + " while the executor holds " +
+               std::to_string(refs_[s]) + " reference(s) to it");
+        fail("the schedule frees " + describe_storage(g_, s) + ", which is not live");
+      }
+      pending_[s] = 0;
+      --n_pending_;
+      ++cursor_;
+    }
+    if (n_pending_ > 0) {
+      for (size_t s = 0; s < pending_.size(); ++s)
+        if (pending_[s])
+          fail("the executor's last reference to " + describe_storage(g_, static_cast<int32_t>(s)) +
+               " is gone but the schedule does not free it here (next: " +
+               (cursor_ < static_cast<int32_t>(ev.size()) ? describe_event(ev[cursor_]) : "end") + ")");
+    }
+  }
+
+  // The next event must be this one (after the frees due before it).
+  uint8_t expect(sim::EventKind kind, int32_t id) {
+    drain();
+    sim::Event want{kind, 0, id};
+    if (cursor_ >= static_cast<int32_t>(sched_.events.size()))
+      fail("the schedule ends where the executor expects the " + describe_event(want));
+    const sim::Event& e = sched_.events[cursor_];
+    if (e.kind != kind || (kind != sim::EventKind::kOptimizer && e.id != id))
+      fail("the schedule has the " + describe_event(e) + " where the executor expects the " +
+           describe_event(want));
+    return e.flags;
+  }
+
+  void hold(int32_t s) {
+    if (persistent_[s]) return;
+    if (!live_[s]) fail("a reference is taken to " + describe_storage(g_, s) + ", which is not live");
+    ++refs_[s];
+  }
+  void release(int32_t s) {
+    if (persistent_[s]) return;
+    if (refs_[s] <= 0) fail("reference count of " + describe_storage(g_, s) + " below zero");
+    if (--refs_[s] == 0) die(s);
+  }
+  void settle(int32_t s) {
+    if (live_[s] && refs_[s] == 0 && !persistent_[s]) die(s);
+  }
+  // The count reached zero: the buffer goes now, and the schedule must free it next.
+  void die(int32_t s) {
+    be_.release(s);
+    live_[s] = 0;
+    total_ -= g_.storages[s].bytes;
+    pending_[s] = 1;
+    ++n_pending_;
+  }
+  void make(int32_t s, int32_t refs) {
+    if (live_[s]) fail(describe_storage(g_, s) + " is made again while live");
+    if (pending_[s]) fail(describe_storage(g_, s) + " is made again before the schedule freed it");
+    be_.allocate(s, g_.storages[s].bytes);
+    live_[s] = 1;
+    refs_[s] = refs;
+    total_ += g_.storages[s].bytes;
+  }
+  void require_live(int32_t s, int32_t op, const char* what) {
+    if (!live_[s])
+      fail("the " + std::string(what) + " of " + describe_op(g_, op) + " reads " +
+           describe_storage(g_, s) + ", which has been freed");
+  }
+
+  // The engine's sample: live storages plus the transients of the running event.
+  void sample(int64_t transient) {
+    const int64_t live = total_ + transient;
+    if (live > res_.peak_bytes) {
+      res_.peak_bytes = live;
+      res_.peak_event_index = cursor_;
+      switch (sched_.events[cursor_].kind) {
+        case sim::EventKind::kRecompute: res_.peak_phase = sim::Phase::kRecompute; break;
+        case sim::EventKind::kBackward: res_.peak_phase = sim::Phase::kBackward; break;
+        case sim::EventKind::kOptimizer: res_.peak_phase = sim::Phase::kOptimizer; break;
+        case sim::EventKind::kPrefetch: res_.peak_phase = sim::Phase::kBackward; break;
+        case sim::EventKind::kForward: case sim::EventKind::kFree: case sim::EventKind::kOffload:
+          res_.peak_phase = sim::Phase::kForward;
+          break;
+      }
+    }
+  }
+
+  bool active(int32_t i) const { return region_of_[i] >= 0; }
+
+  void forward(int32_t i) {
+    const Op& op = g_.ops[i];
+    const int32_t r = region_of_[i];
+    if (r >= 0 && regions_[r].first == i)  // the checkpoint keeps its inputs for the replay
+      for (int32_t s : regions_[r].inputs) hold(s);
+    expect(sim::EventKind::kForward, i);
+    for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
+      make(*s, g_.initial_uses[*s] + autocast_[*s] + step_end_[*s]);
+    run_forward(i, op);
+    if (!active(i)) {
+      hold_saves(i);
+    } else if (regions_[r].kind == RegionKind::kSac && op.sac_save) {
+      for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) hold(*s);
+      sac_held_[i] = 1;
+    }
+    for (const int32_t* s = g_.begin(op.inputs); s != g_.end(op.inputs); ++s) release(*s);
+    for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) settle(*s);
+  }
+
+  void run_forward(int32_t i, const Op& op) {
+    for (const int32_t* s = g_.begin(op.inputs); s != g_.end(op.inputs); ++s)
+      require_live(*s, i, "forward");
+    be_.scratch(op.fwd_transient_bytes);
+    sample(op.fwd_transient_bytes);
+    be_.forward(i);
+    be_.release_scratch();
+    ++cursor_;
+  }
+
+  void hold_saves(int32_t i) {
+    const Op& op = g_.ops[i];
+    for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s) hold(*s);
+    saves_held_[i] = 1;
+  }
+
+  // Forward uses of storage s by the replay's ops after i.
+  int32_t replay_uses(int32_t s, int32_t i, int32_t stop) const {
+    const sim::IdxRange cr = g_.consumers[s];
+    const int32_t* b = g_.begin(cr);
+    const int32_t* e = g_.end(cr);
+    return static_cast<int32_t>(std::upper_bound(b, e, stop) - std::upper_bound(b, e, i));
+  }
+
+  void recompute(const Region& reg) {
+    for (int32_t i = reg.first; i <= reg.stop; ++i) {
+      const Op& op = g_.ops[i];
+      const bool cached = reg.kind == RegionKind::kSac && op.sac_save;
+      const uint8_t flags = expect(sim::EventKind::kRecompute, i);
+      if (((flags & sim::kCachedOutput) != 0) != cached)
+        fail("the schedule's recompute of " + describe_op(g_, i) +
+             (cached ? " does not use" : " uses") + " the SAC cache, the executor's plan " +
+             (cached ? "does" : "does not"));
+      for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
+        // Reentrant: the replayed segment's output is kept until the segment's backward ends.
+        const int32_t uses = replay_uses(*s, i, reg.stop) + (reentrant_ && outside(reg, *s) ? 1 : 0);
+        if (cached) {
+          for (int32_t k = 0; k < uses; ++k) hold(*s);
+        } else {
+          make(*s, uses);
+        }
+      }
+      if (cached) {
+        ++cursor_;  // the cache hands its outputs over: nothing runs, nothing is sampled
+      } else {
+        run_forward(i, op);
+      }
+      hold_saves(i);
+      if (cached) {
+        for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) release(*s);
+        sac_held_[i] = 0;
+      }
+      for (const int32_t* s = g_.begin(op.inputs); s != g_.end(op.inputs); ++s) {
+        const int32_t p = g_.storages[*s].producer;
+        if (p >= reg.first && p <= reg.stop) release(*s);
+      }
+      for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) settle(*s);
+    }
+  }
+
+  void backward(int32_t i) {
+    const Op& op = g_.ops[i];
+    const sim::OpArgs& a = g_.args[i];
+    expect(sim::EventKind::kBackward, i);
+    for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s)
+      make(*s, slot_refs_[*s] + step_end_[*s]);
+    // Every read must be of a tensor this node saved, still live; gradients must be live.
+    const std::vector<int32_t> reads = backward_reads(g_, i);
+    for (int32_t s : reads) {
+      if (persistent_[s]) continue;
+      const int32_t* b = g_.begin(op.saves);
+      const int32_t* e = g_.end(op.saves);
+      if (std::find(b, e, s) == e)
+        fail("the backward of " + describe_op(g_, i) + " reads " + describe_storage(g_, s) +
+             ", which it did not save");
+      require_live(s, i, "backward");
+    }
+    for (int k = 0; k < a.n_out; ++k)
+      if (a.out[k].grad >= 0) require_live(a.out[k].grad, i, "backward (output gradient)");
+    for (int k = 0; k < a.n_in; ++k) {
+      const sim::TensorRef& r = a.in[k];
+      if (r.mode == sim::GradMode::kAccum) {
+        require_live(r.grad, i, "backward (accumulation target)");
+        // In place into a buffer another tensor's slot still shares would change that gradient.
+        if (slots_[r.grad] > 1)
+          fail("the backward of " + describe_op(g_, i) + " accumulates into " +
+               describe_storage(g_, r.grad) + ", shared with another pending gradient");
+      }
+    }
+    const int64_t tr = op.bwd_transient_bytes + op.bwd_accum_bytes;
+    be_.scratch(tr);
+    sample(tr);
+    be_.backward(i, reads);
+    be_.release_scratch();
+    ++cursor_;
+    for (int k = 0; k < a.n_in; ++k)
+      if (a.in[k].mode == sim::GradMode::kWrite || a.in[k].mode == sim::GradMode::kAlias)
+        ++slots_[a.in[k].grad];
+    for (int k = 0; k < a.n_out; ++k)
+      if (a.out[k].grad >= 0) --slots_[a.out[k].grad];
+    if (saves_held_[i]) {
+      for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s) release(*s);
+      saves_held_[i] = 0;
+    }
+    for (int k = 0; k < a.n_out; ++k)
+      if (a.out[k].grad >= 0) release(a.out[k].grad);
+  }
+
+  // Storage s has a forward consumer after the region.
+  bool outside(const Region& reg, int32_t s) const {
+    const sim::IdxRange cr = g_.consumers[s];
+    return cr.count > 0 && g_.idx[cr.begin + cr.count - 1] > reg.last;
+  }
+
+  void close(const Region& reg) {
+    for (int32_t s : reg.inputs) release(s);
+    if (reentrant_)
+      for (int32_t j = reg.first; j <= reg.last; ++j) {
+        const Op& o = g_.ops[j];
+        for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
+          if (live_[*s] && outside(reg, *s)) release(*s);
+      }
+    if (reg.kind == RegionKind::kSac)  // cached outputs never replayed (after the stop)
+      for (int32_t j = reg.first; j <= reg.last; ++j)
+        if (sac_held_[j]) {
+          const Op& o = g_.ops[j];
+          for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s) release(*s);
+          sac_held_[j] = 0;
+        }
+  }
+
+  const Graph& g_;
+  const sim::Plan& plan_;
+  const sim::Schedule& sched_;
+  Backend& be_;
+  bool reentrant_ = false;  // the paper profile's recompute (sim::RecomputeMode::kReentrant)
+  std::vector<Region> regions_;
+  std::vector<int32_t> region_of_;
+  std::vector<int32_t> refs_, slot_refs_;
+  std::vector<int32_t> slots_;  // tensors whose gradient slot a storage is, right now
+  std::vector<uint8_t> live_, persistent_, pending_, autocast_, step_end_, saves_held_, sac_held_;
+  int32_t n_pending_ = 0;
+  int32_t cursor_ = 0;
+  int64_t total_ = 0;
+  StepResult res_;
+};
+
+}  // namespace
+
+StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
+                    Backend& backend) {
+  if (graph.args.size() != graph.ops.size())
+    throw sim::Unsupported("<graph>", "args", "executing a graph not built by build_graph_exec");
+  if (graph.tp > 1 || graph.dp > 1)
+    throw sim::Unsupported("--tp/--dp", "parallelism", "executing more than one rank");
+  for (const sim::OpArgs& a : graph.args)
+    if (a.exec == Exec::kNone) throw sim::Unsupported("<graph>", "op", "executing a synthetic op");
+  return Walker(graph, plan, schedule, backend).run();
+}
+
+StepResult run_cpu(const Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
+                   const StepOptions& options) {
+  auto backend = make_cpu_backend(graph, options);
+  return run_step(graph, plan, schedule, *backend);
+}
+
+}  // namespace executor

@@ -1,0 +1,45 @@
+// Small configurations the reference executor runs in CI (tests/test_executor.cpp and the
+// committed measured CSV): GPT style with dropout, Llama style with GQA, SwiGLU and RMSNorm, and
+// flash attention. Five blocks, so simulate() takes its cloned-graph path while the executor runs
+// the graph built block by block.
+#pragma once
+
+#include "fixtures.hpp"
+
+namespace fixtures {
+
+inline sim::ModelConfig tiny_gpt(int64_t layers = 5) {
+  sim::ModelConfig m = gpt2_small();
+  m.name = m.source = "tiny-gpt";
+  m.layers = layers;
+  m.hidden = 16;
+  m.heads = m.kv_heads = 2;
+  m.head_dim = 8;
+  m.ffn_hidden = 64;
+  m.vocab = 40;
+  m.max_positions = 16;
+  return m;  // dropout 0.1 everywhere, as GPT-2
+}
+
+inline sim::ModelConfig tiny_gqa_llama(int64_t layers = 5) {
+  sim::ModelConfig m = tiny_llama();
+  m.name = m.source = "tiny-gqa-llama";
+  m.layers = layers;
+  m.hidden = 16;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.head_dim = 4;
+  m.ffn_hidden = 24;
+  m.vocab = 40;
+  return m;
+}
+
+// The H100 fixture with a small cuBLAS workspace: the executor allocates every persistent storage
+// for real, and the workspace's size changes nothing else.
+inline sim::Device executor_device() {
+  sim::Device d = h100();
+  d.cublas_workspace_bytes = 4096;
+  return d;
+}
+
+}  // namespace fixtures
