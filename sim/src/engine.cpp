@@ -8,6 +8,7 @@
 
 #include "sim/allocator.hpp"
 #include "sim/error.hpp"
+#include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 
 namespace sim {
@@ -359,7 +360,7 @@ Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device&
                 const Strategy& strategy, const SimOptions& options) {
   validate(device);
   Graph g = build_graph(model, setup, device);
-  Plan plan = resolve(strategy, g.n_blocks);
+  Plan plan = resolve(concrete_strategy(strategy, g, device), g.n_blocks);
   return simulate_plan(g, plan, device, options);
 }
 
