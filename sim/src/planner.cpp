@@ -91,7 +91,8 @@ class SegmentTerms {
     t.cost = add(inner_cost_, c.seg_last_cost);
     return t;
   }
-  int64_t length() const { return len_; }
+  // The part of the terms that only grows with b (the gradient state may shrink).
+  int64_t growing() const { return std::max({fwd_peak_, bwd_peak_, held_}); }
 
  private:
   const ChainModel& m_;
@@ -258,13 +259,14 @@ class ChainDp {
     int64_t held_slots = 0;
     for (int64_t b = a; b < n_; ++b) {
       const UnitTerms t = seg.extend();
+      if (rs(seg.growing()) > slots_) break;  // no longer segment from a fits either
       const int64_t lo = std::max(rs(t.local), rs(t.held));
-      if (lo > slots_) break;  // terms only grow with b
       if (fast && b <= e) {
-        locals.push_back(lo);
+        locals.push_back(lo);  // non-decreasing: the run's gradient state is one value
         held_slots = rs(t.held);
         continue;
       }
+      if (lo > slots_) continue;
       relax(a, b + 1, t, kSegCode + static_cast<int32_t>(b - a));
     }
     if (fast) window(a, e, locals, held_slots);
@@ -633,15 +635,31 @@ int64_t budget_peak_bytes(const Result& r) { return r.peak_reserved_bytes; }
 
 namespace {
 
-// The cheapest verified candidate among the DP's solutions (tightened until the simulation fits).
-struct Verified {
-  bool ok = false;
-  std::vector<ChainUnit> units;
-  Result result;
-  int64_t slot = 0, model_peak = 0, solves = 0;
-};
+Cost cost_of(const Result& r) { return {r.recompute_time_ns, r.recompute_flops}; }
 
 }  // namespace
+
+std::vector<ChainUnit> units_of(const Plan& p) {
+  std::vector<ChainUnit> u;
+  const int64_t n = static_cast<int64_t>(p.mode.size());
+  size_t seg = 0;
+  for (int64_t b = 0; b < n;) {
+    if (p.mode[static_cast<size_t>(b)] == BlockMode::kCheckpoint) {
+      while (seg < p.segments.size() && p.segments[seg].first < b) ++seg;
+      const int64_t e = seg < p.segments.size() && p.segments[seg].first == b ? p.segments[seg].last : b;
+      u.push_back({b, e, true, PlanOption::kStore});
+      b = e + 1;
+      continue;
+    }
+    PlanOption o = PlanOption::kStore;
+    for (int k = 0; k < kPlanOptionCount; ++k)
+      if (option_block_mode(static_cast<PlanOption>(k)) == p.mode[static_cast<size_t>(b)])
+        o = static_cast<PlanOption>(k);
+    u.push_back({b, b, false, o});
+    ++b;
+  }
+  return u;
+}
 
 BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget) {
   const ChainModel model = probe_chain(graph, device);
@@ -651,26 +669,48 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   out.budget_bytes = budget;
   bool found = false, optimal = false;
   std::vector<ChainUnit> units;
-  int64_t target = budget - model.base_bytes;
+  // The first solve uses the whole budget. When the simulation exceeds it (the caching
+  // allocator's rounding and fragmentation, which the exact-bytes model does not see, or a term
+  // it bounds loosely), the next target is lowered by the excess until a plan fits, then bisected
+  // between the highest target that fit and the lowest that did not: the DP's optimum only falls
+  // as the target rises, so the highest fitting target gives the cheapest plan found.
+  int64_t target = budget - model.base_bytes, fit = -1, miss = target + 1;
   for (int t = 0; t < kMaxSolves && target >= 0; ++t) {
     const int64_t slot = slot_bytes_for(target);
     const ChainSolution sol = solve_chain(model, target, slot);
     ++out.solves;
-    out.slot_bytes = slot;
     if (!sol.feasible) break;
     Result r = simulate_plan(graph, plan_of(sol.units, n), device);
     const int64_t peak = budget_peak_bytes(r);
     if (peak <= budget) {
-      found = true;
-      optimal = sol.optimal && t == 0;
-      units = sol.units;
-      out.result = std::move(r);
-      out.model_peak_bytes = sol.model_peak_bytes + model.base_bytes;
-      break;
+      if (!found || cost_of(r) < cost_of(out.result)) {
+        found = true;
+        optimal = sol.optimal && t == 0;
+        units = sol.units;
+        out.result = std::move(r);
+        out.slot_bytes = slot;
+        out.model_peak_bytes = sol.model_peak_bytes + model.base_bytes;
+      }
+      fit = target;
+    } else {
+      miss = target;
     }
-    // The simulation disagrees with the model (the caching allocator's rounding and
-    // fragmentation, or a term the model bounds loosely): tighten by the excess and solve again.
-    target -= std::max(peak - budget, slot);
+    if (fit == target && miss == target + 1) break;  // the whole budget fit
+    const int64_t next = fit < 0 ? target - std::max(peak - budget, slot) : fit + (miss - fit) / 2;
+    if (fit >= 0 && miss - fit <= slot) break;
+    target = next;
+  }
+  if (found && graph.allocator != AllocatorKind::kExact) {
+    // The model counts exact bytes; under the caching allocator a fixed strategy whose layout
+    // fragments less can fit where the DP's tightened plans did not. Keep the cheaper.
+    FixedChoice f = best_fixed(graph, device, budget);
+    if (f.found && cost_of(f.result) < cost_of(out.result)) {
+      units = units_of(resolve(f.strategy, n));
+      out.result = std::move(f.result);
+      out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
+      out.note = "under the caching allocator the fixed strategy " + f.strategy.canonical() +
+                 " fit cheaper than the DP's tightened plans";
+    }
   }
   if (!found) {
     // The least-memory plan of the model, and `full`, simulated: the smallest peak on offer.
@@ -694,6 +734,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     out.result = std::move(best);
     out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
   }
+  if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0));
   out.strategy = strategy_of(units);
   out.plan = plan_of(units, n);
   char buf[400];

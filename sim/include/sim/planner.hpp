@@ -136,6 +136,8 @@ ChainModel probe_chain(const Graph& graph, const Device& device);
 // The sim::Plan of a chain plan, and its custom: strategy (canonical, adjacent clauses merged).
 Plan plan_of(const std::vector<ChainUnit>& units, int64_t n_blocks);
 Strategy strategy_of(const std::vector<ChainUnit>& units);
+// The chain units of a resolved plan (every fixed strategy is one).
+std::vector<ChainUnit> units_of(const Plan& plan);
 
 // The peak a budget is compared with: reserved bytes (equal to allocated under exact), as `fits`.
 int64_t budget_peak_bytes(const Result& result);
@@ -149,9 +151,12 @@ struct BudgetPlan {
   int64_t solves = 0;         // DP runs (1 + tightenings)
   int64_t model_peak_bytes = 0;  // the DP model's peak of the plan, absolute
   std::string model_line;     // the model and discretization, for the output
+  std::string note;           // set when a fixed strategy replaced the DP's plan (caching)
 };
 
-// The plan of `budget:<bytes>`. Throws ConfigError("--strategy"/"budget", ...) naming the
+// The plan of `budget:<bytes>`: the DP's plan, verified by simulation (budget_peak_bytes);
+// tightened and re-solved when the simulation exceeds the budget. Under the caching allocator a
+// cheaper fixed strategy that fits replaces it (`note` says so). Throws ConfigError("--strategy"/"budget", ...) naming the
 // smallest feasible peak when no plan fits.
 BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget_bytes);
 
