@@ -391,16 +391,17 @@ TEST_CASE("planner: budget: plans fit, beat every fixed strategy that fits, and 
       } catch (const ConfigError& e) {
         ++errors;
         CHECK(!fixed.found);
-        // "... the smallest feasible peak is X GiB (N bytes) (custom:...)": N exceeds the budget
-        // and the named plan reaches it.
+        // "... the smallest feasible peak is X GiB (N bytes), reached by custom:...": N exceeds
+        // the budget and the named plan reaches it.
         const std::string msg = e.what();
         const size_t at = msg.find("smallest feasible peak is ");
         REQUIRE(at != std::string::npos);
         const size_t open = msg.find('(', at), bytes_end = msg.find(" bytes)", at);
         const int64_t named = std::stoll(msg.substr(open + 1, bytes_end - open - 1));
         CHECK(named > budget);
-        const size_t spec = msg.find('(', bytes_end) + 1;
-        const Strategy s = parse_strategy(msg.substr(spec, msg.size() - spec - 1));
+        const size_t spec = msg.find("reached by ", bytes_end);
+        REQUIRE(spec != std::string::npos);
+        const Strategy s = parse_strategy(msg.substr(spec + 11));
         CHECK(budget_peak_bytes(simulate_plan(g, resolve(s, g.n_blocks), dev)) == named);
         CHECK(named <= full);
       }

@@ -46,6 +46,16 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   cli_common::add_common_flags(*trace, inv.flags, {true, true, "json (the only one)"});
   trace->callback([&verb] { verb = Verb::kTrace; });
 
+  CLI::App* plan = app.add_subcommand(
+      "plan", "the plan with the least recompute time whose simulated peak fits --budget "
+              "(per block: store, selective, sac:mm or checkpointed segments), beside the best "
+              "fixed strategy that fits");
+  cli_common::add_common_flags(*plan, inv.flags, {false, true, "table|csv|json (default table)"});
+  plan->add_option("--budget", inv.budget,
+                   "peak memory per GPU: bytes, or with KiB/MiB/GiB/TiB, e.g. 60GiB")
+      ->required();
+  plan->callback([&verb] { verb = Verb::kPlan; });
+
   CLI::App* models = app.add_subcommand("models", "list the models and devices names resolve to");
   models->callback([&verb] { verb = Verb::kModels; });
 }
@@ -69,7 +79,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, valley, trace or models (see --help)"
+                           ? "a verb is required: run, sweep, valley, plan, trace or models (see --help)"
                            : e.what();
     }
     return parsed;
@@ -94,6 +104,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kValley: return cmd_valley(inv);
     case Verb::kTrace: return cmd_trace(inv);
     case Verb::kModels: return cmd_models(inv);
+    case Verb::kPlan: return cmd_plan(inv);
   }
   return 1;
 }

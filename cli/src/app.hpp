@@ -12,13 +12,14 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kPlan };
 
 // A parsed command line, ready to run.
 struct Invocation {
   Verb verb = Verb::kRun;
   cli_common::CommonFlags flags;
   int jobs = 0;  // sweep --jobs; 0: every hardware thread
+  std::string budget;  // plan --budget, as typed (sim::parse_bytes)
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

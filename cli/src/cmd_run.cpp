@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
+#include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 #include "sweep.hpp"
 
@@ -163,13 +164,21 @@ int cmd_run(const Invocation& inv) {
     const sim::ModelConfig& model = inputs.models[static_cast<std::size_t>(p.model)];
     const sim::Device& device = inputs.devices[static_cast<std::size_t>(p.device)];
     const sim::Graph& graph = graphs.get(inputs, p);
-    const sim::Plan plan =
-        sim::resolve(axes.strategies[static_cast<std::size_t>(p.strategy)], graph.n_blocks);
+    const sim::Strategy& strategy = axes.strategies[static_cast<std::size_t>(p.strategy)];
 
     sim_io::Row row;
     row.row_index = i;
     row.key = cli_common::row_key(axes, p);
-    row.result = sim::simulate_plan(graph, plan, device);
+    sim::Plan plan;
+    if (strategy.kind == sim::StrategyKind::kBudget) {  // the row shows the planner's plan
+      sim::BudgetPlan planned = sim::plan_budget(graph, device, strategy.k);
+      plan = std::move(planned.plan);
+      row.key.strategy = planned.strategy.canonical();
+      row.result = std::move(planned.result);
+    } else {
+      plan = sim::resolve(strategy, graph.n_blocks);
+      row.result = sim::simulate_plan(graph, plan, device);
+    }
     switch (format) {
       case Format::kTable:
         if (i > 0) text += '\n';

@@ -10,6 +10,7 @@ int cmd_run(const Invocation& inv);     // one table (or CSV rows, or JSON objec
 int cmd_sweep(const Invocation& inv);   // every point, in parallel, rows in configuration order
 int cmd_valley(const Invocation& inv);  // peak memory against the number of checkpoints
 int cmd_trace(const Invocation& inv);   // one configuration's step as a Chrome/Perfetto trace
-int cmd_models(const Invocation& inv);  // the models and devices that names resolve to
+int cmd_models(const Invocation& inv);
+int cmd_plan(const Invocation& inv);    // the least-recompute plan under --budget  // the models and devices that names resolve to
 
 }  // namespace actsim_cli

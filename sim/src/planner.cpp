@@ -728,7 +728,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
       throw ConfigError("--strategy", "budget",
                         "no plan fits a peak of " + gib(budget) +
                             "; the smallest feasible peak is " + gib(budget_peak_bytes(best)) +
-                            " (" + strategy_of(best_units).canonical() + ")");
+                            ", reached by " + strategy_of(best_units).canonical());
     // It fits where the DP's rounded model did not.
     units = best_units;
     out.result = std::move(best);
