@@ -158,8 +158,9 @@ class ChainDp {
  public:
   // round_up: every term rounded up to slots, so that every plan found fits in exact bytes;
   // otherwise rounded down, so that every plan that fits in exact bytes is considered.
-  ChainDp(const ChainModel& m, int64_t budget, int64_t slot, bool round_up)
-      : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up) {
+  ChainDp(const ChainModel& m, int64_t budget, int64_t slot, bool round_up, bool window)
+      : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
+        allow_window_(window) {
     slots_ = budget < 0 ? -1 : budget / slot;
   }
 
@@ -174,6 +175,14 @@ class ChainDp {
     choice_.assign(static_cast<size_t>(n_) * w, 0);
     const int64_t head = rs(head_local(m_, p_));
     for (int64_t s = head; s <= slots_; ++s) time_[idx(n_, s)] = 0, flops_[idx(n_, s)] = 0;
+    // Block 0 is never an inner block.
+    window_ = allow_window_ && std::all_of(m_.blocks.begin() + 1, m_.blocks.end(),
+                          [](const BlockCosts& c) { return c.seg_inner_held == 0; });
+    prefix_inner_.assign(static_cast<size_t>(n_ + 1), Cost{});
+    for (int64_t i = 0; i < n_; ++i)
+      prefix_inner_[static_cast<size_t>(i + 1)] =
+          add(prefix_inner_[static_cast<size_t>(i)], m_.blocks[static_cast<size_t>(i)].seg_inner_cost);
+    if (window_) stacks_.assign(static_cast<size_t>(slots_ + 1), {});
     for (int64_t a = n_ - 1; a >= 0; --a) row(a);
     int64_t start = -1;
     if (least_memory) {
@@ -240,59 +249,57 @@ class ChainDp {
       if (!m_.blocks[static_cast<size_t>(a)].single[static_cast<size_t>(o)].available) continue;
       relax(a, a + 1, single_terms(m_, p_, a, opt), 1 + o);
     }
-    // The uniform run [a, e]: equal blocks whose segments' inner blocks hold nothing, so that a
-    // segment inside it costs k * inner + (last - inner) and holds the head's bytes whatever its
-    // length k (repeated blocks: every block of our models but the first and last).
-    const BlockCosts& c = m_.blocks[static_cast<size_t>(a)];
-    const bool uniform_next = a + 1 < n_ && m_.blocks[static_cast<size_t>(a + 1)] == c &&
-                              c.seg_inner_held == 0;
-    if (!uniform_next) {
-      e_ = a;
-      stacks_.clear();
-    }
-    const int64_t e = e_;
-    // Segments [a, b] inside a run of three or more blocks go through the sliding window; the
-    // others (and those reaching past the run) are relaxed one by one.
-    const bool fast = e - a >= 2;
+    // Segments [a, b]. With the window, the slots each length needs are collected and the
+    // transitions are taken from the stacks; a start whose needs are not monotone in b (a
+    // shrinking gradient state can make a longer segment need less) is relaxed one by one.
+    if (window_) push(a + 1);
+    std::vector<int64_t> locals;
+    bool monotone = true;
+    int64_t held = 0;
     SegmentTerms seg(m_, p_, a);
-    std::vector<int64_t> locals;  // slots of [a, a + k - 1] for k = 1.. inside the run
-    int64_t held_slots = 0;
     for (int64_t b = a; b < n_; ++b) {
       const UnitTerms t = seg.extend();
       if (rs(seg.growing()) > slots_) break;  // no longer segment from a fits either
       const int64_t lo = std::max(rs(t.local), rs(t.held));
-      if (fast && b <= e) {
-        locals.push_back(lo);  // non-decreasing: the run's gradient state is one value
-        held_slots = rs(t.held);
-        continue;
+      if (window_) {
+        monotone = monotone && (locals.empty() || lo >= locals.back());
+        locals.push_back(lo);
+        held = rs(t.held);
+      } else if (lo <= slots_) {
+        relax(a, b + 1, t, kSegCode + static_cast<int32_t>(b - a));
       }
-      if (lo > slots_) continue;
-      relax(a, b + 1, t, kSegCode + static_cast<int32_t>(b - a));
     }
-    if (fast) window(a, e, locals, held_slots);
+    if (!window_) return;
+    if (monotone) {
+      window(a, locals, held);
+      return;
+    }
+    SegmentTerms again(m_, p_, a);
+    for (int64_t b = a; b < a + static_cast<int64_t>(locals.size()); ++b) {
+      const UnitTerms t = again.extend();
+      if (std::max(rs(t.local), rs(t.held)) <= slots_)
+        relax(a, b + 1, t, kSegCode + static_cast<int32_t>(b - a));
+    }
   }
 
-  // Segment transitions of a uniform run [a, e]: value(j) = j * inner + g[j][s'] for segment ends
-  // j - 1 in [a, e], s' = s - held. For every s' a stack holds the candidates j that no shorter
-  // segment dominates (smaller j with a value no larger); values strictly decrease with j, so the
-  // best j <= a + kmax(s) is found by binary search. Rebuilt when a run starts.
+  // Segment transitions by a sliding-window minimum (repeated blocks make it pay: the scan is
+  // O(n * K * slots) for segments of up to K blocks, this O(n * slots * log K)). Valid when no
+  // inner block of a segment holds anything, so a segment from a holds a's head bytes whatever
+  // its end. A segment [a, b] costs P(b) - P(a) + last(b), P the prefix sum of inner costs, so
+  // the candidate of end b, j = b + 1, is value(j) = P(b) + last(b) + g[j][s'], s' = s - held,
+  // less P(a). For every s' a stack holds the j pushed so far (j > a) that no smaller j
+  // dominates (smaller j, value no larger: whenever j's segment fits, the shorter one fits too,
+  // since a start's needs are monotone in b where the window is used); values strictly fall as
+  // j grows, so the best j <= a + kmax(s) is the largest such, found by binary search.
   struct Entry {
     int64_t j;
     Cost value;
   };
-  void window(int64_t a, int64_t e, const std::vector<int64_t>& locals, int64_t h) {
-    const BlockCosts& c = m_.blocks[static_cast<size_t>(a)];
-    const Cost inner = c.seg_inner_cost;
-    const Cost extra = {c.seg_last_cost.time_ns - inner.time_ns, c.seg_last_cost.flops - inner.flops};
-    if (stacks_.empty()) {
-      stacks_.assign(static_cast<size_t>(slots_ + 1), {});
-      // Seed with every j in (a + 1, e + 1] (the run's later rows, already computed).
-      for (int64_t j = e + 1; j > a + 1; --j) push(j, inner);
-    }
-    push(a + 1, inner);
+  void window(int64_t a, const std::vector<int64_t>& locals, int64_t h) {
     if (locals.empty()) return;
-    const int64_t kcap = static_cast<int64_t>(locals.size());  // feasible lengths inside the run
-    int64_t k = 0;  // largest length with locals[k-1] <= s
+    const int64_t kcap = static_cast<int64_t>(locals.size());
+    const Cost pa = prefix_inner_[static_cast<size_t>(a)];
+    int64_t k = 0;  // segments of lengths 1..k fit in s slots
     int64_t* ct = &time_[idx(a, 0)];
     int64_t* cf = &flops_[idx(a, 0)];
     int32_t* ch = &choice_[idx(a, 0)];
@@ -301,22 +308,22 @@ class ChainDp {
       if (k == 0 || s - h < 0) continue;
       const std::vector<Entry>& st = stacks_[static_cast<size_t>(s - h)];
       // st is ordered by decreasing j (back = smallest j); find the largest j <= a + k.
-      const int64_t jmax = a + k;
-      auto it = std::lower_bound(st.begin(), st.end(), jmax,
+      auto it = std::lower_bound(st.begin(), st.end(), a + k,
                                  [](const Entry& x, int64_t v) { return x.j > v; });
       if (it == st.end()) continue;
-      const int64_t len = it->j - a;
-      const Cost cost = {it->value.time_ns - a * inner.time_ns + extra.time_ns,
-                         it->value.flops - a * inner.flops + extra.flops};
+      const Cost cost = {it->value.time_ns - pa.time_ns, it->value.flops - pa.flops};
       if (cost.time_ns < ct[s] || (cost.time_ns == ct[s] && cost.flops < cf[s]))
-        ct[s] = cost.time_ns, cf[s] = cost.flops, ch[s] = kSegCode + static_cast<int32_t>(len - 1);
+        ct[s] = cost.time_ns, cf[s] = cost.flops,
+        ch[s] = kSegCode + static_cast<int32_t>(it->j - 1 - a);
     }
   }
-  void push(int64_t j, Cost inner) {
+  void push(int64_t j) {
+    const BlockCosts& last = m_.blocks[static_cast<size_t>(j - 1)];
+    const Cost base = add(prefix_inner_[static_cast<size_t>(j - 1)], last.seg_last_cost);
     for (int64_t s = 0; s <= slots_; ++s) {
       const size_t i = idx(j, s);
       if (time_[i] == kInf) continue;
-      const Cost v = {time_[i] + j * inner.time_ns, flops_[i] + j * inner.flops};
+      const Cost v = {time_[i] + base.time_ns, flops_[i] + base.flops};
       std::vector<Entry>& st = stacks_[static_cast<size_t>(s)];
       while (!st.empty() && !(st.back().value < v)) st.pop_back();  // dominated by the shorter j
       st.push_back({j, v});
@@ -329,23 +336,25 @@ class ChainDp {
   bool up_ = true;
   std::vector<int64_t> time_, flops_;
   std::vector<int32_t> choice_;
-  int64_t e_ = 0;
+  bool allow_window_ = true, window_ = false;
+  std::vector<Cost> prefix_inner_;  // P(i): inner recompute costs of blocks < i
   std::vector<std::vector<Entry>> stacks_;
 };
 
 }  // namespace
 
-ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes) {
+ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
+                          bool window) {
   if (slot_bytes < 1) throw std::logic_error("solve_chain: slot_bytes < 1");
   // Rounded down, the DP's feasible set holds every plan that fits in exact bytes, so its
   // optimum is a lower bound; when its plan fits in exact bytes it is the optimum.
-  ChainSolution low = ChainDp(model, budget_bytes, slot_bytes, false).solve(false);
+  ChainSolution low = ChainDp(model, budget_bytes, slot_bytes, false, window).solve(false);
   if (!low.feasible) return low;  // then nothing fits
   if (low.model_peak_bytes <= budget_bytes) {
     low.optimal = true;
     return low;
   }
-  ChainSolution up = ChainDp(model, budget_bytes, slot_bytes, true).solve(false);
+  ChainSolution up = ChainDp(model, budget_bytes, slot_bytes, true, window).solve(false);
   up.lower_bound = low.cost;
   return up;
 }
@@ -353,7 +362,7 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
 namespace {
 
 ChainSolution solve_least_memory(const ChainModel& model, int64_t budget_bytes, int64_t slot) {
-  return ChainDp(model, budget_bytes, slot, true).solve(true);
+  return ChainDp(model, budget_bytes, slot, true, true).solve(true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -577,8 +586,8 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
       c.seg_inner_held = one.hb[i];
       c.seg_inner_fwd_held = one.hf[i];
       c.seg_inner_fwd = std::max(c.seg_head_fwd, one.fwd_peak[i] - one_hf[i] - base);
-    } else {
-      c.seg_inner_held = c.seg_head_held;
+    } else {  // block 0 is never an inner block
+      c.seg_inner_held = 0;
       c.seg_inner_fwd_held = c.seg_head_fwd_held;
       c.seg_inner_fwd = c.seg_head_fwd;
     }
@@ -668,6 +677,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   BudgetPlan out;
   out.budget_bytes = budget;
   bool found = false, optimal = false;
+  Cost lower_bound;  // of the first solve, when not proven optimal
   std::vector<ChainUnit> units;
   // The first solve uses the whole budget. When the simulation exceeds it (the caching
   // allocator's rounding and fragmentation, which the exact-bytes model does not see, or a term
@@ -682,6 +692,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     if (!sol.feasible) break;
     Result r = simulate_plan(graph, plan_of(sol.units, n), device);
     const int64_t peak = budget_peak_bytes(r);
+    if (t == 0) lower_bound = sol.optimal ? sol.cost : sol.lower_bound;
     if (peak <= budget) {
       if (!found || cost_of(r) < cost_of(out.result)) {
         found = true;
@@ -737,16 +748,29 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0));
   out.strategy = strategy_of(units);
   out.plan = plan_of(units, n);
-  char buf[400];
+  char quality[160];
+  if (!found) {
+    std::snprintf(quality, sizeof quality, "the least-memory plan (the DP's slots found none)");
+  } else if (optimal) {
+    std::snprintf(quality, sizeof quality, "optimal under the model in exact bytes");
+  } else {
+    // The rounded-down pass is a relaxation: no plan that fits recomputes for less.
+    const double gap = lower_bound.time_ns > 0
+                           ? 100.0 * static_cast<double>(out.result.recompute_time_ns -
+                                                         lower_bound.time_ns) /
+                                 static_cast<double>(lower_bound.time_ns)
+                           : 0.0;
+    std::snprintf(quality, sizeof quality,
+                  "recompute time within %.2f %% of the model's lower bound (slots rounded down)",
+                  gap);
+  }
+  char buf[480];
   std::snprintf(buf, sizeof buf,
                 "rotor-style DP over %" PRId64 " blocks x {store, selective, sac:mm, segments}; "
-                "costs from 5 probe simulations; memory in %" PRId64
-                " MiB slots; %s; %" PRId64 " solve%s",
-                n, out.slot_bytes / kMiB,
-                found ? (optimal ? "optimal under the model in exact bytes"
-                                 : "within one slot per block of the model's optimum")
-                      : "the least-memory plan (the DP's slots found none)",
-                out.solves, out.solves == 1 ? "" : "s (tightened after simulation)");
+                "costs from 5 probe simulations; memory in %" PRId64 " MiB slots; %s; %" PRId64
+                " solve%s",
+                n, out.slot_bytes / kMiB, quality, out.solves,
+                out.solves == 1 ? "" : "s (tightened after simulation)");
   out.model_line = buf;
   return out;
 }

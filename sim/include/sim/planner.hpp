@@ -120,9 +120,12 @@ struct ChainSolution {
 // is a lower bound on the exact one, and is the exact optimum when its plan fits in exact bytes,
 // then `optimal`), else every term rounded up (its plans fit in exact bytes; the rounding costs
 // at most one slot per unit). Infeasible when no plan fits.
-// Blocks whose BlockCosts equal their successor's are solved by a sliding-window minimum over
-// segment lengths (repeated blocks), the others by scanning every segment end.
-ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes);
+// Segment ends are found by a sliding-window minimum when no block holds anything as a segment's
+// inner block (true of transformer blocks), which makes long chains of repeated blocks cheap:
+// O(n * slots * log K) instead of O(n * K * slots) for segments of up to K blocks. window = false
+// scans every segment end instead (the reference the tests hold the window against).
+ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
+                          bool window = true);
 
 // The slot size solve_chain is given by plan_budget: 1 MiB, doubled until the budget spans at
 // most kMaxSlots slots.
