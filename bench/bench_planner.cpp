@@ -89,13 +89,13 @@ const sim::ChainModel& heterogeneous_1000() {
 }
 
 // range(0): budget as a share (percent) of the way from all-full's peak to all-store's.
-void solve(benchmark::State& state, const sim::ChainModel& m) {
+void solve(benchmark::State& state, const sim::ChainModel& m, bool window = true) {
   const Range r = range_of(m);
   const int64_t budget = r.lo + (r.hi - r.lo) * state.range(0) / 100;
   const int64_t slot = sim::slot_bytes_for(budget);
   int64_t units = 0;
   for (auto _ : state) {
-    const sim::ChainSolution s = sim::solve_chain(m, budget, slot);
+    const sim::ChainSolution s = sim::solve_chain(m, budget, slot, window);
     units = static_cast<int64_t>(s.units.size());
     benchmark::DoNotOptimize(s.cost);
   }
@@ -105,6 +105,9 @@ void solve(benchmark::State& state, const sim::ChainModel& m) {
 
 void identical_1000_blocks(benchmark::State& s) { solve(s, identical_1000()); }
 void heterogeneous_128_blocks(benchmark::State& s) { solve(s, heterogeneous_128()); }
+// Without the sliding window: every segment end scanned (what the window saves).
+void identical_1000_blocks_scan(benchmark::State& s) { solve(s, identical_1000(), false); }
+void heterogeneous_128_blocks_scan(benchmark::State& s) { solve(s, heterogeneous_128(), false); }
 void heterogeneous_1000_blocks(benchmark::State& s) { solve(s, heterogeneous_1000()); }
 
 // The whole of budget: on a real model: five probes, the DP, the verifying simulation.
@@ -127,6 +130,8 @@ void plan_llama3_8b(benchmark::State& s) { plan_budget(s, 32, "llama-3-8b"); }
 
 BENCHMARK(identical_1000_blocks)->Arg(10)->Arg(50)->Arg(90)->Unit(benchmark::kMillisecond);
 BENCHMARK(heterogeneous_128_blocks)->Arg(10)->Arg(50)->Arg(90)->Unit(benchmark::kMillisecond);
+BENCHMARK(identical_1000_blocks_scan)->Arg(50)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(heterogeneous_128_blocks_scan)->Arg(50)->Unit(benchmark::kMillisecond);
 BENCHMARK(heterogeneous_1000_blocks)->Arg(50)->Unit(benchmark::kMillisecond);
 BENCHMARK(plan_gpt2_1000)->Arg(50)->Unit(benchmark::kMillisecond);
 BENCHMARK(plan_gpt2_128)->Arg(50)->Unit(benchmark::kMillisecond);
