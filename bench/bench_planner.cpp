@@ -92,7 +92,7 @@ const sim::ChainModel& heterogeneous_1000() {
 void solve(benchmark::State& state, const sim::ChainModel& m, bool window = true) {
   const Range r = range_of(m);
   const int64_t budget = r.lo + (r.hi - r.lo) * state.range(0) / 100;
-  const int64_t slot = sim::slot_bytes_for(budget);
+  const int64_t slot = sim::slot_bytes_for(budget, static_cast<int64_t>(m.blocks.size()));
   int64_t units = 0;
   for (auto _ : state) {
     const sim::ChainSolution s = sim::solve_chain(m, budget, slot, window);

@@ -141,9 +141,10 @@ ChainEval evaluate_chain(const ChainModel& m, const std::vector<ChainUnit>& unit
   return e;
 }
 
-int64_t slot_bytes_for(int64_t budget_bytes) {
+int64_t slot_bytes_for(int64_t budget_bytes, int64_t n_blocks) {
   int64_t slot = kMiB;
-  while (budget_bytes / slot > kMaxSlots) slot *= 2;
+  while (budget_bytes / slot > kMaxSlots || (n_blocks + 1) * (budget_bytes / slot) > kMaxCells)
+    slot *= 2;
   return slot;
 }
 
@@ -686,7 +687,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   // as the target rises, so the highest fitting target gives the cheapest plan found.
   int64_t target = budget - model.base_bytes, fit = -1, miss = target + 1;
   for (int t = 0; t < kMaxSolves && target >= 0; ++t) {
-    const int64_t slot = slot_bytes_for(target);
+    const int64_t slot = slot_bytes_for(target, n);
     const ChainSolution sol = solve_chain(model, target, slot);
     ++out.solves;
     if (!sol.feasible) break;
@@ -730,7 +731,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     std::vector<ChainUnit> best_units = full;
     Result best = simulate_plan(graph, plan_of(full, n), device);
     const int64_t hi = 2 * evaluate_chain(model, full).peak_bytes + (n + 1) * kMiB;
-    const ChainSolution least = solve_least_memory(model, hi, slot_bytes_for(hi));
+    const ChainSolution least = solve_least_memory(model, hi, slot_bytes_for(hi, n));
     if (least.feasible) {
       Result r = simulate_plan(graph, plan_of(least.units, n), device);
       if (budget_peak_bytes(r) < budget_peak_bytes(best)) best = std::move(r), best_units = least.units;
@@ -745,7 +746,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     out.result = std::move(best);
     out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
   }
-  if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0));
+  if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0), n);
   out.strategy = strategy_of(units);
   out.plan = plan_of(units, n);
   char quality[160];

@@ -128,9 +128,10 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
                           bool window = true);
 
 // The slot size solve_chain is given by plan_budget: 1 MiB, doubled until the budget spans at
-// most kMaxSlots slots.
+// most kMaxSlots slots and the DP's table ((n + 1) x slots cells of 20 bytes) at most kMaxCells.
 inline constexpr int64_t kMaxSlots = 1 << 14;
-int64_t slot_bytes_for(int64_t budget_bytes);
+inline constexpr int64_t kMaxCells = int64_t{1} << 25;
+int64_t slot_bytes_for(int64_t budget_bytes, int64_t n_blocks = 0);
 
 // Measures the ChainModel of `graph` by simulating five uniform plans with the timeline on
 // (none, selective, sac:mm, full, and one segment of all blocks) under the exact allocator.
