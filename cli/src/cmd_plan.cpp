@@ -93,8 +93,12 @@ std::string render_table(const std::string& model, const sim::Device& device,
            human_flops(r.recompute_flops), human_time_ns(r.recompute_time_ns)});
     out += c.render("  ");
     const int64_t saved = f.recompute_time_ns - r.recompute_time_ns;
-    out += fmt::format("  the plan recomputes {} less than {}\n", human_time_ns(saved),
-                       fixed.strategy.canonical());
+    if (saved == 0 && f.recompute_flops == r.recompute_flops) {
+      out += fmt::format("  the plan recomputes as much as {}\n", fixed.strategy.canonical());
+    } else {
+      out += fmt::format("  the plan recomputes {} less than {}\n", human_time_ns(saved),
+                         fixed.strategy.canonical());
+    }
   }
   return out;
 }

@@ -752,6 +752,9 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   char quality[160];
   if (!found) {
     std::snprintf(quality, sizeof quality, "the least-memory plan (the DP's slots found none)");
+  } else if (graph.allocator != AllocatorKind::kExact) {
+    std::snprintf(quality, sizeof quality,
+                  "the model counts exact bytes, the reserved peak is checked by simulation");
   } else if (optimal) {
     std::snprintf(quality, sizeof quality, "optimal under the model in exact bytes");
   } else {
