@@ -318,6 +318,14 @@ std::vector<Config> configs() {
   small.head_dim = 64;
   small.ffn_hidden = 4096;
   out.push_back({"megatron-gpt paper t=2 sp", small, fixtures::paper(2, true)});
+  // Short sequences: autocast's weight casts outweigh the activations, where both views of the
+  // model are loosest.
+  TrainSetup short_seq;
+  short_seq.micro_batch = 2;
+  short_seq.seq = 256;
+  short_seq.optimizer = Optimizer::kAdamFused;  // else foreach Adam's temporaries are the peak
+  out.push_back({"gpt2-small bf16-amp b=2 s=256", fixtures::gpt2_small(), short_seq});
+  out.push_back({"tiny-llama bf16-amp b=2 s=256", fixtures::tiny_llama(), short_seq});
   TrainSetup caching = t;
   caching.allocator = AllocatorKind::kCaching;
   out.push_back({"gpt2-small caching allocator", fixtures::gpt2_small(), caching});
@@ -336,6 +344,9 @@ TEST_CASE("planner: the chain model predicts the simulated peak and recompute of
     CAPTURE(std::string(c.name));
     const Graph g = build_graph(c.model, c.setup, fixtures::h100());
     const ChainModel m = probe_chain(g, fixtures::h100());
+    const ChainModel fwd = forward_view(m);
+    int64_t casts = 0;  // what the views may overcount: the forward-only bytes of every block
+    for (const BlockCosts& b : m.blocks) casts += b.fwd_only_bytes;
     for (const Strategy& s : fixed_strategies(g.n_blocks)) {
       CAPTURE(s.canonical());
       Plan p;
@@ -347,10 +358,15 @@ TEST_CASE("planner: the chain model predicts the simulated peak and recompute of
         continue;
       }
       const ChainEval e = evaluate_chain(m, units_of(p));
-      // Conservative by construction (autocast's casts counted as dropped by every option).
-      CHECK(e.peak_bytes + m.base_bytes >= r.peak_allocated_bytes);
-      CHECK(e.peak_bytes + m.base_bytes - r.peak_allocated_bytes <= 16 * kMiB);
+      const ChainEval f = evaluate_chain(fwd, units_of(p));
+      // Both views are conservative by construction, by at most the casts one phase does not
+      // hold (forward_view); the better of the two is what the planner can use.
+      const int64_t sim_peak = r.peak_allocated_bytes - m.base_bytes;
+      CHECK(e.peak_bytes >= sim_peak);
+      CHECK(f.peak_bytes >= sim_peak);
+      CHECK(std::min(e.peak_bytes, f.peak_bytes) - sim_peak <= casts);
       CHECK(e.cost == cost_of(r));
+      CHECK(f.cost == cost_of(r));
     }
   }
 }
@@ -375,7 +391,6 @@ TEST_CASE("planner: budget: plans fit, beat every fixed strategy that fits, and 
         ++plans;
         if (bp.model_line.find("optimal under the model") != std::string::npos) ++optimal;
         if (!bp.note.empty()) ++replaced;
-        if (c.setup.allocator == AllocatorKind::kExact) CHECK(bp.note.empty());
         CHECK(budget_peak_bytes(bp.result) <= budget);
         if (fixed.found) {
           CAPTURE(fixed.strategy.canonical());
@@ -411,8 +426,8 @@ TEST_CASE("planner: budget: plans fit, beat every fixed strategy that fits, and 
       }
     }
   }
-  MESSAGE(plans << " plans (" << optimal << " proven optimal under the model, " << replaced
-                << " replaced by a fixed strategy under the caching allocator), " << errors
+  MESSAGE(plans << " plans (" << optimal << " proven optimal under a view of the model, "
+                << replaced << " replaced by a cheaper fixed strategy), " << errors
                 << " infeasible budgets");
   CHECK(plans > 40);
   CHECK(errors > 0);

@@ -141,6 +141,17 @@ ChainEval evaluate_chain(const ChainModel& m, const std::vector<ChainUnit>& unit
   return e;
 }
 
+ChainModel forward_view(const ChainModel& m) {
+  ChainModel v = m;
+  for (BlockCosts& c : v.blocks) {
+    for (OptionRow& o : c.single) o.held_bytes = o.fwd_held_bytes;
+    c.seg_head_held = c.seg_head_fwd_held;
+    c.seg_inner_held = c.seg_inner_fwd_held;
+    c.fwd_only_bytes = 0;
+  }
+  return v;
+}
+
 int64_t slot_bytes_for(int64_t budget_bytes, int64_t n_blocks) {
   int64_t slot = kMiB;
   while (budget_bytes / slot > kMaxSlots || (n_blocks + 1) * (budget_bytes / slot) > kMaxCells)
@@ -355,9 +366,25 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
     low.optimal = true;
     return low;
   }
-  ChainSolution up = ChainDp(model, budget_bytes, slot_bytes, true, window).solve(false);
-  up.lower_bound = low.cost;
-  return up;
+  // Otherwise the cheapest plan that fits among the rounded-up pass's and those of rounded-down
+  // passes on budgets lowered by the overshoot (a few: each is one more DP).
+  const Cost bound = low.cost;
+  ChainSolution best = ChainDp(model, budget_bytes, slot_bytes, true, window).solve(false);
+  int64_t target = budget_bytes;
+  ChainSolution probe = low;
+  for (int i = 0; i < 3; ++i) {
+    target -= std::max(probe.model_peak_bytes - budget_bytes, slot_bytes);
+    if (target < 0) break;
+    probe = ChainDp(model, target, slot_bytes, false, window).solve(false);
+    if (!probe.feasible) break;
+    if (probe.model_peak_bytes <= budget_bytes) {
+      if (!best.feasible || probe.cost < best.cost) best = probe;
+      break;
+    }
+  }
+  best.optimal = best.feasible && best.cost == bound;
+  best.lower_bound = bound;
+  return best;
 }
 
 namespace {
@@ -572,6 +599,7 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
         continue;
       }
       r.held_bytes = p.hb[i];
+      r.fwd_held_bytes = p.hf[i];
       r.fwd_bytes = p.fwd_peak[i] - hf[static_cast<size_t>(o)][i] - base;
       r.bwd_bytes = std::max(p.bwd_peak[i], p.rc_peak[i]) - hb[static_cast<size_t>(o)][i] - base;
       r.cost = p.rc_cost[i];
@@ -671,15 +699,22 @@ std::vector<ChainUnit> units_of(const Plan& p) {
   return u;
 }
 
-BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget) {
-  const ChainModel model = probe_chain(graph, device);
-  const int64_t n = graph.n_blocks;
-  constexpr int kMaxSolves = 8;
-  BudgetPlan out;
-  out.budget_bytes = budget;
+namespace {
+
+// One view's plan, solved, simulated and tightened until it fits.
+struct Verified {
   bool found = false, optimal = false;
-  Cost lower_bound;  // of the first solve, when not proven optimal
   std::vector<ChainUnit> units;
+  Result result;
+  Cost lower_bound;
+  int64_t slot = 0, model_peak = 0, solves = 0;
+};
+
+Verified solve_verified(const Graph& graph, const Device& device, const ChainModel& model,
+                        int64_t budget) {
+  constexpr int kMaxSolves = 8;
+  const int64_t n = graph.n_blocks;
+  Verified v;
   // The first solve uses the whole budget. When the simulation exceeds it (the caching
   // allocator's rounding and fragmentation, which the exact-bytes model does not see, or a term
   // it bounds loosely), the next target is lowered by the excess until a plan fits, then bisected
@@ -689,64 +724,105 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   for (int t = 0; t < kMaxSolves && target >= 0; ++t) {
     const int64_t slot = slot_bytes_for(target, n);
     const ChainSolution sol = solve_chain(model, target, slot);
-    ++out.solves;
+    ++v.solves;
+    if (v.slot == 0) v.slot = slot;
     if (!sol.feasible) break;
+    if (t == 0) v.lower_bound = sol.optimal ? sol.cost : sol.lower_bound;
     Result r = simulate_plan(graph, plan_of(sol.units, n), device);
     const int64_t peak = budget_peak_bytes(r);
-    if (t == 0) lower_bound = sol.optimal ? sol.cost : sol.lower_bound;
     if (peak <= budget) {
-      if (!found || cost_of(r) < cost_of(out.result)) {
-        found = true;
-        optimal = sol.optimal && t == 0;
-        units = sol.units;
-        out.result = std::move(r);
-        out.slot_bytes = slot;
-        out.model_peak_bytes = sol.model_peak_bytes + model.base_bytes;
+      if (!v.found || cost_of(r) < cost_of(v.result)) {
+        v.found = true;
+        v.optimal = sol.optimal && t == 0;
+        v.units = sol.units;
+        v.result = std::move(r);
+        v.slot = slot;
+        v.model_peak = sol.model_peak_bytes + model.base_bytes;
       }
       fit = target;
     } else {
       miss = target;
     }
     if (fit == target && miss == target + 1) break;  // the whole budget fit
-    const int64_t next = fit < 0 ? target - std::max(peak - budget, slot) : fit + (miss - fit) / 2;
     if (fit >= 0 && miss - fit <= slot) break;
-    target = next;
+    target = fit < 0 ? target - std::max(peak - budget, slot) : fit + (miss - fit) / 2;
   }
-  if (found && graph.allocator != AllocatorKind::kExact) {
-    // The model counts exact bytes; under the caching allocator a fixed strategy whose layout
-    // fragments less can fit where the DP's tightened plans did not. Keep the cheaper.
-    FixedChoice f = best_fixed(graph, device, budget);
-    if (f.found && cost_of(f.result) < cost_of(out.result)) {
-      units = units_of(resolve(f.strategy, n));
-      out.result = std::move(f.result);
-      out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
-      out.note = "under the caching allocator the fixed strategy " + f.strategy.canonical() +
-                 " fit cheaper than the DP's tightened plans";
+  return v;
+}
+
+}  // namespace
+
+BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget) {
+  const ChainModel model = probe_chain(graph, device);
+  const int64_t n = graph.n_blocks;
+  BudgetPlan out;
+  out.budget_bytes = budget;
+  Verified best = solve_verified(graph, device, model, budget);
+  out.solves = best.solves;
+  int views = 1;
+  bool tightened = best.solves > 1;
+  const char* view = "backward view";
+  // The forward view is exact where the backward view is conservative (see forward_view). Its
+  // segments' inner blocks hold their casts in forward, which rules out the sliding window, so
+  // deep models (where it would scan every segment end) use the backward view alone.
+  const ChainModel fwd = forward_view(model);
+  const bool casts = !(fwd == model);
+  if (casts && n <= kFullSearchBlocks) {
+    Verified other = solve_verified(graph, device, fwd, budget);
+    out.solves += other.solves;
+    ++views;
+    tightened = tightened || other.solves > 1;
+    if (other.found && (!best.found || cost_of(other.result) < cost_of(best.result))) {
+      best = std::move(other);
+      view = "forward view";
     }
+  }
+  if (best.found && n <= kFullSearchBlocks) {
+    // Both views bound some terms loosely (autocast's casts in one phase; under the caching
+    // allocator, reserved bytes at all), so a fixed strategy can fit where the DP's plans needed
+    // more room: the cheapest fixed strategy that fits is a candidate too, and wins ties never.
+    FixedChoice f = best_fixed(graph, device, budget);
+    if (f.found && cost_of(f.result) < cost_of(best.result)) {
+      best.units = units_of(resolve(f.strategy, n));
+      best.result = std::move(f.result);
+      best.optimal = false;
+      best.model_peak = evaluate_chain(model, best.units).peak_bytes + model.base_bytes;
+      out.note = "the fixed strategy " + f.strategy.canonical() +
+                 " fit with less recompute than the DP's plans (the model bounds it loosely)";
+    }
+  }
+  out.slot_bytes = best.slot;
+  bool found = best.found;
+  std::vector<ChainUnit> units = best.units;
+  if (found) {
+    out.result = std::move(best.result);
+    out.model_peak_bytes = best.model_peak;
   }
   if (!found) {
     // The least-memory plan of the model, and `full`, simulated: the smallest peak on offer.
     std::vector<ChainUnit> full;
     for (int64_t b = 0; b < n; ++b) full.push_back({b, b, true, PlanOption::kStore});
     std::vector<ChainUnit> best_units = full;
-    Result best = simulate_plan(graph, plan_of(full, n), device);
+    Result least_result = simulate_plan(graph, plan_of(full, n), device);
     const int64_t hi = 2 * evaluate_chain(model, full).peak_bytes + (n + 1) * kMiB;
     const ChainSolution least = solve_least_memory(model, hi, slot_bytes_for(hi, n));
     if (least.feasible) {
       Result r = simulate_plan(graph, plan_of(least.units, n), device);
-      if (budget_peak_bytes(r) < budget_peak_bytes(best)) best = std::move(r), best_units = least.units;
+      if (budget_peak_bytes(r) < budget_peak_bytes(least_result)) least_result = std::move(r), best_units = least.units;
     }
-    if (budget_peak_bytes(best) > budget)
+    if (budget_peak_bytes(least_result) > budget)
       throw ConfigError("--strategy", "budget",
                         "no plan fits a peak of " + gib(budget) +
-                            "; the smallest feasible peak is " + gib(budget_peak_bytes(best)) +
+                            "; the smallest feasible peak is " + gib(budget_peak_bytes(least_result)) +
                             ", reached by " + strategy_of(best_units).canonical());
     // It fits where the DP's rounded model did not.
     units = best_units;
-    out.result = std::move(best);
+    out.result = std::move(least_result);
     out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
   }
   if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0), n);
+  const bool optimal = best.optimal;
+  const Cost lower_bound = best.lower_bound;
   out.strategy = strategy_of(units);
   out.plan = plan_of(units, n);
   char quality[160];
@@ -755,8 +831,10 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   } else if (graph.allocator != AllocatorKind::kExact) {
     std::snprintf(quality, sizeof quality,
                   "the model counts exact bytes, the reserved peak is checked by simulation");
+  } else if (!out.note.empty()) {
+    std::snprintf(quality, sizeof quality, "a fixed strategy beat the DP's plans (note)");
   } else if (optimal) {
-    std::snprintf(quality, sizeof quality, "optimal under the model in exact bytes");
+    std::snprintf(quality, sizeof quality, "optimal under the model's %s in exact bytes", view);
   } else {
     // The rounded-down pass is a relaxation: no plan that fits recomputes for less.
     const double gap = lower_bound.time_ns > 0
@@ -765,16 +843,17 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
                                  static_cast<double>(lower_bound.time_ns)
                            : 0.0;
     std::snprintf(quality, sizeof quality,
-                  "recompute time within %.2f %% of the model's lower bound (slots rounded down)",
-                  gap);
+                  "recompute time within %.2f %% of the %s's lower bound (slots rounded down)",
+                  gap, view);
   }
   char buf[480];
   std::snprintf(buf, sizeof buf,
                 "rotor-style DP over %" PRId64 " blocks x {store, selective, sac:mm, segments}; "
                 "costs from 5 probe simulations; memory in %" PRId64 " MiB slots; %s; %" PRId64
-                " solve%s",
-                n, out.slot_bytes / kMiB, quality, out.solves,
-                out.solves == 1 ? "" : "s (tightened after simulation)");
+                " DP solve%s (%s%s)",
+                n, out.slot_bytes / kMiB, quality, out.solves, out.solves == 1 ? "" : "s",
+                views == 1 ? "one view of the model" : "backward and forward views",
+                tightened ? ", tightened after simulation" : "");
   out.model_line = buf;
   return out;
 }

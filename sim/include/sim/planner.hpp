@@ -57,6 +57,7 @@ struct OptionRow {
   int64_t fwd_bytes = 0;   // forward peak = D_i + held below + this
   int64_t bwd_bytes = 0;   // backward peak (recompute inside the block included) = held below + this
   Cost cost;               // recompute
+  int64_t fwd_held_bytes = 0;  // held below later blocks during forward (autocast's casts too)
   friend bool operator==(const OptionRow&, const OptionRow&) = default;
 };
 
@@ -85,7 +86,16 @@ struct ChainModel {
   int64_t outer_bytes = 0;      // peak outside the blocks and the head (embedding, optimizer)
   int64_t head_fwd_bytes = 0;   // head forward peak = D_n + sum of held + this
   int64_t head_bwd_bytes = 0;   // head backward peak = sum of held + this
+  friend bool operator==(const ChainModel&, const ChainModel&) = default;
 };
+
+// The forward view of a model: every option holds what the forward pass sees (autocast's weight
+// casts included, whether or not the option keeps them for backward) and no forward-only term.
+// Exact in forward, conservative in backward by the casts an option drops when forward ends,
+// where the model itself (the backward view) is exact in backward and conservative in forward.
+// plan_budget solves both and keeps the cheaper verified plan.
+struct ChainModel;
+ChainModel forward_view(const ChainModel& model);
 
 // One unit of a chain plan: a block in a single option, or a segment [first, last].
 struct ChainUnit {
@@ -146,6 +156,10 @@ std::vector<ChainUnit> units_of(const Plan& plan);
 // The peak a budget is compared with: reserved bytes (equal to allocated under exact), as `fits`.
 int64_t budget_peak_bytes(const Result& result);
 
+// Up to this many blocks plan_budget also solves the forward view and tries the fixed
+// strategies (2n + 5 simulations); deeper models use the backward view's DP alone.
+inline constexpr int64_t kFullSearchBlocks = 256;
+
 struct BudgetPlan {
   Strategy strategy;          // custom:<spec>
   Plan plan;
@@ -155,12 +169,12 @@ struct BudgetPlan {
   int64_t solves = 0;         // DP runs (1 + tightenings)
   int64_t model_peak_bytes = 0;  // the DP model's peak of the plan, absolute
   std::string model_line;     // the model and discretization, for the output
-  std::string note;           // set when a fixed strategy replaced the DP's plan (caching)
+  std::string note;           // set when a fixed strategy replaced the DP's plan
 };
 
 // The plan of `budget:<bytes>`: the DP's plan, verified by simulation (budget_peak_bytes);
-// tightened and re-solved when the simulation exceeds the budget. Under the caching allocator a
-// cheaper fixed strategy that fits replaces it (`note` says so). Throws ConfigError("--strategy"/"budget", ...) naming the
+// tightened and re-solved when the simulation exceeds the budget; the cheaper of the two views'
+// plans, or a cheaper fixed strategy that fits (`note` says so; see kFullSearchBlocks). Throws ConfigError("--strategy"/"budget", ...) naming the
 // smallest feasible peak when no plan fits.
 BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget_bytes);
 
