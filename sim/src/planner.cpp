@@ -366,10 +366,10 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
     low.optimal = true;
     return low;
   }
-  // Otherwise the cheapest plan that fits among the rounded-up pass's and those of rounded-down
-  // passes on budgets lowered by the overshoot (a few: each is one more DP).
+  // Otherwise rounded-down passes on budgets lowered by the overshoot (at most three), and the
+  // rounded-up pass (whose plans always fit) when none of them fits.
   const Cost bound = low.cost;
-  ChainSolution best = ChainDp(model, budget_bytes, slot_bytes, true, window).solve(false);
+  ChainSolution best;
   int64_t target = budget_bytes;
   ChainSolution probe = low;
   for (int i = 0; i < 3; ++i) {
@@ -378,10 +378,11 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
     probe = ChainDp(model, target, slot_bytes, false, window).solve(false);
     if (!probe.feasible) break;
     if (probe.model_peak_bytes <= budget_bytes) {
-      if (!best.feasible || probe.cost < best.cost) best = probe;
+      best = probe;
       break;
     }
   }
+  if (!best.feasible) best = ChainDp(model, budget_bytes, slot_bytes, true, window).solve(false);
   best.optimal = best.feasible && best.cost == bound;
   best.lower_bound = bound;
   return best;

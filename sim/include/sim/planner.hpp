@@ -126,10 +126,11 @@ struct ChainSolution {
 };
 
 // The least-cost plan whose model peak is at most budget_bytes (relative to base_bytes), memory
-// counted in slots of slot_bytes. Two passes: every term rounded down (a relaxation: its optimum
-// is a lower bound on the exact one, and is the exact optimum when its plan fits in exact bytes,
-// then `optimal`), else every term rounded up (its plans fit in exact bytes; the rounding costs
-// at most one slot per unit). Infeasible when no plan fits.
+// counted in slots of slot_bytes. First every term rounded down (a relaxation: its optimum is a
+// lower bound on the exact one, and is the exact optimum when its plan fits in exact bytes, then
+// `optimal`); else rounded down again on budgets lowered by the overshoot (up to three passes)
+// until a plan fits in exact bytes, else every term rounded up (its plans always fit; the
+// rounding costs at most one slot per unit). Infeasible when no plan fits.
 // Segment ends are found by a sliding-window minimum when no block holds anything as a segment's
 // inner block (true of transformer blocks), which makes long chains of repeated blocks cheap:
 // O(n * slots * log K) instead of O(n * K * slots) for segments of up to K blocks. window = false
