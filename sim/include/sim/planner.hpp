@@ -8,14 +8,17 @@
 //     checkpointing for heterogeneous chains"), exact under the ChainModel with memory counted in
 //     slots (held bytes and peak terms rounded up to whole slots).
 //  3. plan_budget: probe, solve, verify by simulating the plan; if the simulated peak exceeds the
-//     budget, tighten the DP's budget by the excess and solve again (bounded).
+//     budget, tighten the DP's budget by the excess and solve again (bounded). It solves two views
+//     of the model (below) and keeps the cheaper verified plan, or a cheaper fixed strategy that
+//     fits, since each view bounds one phase loosely.
 //
 // Contract of the memory model (what the DP assumes; plan_budget checks it by simulation):
 // the step's peak is the largest of
 //  - outside the blocks (embedding, optimizer): a constant;
 //  - forward of block i: D_i + sum_{j<i} held_j + fwd_i, with D_i the forward-only bytes below i
-//    (autocast's weight casts of blocks whose option does not save them, counted as if every
-//    option dropped them: conservative by the casts that store and selective blocks keep);
+//    (autocast's weight casts, cached until forward ends, of blocks whose option does not keep
+//    them for backward, counted as if every option dropped them: conservative by the casts that
+//    store and selective blocks keep; forward_view is the other way round);
 //  - the head (final norm, loss), forward and backward: sum of all held_j plus a constant;
 //  - backward of a unit (a block, or a segment recomputed as one): sum over earlier units of
 //    held_j plus the unit's own backward term (for a segment: its recomputed blocks' bytes).
