@@ -166,13 +166,28 @@ namespace {
 // single block, kSegCode + (length - 1) for a segment.
 constexpr int32_t kSegCode = 1 + kPlanOptionCount;
 
+struct DpEntry {
+  int64_t j;
+  Cost value;
+};
+
+// The DP's tables, kept across the passes of one solve_chain: the first pass faults the pages in,
+// the later ones reuse them.
+struct DpWorkspace {
+  std::vector<int64_t> time, flops;
+  std::vector<int32_t> choice;
+  std::vector<std::vector<DpEntry>> stacks;
+};
+
 class ChainDp {
  public:
   // round_up: every term rounded up to slots, so that every plan found fits in exact bytes;
   // otherwise rounded down, so that every plan that fits in exact bytes is considered.
-  ChainDp(const ChainModel& m, int64_t budget, int64_t slot, bool round_up, bool window)
+  ChainDp(const ChainModel& m, int64_t budget, int64_t slot, bool round_up, bool window,
+          DpWorkspace& ws)
       : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
-        allow_window_(window) {
+        allow_window_(window), time_(ws.time), flops_(ws.flops), choice_(ws.choice),
+        stacks_(ws.stacks) {
     slots_ = budget < 0 ? -1 : budget / slot;
   }
 
@@ -188,13 +203,17 @@ class ChainDp {
     const int64_t head = rs(head_local(m_, p_));
     for (int64_t s = head; s <= slots_; ++s) time_[idx(n_, s)] = 0, flops_[idx(n_, s)] = 0;
     // Block 0 is never an inner block.
-    window_ = allow_window_ && std::all_of(m_.blocks.begin() + 1, m_.blocks.end(),
+    window_ = allow_window_ && n_ > 0 &&
+              std::all_of(m_.blocks.begin() + 1, m_.blocks.end(),
                           [](const BlockCosts& c) { return c.seg_inner_held == 0; });
     prefix_inner_.assign(static_cast<size_t>(n_ + 1), Cost{});
     for (int64_t i = 0; i < n_; ++i)
       prefix_inner_[static_cast<size_t>(i + 1)] =
           add(prefix_inner_[static_cast<size_t>(i)], m_.blocks[static_cast<size_t>(i)].seg_inner_cost);
-    if (window_) stacks_.assign(static_cast<size_t>(slots_ + 1), {});
+    if (window_) {
+      stacks_.resize(static_cast<size_t>(slots_ + 1));
+      for (auto& st : stacks_) st.clear();
+    }
     for (int64_t a = n_ - 1; a >= 0; --a) row(a);
     int64_t start = -1;
     if (least_memory) {
@@ -303,10 +322,7 @@ class ChainDp {
   // dominates (smaller j, value no larger: whenever j's segment fits, the shorter one fits too,
   // since a start's needs are monotone in b where the window is used); values strictly fall as
   // j grows, so the best j <= a + kmax(s) is the largest such, found by binary search.
-  struct Entry {
-    int64_t j;
-    Cost value;
-  };
+  using Entry = DpEntry;
   void window(int64_t a, const std::vector<int64_t>& locals, int64_t h) {
     if (locals.empty()) return;
     const int64_t kcap = static_cast<int64_t>(locals.size());
@@ -346,11 +362,12 @@ class ChainDp {
   Prefix p_;
   int64_t n_ = 0, slot_ = 1, slots_ = 0;
   bool up_ = true;
-  std::vector<int64_t> time_, flops_;
-  std::vector<int32_t> choice_;
   bool allow_window_ = true, window_ = false;
+  std::vector<int64_t>& time_;
+  std::vector<int64_t>& flops_;
+  std::vector<int32_t>& choice_;
+  std::vector<std::vector<Entry>>& stacks_;
   std::vector<Cost> prefix_inner_;  // P(i): inner recompute costs of blocks < i
-  std::vector<std::vector<Entry>> stacks_;
 };
 
 }  // namespace
@@ -360,7 +377,8 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
   if (slot_bytes < 1) throw std::logic_error("solve_chain: slot_bytes < 1");
   // Rounded down, the DP's feasible set holds every plan that fits in exact bytes, so its
   // optimum is a lower bound; when its plan fits in exact bytes it is the optimum.
-  ChainSolution low = ChainDp(model, budget_bytes, slot_bytes, false, window).solve(false);
+  DpWorkspace ws;
+  ChainSolution low = ChainDp(model, budget_bytes, slot_bytes, false, window, ws).solve(false);
   if (!low.feasible) return low;  // then nothing fits
   if (low.model_peak_bytes <= budget_bytes) {
     low.optimal = true;
@@ -375,14 +393,14 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
   for (int i = 0; i < 3; ++i) {
     target -= std::max(probe.model_peak_bytes - budget_bytes, slot_bytes);
     if (target < 0) break;
-    probe = ChainDp(model, target, slot_bytes, false, window).solve(false);
+    probe = ChainDp(model, target, slot_bytes, false, window, ws).solve(false);
     if (!probe.feasible) break;
     if (probe.model_peak_bytes <= budget_bytes) {
       best = probe;
       break;
     }
   }
-  if (!best.feasible) best = ChainDp(model, budget_bytes, slot_bytes, true, window).solve(false);
+  if (!best.feasible) best = ChainDp(model, budget_bytes, slot_bytes, true, window, ws).solve(false);
   best.optimal = best.feasible && best.cost == bound;
   best.lower_bound = bound;
   return best;
@@ -391,7 +409,8 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
 namespace {
 
 ChainSolution solve_least_memory(const ChainModel& model, int64_t budget_bytes, int64_t slot) {
-  return ChainDp(model, budget_bytes, slot, true, true).solve(true);
+  DpWorkspace ws;
+  return ChainDp(model, budget_bytes, slot, true, true, ws).solve(true);
 }
 
 // ---------------------------------------------------------------------------------------------
