@@ -39,9 +39,12 @@ namespace sim {
 
 // The per-block options a plan chooses among, one row each in BlockCosts::single. Checkpointed
 // blocks (segments) are costed by BlockCosts' segment fields, since a segment spans blocks.
-// To add an option (offload, offload+full: BlockMode values on another branch), add a value
-// here before kCount, measure its row in probe_chain (one probe plan of that mode), map it in
-// option_block_mode() and clause_mode_of() in planner.cpp; the DP iterates the table unchanged.
+// To add an option (offload, offload+full: BlockMode/ClauseMode values on another branch), add a
+// value here before kCount, measure its row in probe_chain (one uniform probe plan of that mode;
+// the copy stream's stall belongs in the row's cost), map it in option_block_mode() and
+// clause_mode_of() in planner.cpp; the DP iterates the table unchanged. Both are single-block
+// rows: offload+full checkpoints one block alone (its input on the host), so it needs no
+// segment terms.
 enum class PlanOption : uint8_t { kStore, kSelective, kSacMm, kCount };
 inline constexpr int kPlanOptionCount = static_cast<int>(PlanOption::kCount);
 
