@@ -144,6 +144,11 @@ struct ChainSolution {
 ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
                           bool window = true);
 
+// The plan of least model peak (ties: least cost) among those that fit budget_bytes, every term
+// rounded up to slots: what plan_budget names when no plan fits the user's budget.
+ChainSolution solve_chain_least_memory(const ChainModel& model, int64_t budget_bytes,
+                                       int64_t slot_bytes);
+
 // The slot size solve_chain is given by plan_budget: 1 MiB, doubled until the budget spans at
 // most kMaxSlots slots and the DP's table ((n + 1) x slots cells of 20 bytes) at most kMaxCells.
 inline constexpr int64_t kMaxSlots = 1 << 14;
@@ -153,6 +158,9 @@ int64_t slot_bytes_for(int64_t budget_bytes, int64_t n_blocks = 0);
 // Measures the ChainModel of `graph` by simulating five uniform plans with the timeline on
 // (none, selective, sac:mm, full, and one segment of all blocks) under the exact allocator.
 ChainModel probe_chain(const Graph& graph, const Device& device);
+
+// The sim::BlockMode of a single-block option.
+BlockMode block_mode_of(PlanOption option);
 
 // The sim::Plan of a chain plan, and its custom: strategy (canonical, adjacent clauses merged).
 Plan plan_of(const std::vector<ChainUnit>& units, int64_t n_blocks);
