@@ -41,7 +41,7 @@ namespace sim {
 // blocks (segments) are costed by BlockCosts' segment fields, since a segment spans blocks.
 // To add an option (offload, offload+full: BlockMode/ClauseMode values on another branch), add a
 // value here before kCount, measure its row in probe_chain (one uniform probe plan of that mode;
-// the copy stream's stall belongs in the row's cost), map it in option_block_mode() and
+// the copy stream's stall belongs in the row's cost), map it in block_mode_of() and
 // clause_mode_of() in planner.cpp; the DP iterates the table unchanged. Both are single-block
 // rows: offload+full checkpoints one block alone (its input on the host), so it needs no
 // segment terms.
