@@ -29,6 +29,22 @@ std::string gib(int64_t bytes) {
 
 Cost cost_of(const Result& r) { return {r.recompute_time_ns, r.recompute_flops}; }
 
+// The model with each block's forward-only bytes set to what the option `units` chose for it
+// drops when forward ends (instead of the most any option drops): exact for that plan and the
+// plans near it, optimistic for plans that drop more (the simulation catches those).
+ChainModel with_forward_terms_of(const ChainModel& m, const std::vector<ChainUnit>& units) {
+  ChainModel r = m;
+  for (const ChainUnit& u : units)
+    for (int64_t b = u.first; b <= u.last; ++b) {
+      BlockCosts& c = r.blocks[static_cast<size_t>(b)];
+      const OptionRow& o = c.single[static_cast<size_t>(u.option)];
+      c.fwd_only_bytes = !u.segment    ? o.fwd_held_bytes - o.held_bytes
+                         : b == u.first ? c.seg_head_fwd_held - c.seg_head_held
+                                        : c.seg_inner_fwd_held - c.seg_inner_held;
+    }
+  return r;
+}
+
 }  // namespace
 
 BlockMode block_mode_of(PlanOption o) {
@@ -164,6 +180,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   int views = 1;
   bool tightened = best.solves > 1;
   const char* view = "backward view";
+  bool refined = false;
   // The forward view is exact where the backward view is conservative (see forward_view). Its
   // segments' inner blocks hold their casts in forward, which rules out the sliding window, so
   // deep models (where it would scan every segment end) use the backward view alone.
@@ -178,6 +195,17 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
       best = std::move(other);
       view = "forward view";
     }
+  }
+  // The backward view charges every block's casts in forward; refined to the forward terms of
+  // the best plan so far, the model is exact for that plan, and its optimum is tried too.
+  for (int r = 0; r < 3 && casts && best.found; ++r) {
+    Verified v = solve_verified(graph, device, with_forward_terms_of(model, best.units), budget);
+    out.solves += v.solves;
+    tightened = tightened || v.solves > 1;
+    if (!v.found || !(cost_of(v.result) < cost_of(best.result))) break;
+    best = std::move(v);
+    best.optimal = false;  // optimal under a model fitted to an earlier plan: no bound
+    refined = true;
   }
   if (best.found && n <= kFullSearchBlocks) {
     // Both views bound some terms loosely (autocast's casts in one phase; under the caching
@@ -235,6 +263,9 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
                   "the model counts exact bytes, the reserved peak is checked by simulation");
   } else if (!out.note.empty()) {
     std::snprintf(quality, sizeof quality, "a fixed strategy beat the DP's plans (note)");
+  } else if (refined) {
+    std::snprintf(quality, sizeof quality,
+                  "found with the model refined to the plan's own forward terms (exact for it)");
   } else if (optimal) {
     std::snprintf(quality, sizeof quality, "optimal under the model's %s in exact bytes", view);
   } else {
@@ -254,7 +285,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
                 "costs from 5 probe simulations; memory in %" PRId64 " MiB slots; %s; %" PRId64
                 " DP solve%s (%s%s)",
                 n, out.slot_bytes / kMiB, quality, out.solves, out.solves == 1 ? "" : "s",
-                views == 1 ? "one view of the model" : "backward and forward views",
+                views == 1 ? "backward view, refinements" : "backward and forward views, refinements",
                 tightened ? ", tightened after simulation" : "");
   out.model_line = buf;
   return out;
