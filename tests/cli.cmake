@@ -311,3 +311,40 @@ refused falcon-7b 'parallel residual (falcon)'
 refused gemma-7b 'GeGLU and scaled embeddings (gemma)'
 test "$(ls "$corpus"/*.json | wc -l)" -eq 11
 ]=] ${PROJECT_SOURCE_DIR}/fuzz/corpus/config)
+
+# plan --budget: a custom: spec that fits, the model line, the fixed comparison; the spec re-runs
+# to the same peak. A budget below every plan: exit 2, one line naming the smallest feasible peak
+# (above the budget), nothing on stdout and no output file.
+actsim_cli_test(plan_budget [=[
+"$1" plan --model gpt2-small --batch 8 --budget 10GiB > plan.txt
+grep -q '^  custom:' plan.txt
+grep -q 'memory in 1 MiB slots' plan.txt
+grep -q 'Best fixed strategy that fits' plan.txt
+spec=$(grep '^  custom:' plan.txt | tr -d ' ')
+"$1" plan --model gpt2-small --batch 8 --budget 10GiB --format csv > plan.csv
+"$1" run --model gpt2-small --batch 8 --strategy "$spec" --format csv > rerun.csv
+test "$(tail -n 1 plan.csv | cut -d, -f6)" = "$spec"
+test "$(tail -n 1 plan.csv | cut -d, -f22)" = "$(tail -n 1 rerun.csv | cut -d, -f22)"
+test "$(tail -n 1 plan.csv | cut -d, -f22)" -le 10737418240
+rm -f none.txt none.txt.partial
+rc=0
+"$1" plan --model gpt2-small --batch 8 --budget 1GiB -o none.txt > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+grep -q '^actsim: error: --budget: 1GiB: no plan fits .* the smallest feasible peak is ' err.txt
+test ! -s out.txt
+test ! -e none.txt
+test ! -e none.txt.partial
+rc=0
+"$1" plan --model gpt2-small --budget 12XB > /dev/null 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q '^actsim: error: --budget: 12XB: ' err.txt
+]=])
+
+# budget: in a sweep: the strategy column holds the plan's custom: spec; an unmet budget is a row
+# with its error.
+actsim_cli_test(sweep_budget [=[
+"$1" sweep --model gpt2-small --batch 8 --strategy budget:10GiB,budget:1GiB -j 1 -o b.csv
+sed -n 2p b.csv | cut -d, -f6 | grep -q '^custom:'
+sed -n 3p b.csv | grep -q 'smallest feasible peak'
+]=])

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "sim/error.hpp"
+#include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 #include "sim_io/load.hpp"
 
@@ -132,15 +133,36 @@ Inputs load_inputs(const Axes& a, const std::vector<std::filesystem::path>& dirs
   return in;
 }
 
+namespace {
+
+// One strategy on a built graph. A budget: row runs the planner's plan and shows it as its
+// strategy (DESIGN.md §4: the row holds its plan as a custom: spec, so it can be re-run).
+sim::Result run_strategy(const sim::Graph& g, const sim::Device& d, const sim::Strategy& s,
+                         std::string& shown) {
+  if (s.kind != sim::StrategyKind::kBudget)
+    return sim::simulate_plan(g, sim::resolve(s, g.n_blocks), d);
+  sim::BudgetPlan plan = sim::plan_budget(g, d, s.k);
+  shown = plan.strategy.canonical();
+  return std::move(plan.result);
+}
+
+}  // namespace
+
 sim_io::Row evaluate_point(const Axes& a, const Inputs& in, int64_t index) {
   const Point p = point_at(a, index);
   sim_io::Row row;
   row.row_index = index;
   row.key = row_key(a, p);
   try {
-    row.result = sim::simulate(in.models[static_cast<std::size_t>(p.model)], p.setup,
-                               in.devices[static_cast<std::size_t>(p.device)],
-                               a.strategies[static_cast<std::size_t>(p.strategy)]);
+    const sim::Strategy& s = a.strategies[static_cast<std::size_t>(p.strategy)];
+    const sim::Device& d = in.devices[static_cast<std::size_t>(p.device)];
+    if (s.kind == sim::StrategyKind::kBudget) {
+      sim::validate(d);
+      const sim::Graph g = sim::build_graph(in.models[static_cast<std::size_t>(p.model)], p.setup, d);
+      row.result = run_strategy(g, d, s, row.key.strategy);
+    } else {
+      row.result = sim::simulate(in.models[static_cast<std::size_t>(p.model)], p.setup, d, s);
+    }
   } catch (const sim::ConfigError& e) {
     row.error = e.what();
   }
@@ -219,9 +241,8 @@ std::vector<sim_io::Row> evaluate_unit(const Axes& a, const Inputs& in, const Un
   for (std::size_t k = 0; k < rows.size(); ++k) {
     sim_io::Row& row = rows[k];
     try {
-      const sim::Plan plan =
-          sim::resolve(a.strategies[static_cast<std::size_t>(strategy[k])], graph->n_blocks);
-      row.result = sim::simulate_plan(*graph, plan, device);
+      row.result = run_strategy(*graph, device, a.strategies[static_cast<std::size_t>(strategy[k])],
+                                row.key.strategy);
     } catch (const sim::ConfigError& e) {
       row.error = e.what();
     }

@@ -61,6 +61,15 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
                     "the unsharded sweep's number of rows: refuse parts that end early")
       ->check(CLI::NonNegativeNumber);
   merge->callback([&verb] { verb = Verb::kMerge; });
+  CLI::App* plan = app.add_subcommand(
+      "plan", "the plan with the least recompute time whose simulated peak fits --budget "
+              "(per block: store, selective, sac:mm or checkpointed segments), beside the best "
+              "fixed strategy that fits");
+  cli_common::add_common_flags(*plan, inv.flags, {false, true, "table|csv|json (default table)"});
+  plan->add_option("--budget", inv.budget,
+                   "peak memory per GPU: bytes, or with KiB/MiB/GiB/TiB, e.g. 60GiB")
+      ->required();
+  plan->callback([&verb] { verb = Verb::kPlan; });
 
   CLI::App* models = app.add_subcommand("models", "list the models and devices names resolve to");
   models->callback([&verb] { verb = Verb::kModels; });
@@ -94,7 +103,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, merge, valley, trace, models or validate (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models or validate (see --help)"
                            : e.what();
     }
     return parsed;
@@ -121,6 +130,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kModels: return cmd_models(inv);
     case Verb::kMerge: return cmd_merge(inv);
     case Verb::kValidate: return cmd_validate(inv);
+    case Verb::kPlan: return cmd_plan(inv);
   }
   return 1;
 }

@@ -13,7 +13,7 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate, kPlan };
 
 // A parsed command line, ready to run.
 struct Invocation {
@@ -26,6 +26,7 @@ struct Invocation {
   std::optional<int64_t> rows;      // merge --rows: the unsharded sweep's row count
   std::string validate_file;  // validate: the measured CSV
   double tolerance = 1.0;     // validate --tolerance, percent (0: exact)
+  std::string budget;  // plan --budget, as typed (sim::parse_bytes)
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

@@ -9,6 +9,7 @@
 #include "format.hpp"
 #include "sim/error.hpp"
 #include "sim/pipeline.hpp"
+#include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 #include "sweep.hpp"
 
@@ -221,8 +222,16 @@ int cmd_run(const Invocation& inv) {
       }
     } else {
       const sim::Graph& graph = graphs.get(inputs, p);
-      const sim::Plan plan = sim::resolve(strategy, graph.n_blocks);
-      row.result = sim::simulate_plan(graph, plan, device);
+      sim::Plan plan;
+      if (strategy.kind == sim::StrategyKind::kBudget) {  // the row shows the planner's plan
+        sim::BudgetPlan planned = sim::plan_budget(graph, device, strategy.k);
+        plan = std::move(planned.plan);
+        row.key.strategy = planned.strategy.canonical();
+        row.result = std::move(planned.result);
+      } else {
+        plan = sim::resolve(strategy, graph.n_blocks);
+        row.result = sim::simulate_plan(graph, plan, device);
+      }
       if (format == Format::kTable) items = sim::explain_peak(graph, plan, *row.result, kExplainItems);
     }
     switch (format) {

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 #include "sim_io/trace.hpp"
 #include "sweep.hpp"
@@ -18,14 +19,15 @@ int cmd_trace(const Invocation& inv) {
   const cli_common::Point p = cli_common::point_at(axes, 0);
   const sim::Device& device = inputs.devices.front();
   const sim::Graph graph = sim::build_graph(inputs.models.front(), p.setup, device);
-  const sim::Plan plan = sim::resolve(axes.strategies.front(), graph.n_blocks);
+  const sim::Strategy strategy = sim::concrete_strategy(axes.strategies.front(), graph, device);
+  const sim::Plan plan = sim::resolve(strategy, graph.n_blocks);
   sim::SimOptions options;
   options.record_timeline = true;
   const sim::Result result = sim::simulate_plan(graph, plan, device, options);
 
   const std::string title = fmt::format("{} on {}, strategy {}, {} allocator",
                                         axes.models.front(), axes.devices.front(),
-                                        axes.strategies.front().canonical(),
+                                        strategy.canonical(),
                                         sim::name(p.setup.allocator));
   // Rendered before the output is opened; Output writes OUT.partial and renames it on commit.
   const std::string text = sim_io::trace_json(graph, result, title);

@@ -10,6 +10,7 @@
 #include "sim/allocator.hpp"
 #include "sim/error.hpp"
 #include "sim/pipeline.hpp"
+#include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 #include "workspace.hpp"
 
@@ -508,7 +509,7 @@ Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device&
     return simulate_pipeline(model, setup, device, strategy, options).summary;
   validate(device);
   Graph g = build_graph(model, setup, device);
-  Plan plan = resolve(strategy, g.n_blocks);
+  Plan plan = resolve(concrete_strategy(strategy, g, device), g.n_blocks);
   return simulate_plan(g, plan, device, options);
 }
 

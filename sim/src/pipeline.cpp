@@ -37,6 +37,9 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
   validate(device);
   validate(model);
   validate(model, setup);
+  if (strategy.kind == StrategyKind::kBudget)
+    throw Unsupported("--strategy", "strategy",
+                      "budget: plans with --pp or --num-microbatches (plan per stage)");
   const int64_t p = setup.pp, m = setup.vpp, n = setup.microbatches;
   PipelineResult out;
   Workspace ws;

@@ -118,6 +118,7 @@ constexpr Entry kTable[] = {
     {"sqrt", StrategyKind::kSqrt, false},       {"selective", StrategyKind::kSelective, false},
     {"sac", StrategyKind::kSacMm, false},       {"custom", StrategyKind::kCustom, false},
     {"offload", StrategyKind::kOffload, false}, {"offload+full", StrategyKind::kOffloadFull, false},
+    {"budget", StrategyKind::kBudget, false},
 };
 
 std::string_view kind_name(StrategyKind k) {
@@ -152,6 +153,11 @@ Strategy parse_strategy(std::string_view text) {
     s.kind = e.kind;
     if (e.kind == StrategyKind::kSacMm) {
       if (arg != "mm") fail(text, "the selective-AC policy is written sac:mm");
+    } else if (e.kind == StrategyKind::kBudget) {
+      const std::optional<int64_t> bytes = parse_bytes(arg);
+      if (!has_arg || !bytes || *bytes < 1)
+        fail(text, "budget needs a peak in bytes, e.g. budget:60GiB or budget:64424509440");
+      s.k = *bytes;
     } else if (e.kind == StrategyKind::kCustom) {
       if (!has_arg) fail(text, "custom needs a spec, e.g. custom:none@0-3+full@4-7");
       s.clauses = parse_clauses(text, arg);
@@ -167,13 +173,14 @@ Strategy parse_strategy(std::string_view text) {
   }
   fail(text,
        "unknown strategy (none, full, every:k, block:k, sqrt, selective, sac:mm, offload, "
-       "offload+full, custom:<spec>)");
+       "offload+full, custom:<spec>, budget:<bytes>)");
 }
 
 std::string Strategy::canonical() const {
   switch (kind) {
     case StrategyKind::kEvery:
-    case StrategyKind::kBlock: return std::string(kind_name(kind)) + ":" + std::to_string(k);
+    case StrategyKind::kBlock:
+    case StrategyKind::kBudget: return std::string(kind_name(kind)) + ":" + std::to_string(k);
     case StrategyKind::kSacMm: return "sac:mm";
     case StrategyKind::kCustom: {
       std::string s = "custom:";
@@ -189,6 +196,30 @@ std::string Strategy::canonical() const {
     }
     default: return std::string(kind_name(kind));
   }
+}
+
+std::optional<int64_t> parse_bytes(std::string_view text) {
+  struct Suffix {
+    std::string_view name;
+    int64_t scale;
+  };
+  constexpr Suffix kSuffixes[] = {{"TiB", int64_t{1} << 40}, {"GiB", int64_t{1} << 30},
+                                  {"MiB", int64_t{1} << 20}, {"KiB", int64_t{1} << 10},
+                                  {"B", 1}};
+  int64_t scale = 1;
+  for (const Suffix& s : kSuffixes)
+    if (text.size() > s.name.size() && text.substr(text.size() - s.name.size()) == s.name) {
+      scale = s.scale;
+      text.remove_suffix(s.name.size());
+      break;
+    }
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < 0) return std::nullopt;
+  int64_t r = 0;
+  if (__builtin_mul_overflow(v, scale, &r)) return std::nullopt;
+  return r;
 }
 
 std::vector<Segment> even_segments(int64_t n, int64_t m) {
@@ -235,6 +266,8 @@ Plan resolve(const Strategy& s, int64_t n) {
     case StrategyKind::kSacMm: plan.mode.assign(static_cast<size_t>(n), BlockMode::kSacMm); break;
     case StrategyKind::kOffload: plan.mode.assign(static_cast<size_t>(n), BlockMode::kOffload); break;
     case StrategyKind::kOffloadFull: push_blocks(plan, 0, n - 1, 1, true); break;
+    case StrategyKind::kBudget:
+      fail(text, "budget: is planned on the model's graph (sim::concrete_strategy), not resolved");
     case StrategyKind::kCustom: {
       int64_t next = 0;
       for (const Clause& c : s.clauses) {

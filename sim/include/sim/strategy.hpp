@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,7 @@ enum class StrategyKind : uint8_t {
   kCustom,     // custom:<clause>+<clause>..., see Clause
   kOffload,      // every saved tensor of each block copied to pinned host memory, prefetched back
   kOffloadFull,  // offload+full: each block checkpointed, its checkpointed input kept on the host
+  kBudget,     // budget:<bytes> — the planner's plan (sim/planner.hpp); k holds the bytes
 };
 
 // One clause of a custom spec: blocks [first, last] (inclusive) in one mode.
@@ -34,7 +36,7 @@ struct Clause {
 
 struct Strategy {
   StrategyKind kind = StrategyKind::kNone;
-  int64_t k = 0;                // every:k, block:k
+  int64_t k = 0;                // every:k, block:k; budget: bytes
   std::vector<Clause> clauses;  // custom, sorted by first block, adjacent equal clauses merged
 
   std::string canonical() const;  // parse_strategy(s.canonical()) == s; the CSV's strategy column
@@ -43,7 +45,8 @@ struct Strategy {
 
 // Parses "none", "full", "every:4", "block:2", "sqrt", "selective", "sac:mm" and
 // "custom:none@0-3+full@4-23+seg@24-31/4" (also "sel@a-b", "sac@a-b", "offload@a-b",
-// "offload-full@a-b"), "offload" and "offload+full". Throws ConfigError with
+// "offload-full@a-b"), "offload", "offload+full" and "budget:60GiB" (bytes, or an integer with
+// KiB/MiB/GiB/TiB; canonical "budget:<bytes>"). Throws ConfigError with
 // where "--strategy" on anything else. Block ranges are checked against n only by resolve().
 Strategy parse_strategy(std::string_view text);
 
@@ -71,8 +74,13 @@ struct Plan {
 };
 
 // The plan for n blocks. Throws ConfigError("--strategy", ...) when a custom spec leaves gaps,
-// overlaps, or names blocks beyond n - 1, or when k is out of range for n.
+// overlaps, or names blocks beyond n - 1, or when k is out of range for n, and for budget:,
+// whose plan needs the graph: sim::concrete_strategy (sim/planner.hpp) turns it into custom:.
 Plan resolve(const Strategy& strategy, int64_t n_blocks);
+
+// "60GiB", "512MiB", "64424509440" as bytes (binary suffixes KiB, MiB, GiB, TiB, or B);
+// nullopt when malformed or beyond 64 bits.
+std::optional<int64_t> parse_bytes(std::string_view text);
 
 // m segments over n blocks, sizes differing by at most one, the first n mod m one longer.
 std::vector<Segment> even_segments(int64_t n_blocks, int64_t m);

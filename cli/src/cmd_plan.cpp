@@ -1,0 +1,151 @@
+// actsim plan --budget 60GiB: the plan with the least recompute time whose simulated peak fits
+// the budget (sim/planner.hpp), printed per block as a custom: spec with its peak, recompute and
+// the DP's model line, beside the best fixed strategy that fits. A budget no plan meets is an
+// error naming the smallest feasible peak (exit 2, no output).
+#include <string>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "sim/error.hpp"
+#include "sim/planner.hpp"
+#include "sim/simulate.hpp"
+#include "sweep.hpp"
+
+namespace actsim_cli {
+namespace {
+
+using cli_common::Format;
+
+int64_t parse_budget(const std::string& text) {
+  const std::optional<int64_t> bytes = sim::parse_bytes(text);
+  if (text.empty()) throw sim::ConfigError("--budget", "budget", "a peak is required, e.g. --budget 60GiB");
+  if (!bytes || *bytes < 1)
+    throw sim::ConfigError("--budget", text,
+                           "expected a positive byte count, e.g. 60GiB, 512MiB or 64424509440");
+  return *bytes;
+}
+
+std::string clause_text(const sim::Clause& c) {
+  switch (c.mode) {
+    case sim::ClauseMode::kNone: return "store (nothing recomputed)";
+    case sim::ClauseMode::kSelective: return "selective (core attention recomputed)";
+    case sim::ClauseMode::kSacMm: return "sac:mm (matmul outputs kept, the rest recomputed)";
+    case sim::ClauseMode::kFull: return "full (each block checkpointed alone)";
+    case sim::ClauseMode::kSeg:
+      return fmt::format("segments of {} blocks, each checkpointed at its input", c.group);
+    case sim::ClauseMode::kOffload: return "offload (saved tensors on the host)";
+    case sim::ClauseMode::kOffloadFull: return "offload+full (checkpointed inputs on the host)";
+  }
+  return "?";
+}
+
+std::string blocks_text(const sim::Clause& c) {
+  return c.first == c.last ? fmt::format("block {}", c.first)
+                           : fmt::format("blocks {}-{}", c.first, c.last);
+}
+
+std::string render_table(const std::string& model, const sim::Device& device,
+                         const sim::TrainSetup& setup, const sim::BudgetPlan& plan,
+                         const sim::FixedChoice& fixed) {
+  const sim::Result& r = plan.result;
+  const bool caching = setup.allocator != sim::AllocatorKind::kExact;
+  std::string out = fmt::format(
+      "Plan for {} on {} under a budget of {} ({} peak per GPU)\n", model, device.name,
+      Bytes{plan.budget_bytes}, caching ? "reserved" : "allocated");
+  out += fmt::format("  micro-batch {}, seq {}, {} profile, {}, {} attention, tp {}, dp {}, ZeRO {}\n\n",
+                     setup.micro_batch, setup.seq, sim::name(setup.profile),
+                     sim::name(sim::resolved_precision(setup)), sim::name(setup.attention),
+                     setup.tp, setup.dp, setup.zero);
+  out += fmt::format("  {}\n\n", plan.strategy.canonical());
+  TextTable blocks({}, "ll");
+  for (const sim::Clause& c : plan.strategy.clauses) blocks.add({blocks_text(c), clause_text(c)});
+  out += blocks.render("  ");
+
+  const int64_t step_flops = r.fwd_flops + r.bwd_flops + r.recompute_flops;
+  const double share = step_flops > 0 ? static_cast<double>(r.recompute_flops) /
+                                            static_cast<double>(step_flops)
+                                      : 0.0;
+  TextTable t({}, "lrl");
+  t.add({"peak", fmt::format("{}", Bytes{sim::budget_peak_bytes(r)}),
+         fmt::format("simulated; headroom under the budget {}",
+                     Bytes{plan.budget_bytes - sim::budget_peak_bytes(r)})});
+  t.add({"model's peak", fmt::format("{}", Bytes{plan.model_peak_bytes}),
+         "the DP's memory model (exact bytes) for the same plan"});
+  t.add({"recompute", human_flops(r.recompute_flops),
+         fmt::format("{} of step FLOPs", percent(share))});
+  t.add({"recompute time", human_time_ns(r.recompute_time_ns),
+         fmt::format("step {}", human_time_ns(r.step_time_ns))});
+  t.add({"fit on device", r.fits ? "fits" : "DOES NOT FIT",
+         fmt::format("with CUDA context {}: headroom {} of {}", Bytes{r.cuda_context_bytes},
+                     Bytes{r.headroom_bytes}, Bytes{r.device_bytes})});
+  out += '\n';
+  out += t.render("  ");
+  out += fmt::format("\n  model: {}\n", plan.model_line);
+  if (!plan.note.empty()) out += fmt::format("  note: {}\n", plan.note);
+
+  out += "\nBest fixed strategy that fits (none, full, every:k, sqrt, selective, sac:mm, block:k)\n";
+  if (!fixed.found) {
+    out += "  none fits this budget\n";
+  } else {
+    const sim::Result& f = fixed.result;
+    TextTable c({"", "peak", "recompute", "recompute time"}, "lrrr");
+    c.add({fixed.strategy.canonical(), fmt::format("{}", Bytes{sim::budget_peak_bytes(f)}),
+           human_flops(f.recompute_flops), human_time_ns(f.recompute_time_ns)});
+    c.add({"plan", fmt::format("{}", Bytes{sim::budget_peak_bytes(r)}),
+           human_flops(r.recompute_flops), human_time_ns(r.recompute_time_ns)});
+    out += c.render("  ");
+    const int64_t saved = f.recompute_time_ns - r.recompute_time_ns;
+    if (saved == 0 && f.recompute_flops == r.recompute_flops) {
+      out += fmt::format("  the plan recomputes as much as {}\n", fixed.strategy.canonical());
+    } else {
+      out += fmt::format("  the plan recomputes {} less than {}\n", human_time_ns(saved),
+                         fixed.strategy.canonical());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_plan(const Invocation& inv) {
+  const Format format =
+      cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
+  const int64_t budget = parse_budget(inv.budget);
+  const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
+  cli_common::require_single(axes, inv.flags, "plan");
+  const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
+  const cli_common::Point p = cli_common::point_at(axes, 0);
+  const sim::Device& device = inputs.devices.front();
+  sim::validate(device);
+  const sim::Graph graph = sim::build_graph(inputs.models.front(), p.setup, device);
+  sim::BudgetPlan plan;
+  try {
+    plan = sim::plan_budget(graph, device, budget);
+  } catch (const sim::ConfigError& e) {
+    // Named after this verb's flag: "--budget: 60GiB: no plan fits ...".
+    const std::string what = e.what();
+    const std::string prefix = e.where() + ": " + e.field() + ": ";
+    throw sim::ConfigError("--budget", inv.budget,
+                           what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+  }
+
+  std::string text;
+  sim_io::Row row;
+  row.key = cli_common::row_key(axes, p);
+  row.key.strategy = plan.strategy.canonical();
+  row.result = plan.result;
+  switch (format) {
+    case Format::kTable:
+      text = render_table(axes.models.front(), device, p.setup, plan,
+                          sim::best_fixed(graph, device, budget));
+      break;
+    case Format::kCsv: text = sim_io::csv_header() + sim_io::csv_row(row); break;
+    case Format::kJson: text = sim_io::result_json(row) + "\n"; break;
+  }
+  Output out(inv.flags.output);
+  out.write(text);
+  out.commit();
+  return 0;
+}
+
+}  // namespace actsim_cli

@@ -1,0 +1,221 @@
+// The planner of `budget:<bytes>` (DESIGN.md §4): the plan with the least recompute time whose
+// peak fits a budget, chosen per block among store, selective, sac:mm and checkpointed segments.
+//
+// Three layers, each usable alone:
+//  1. ChainModel: per-block costs (held bytes, peak terms, recompute time and FLOPs) for every
+//     option, measured on the real graph by simulating five uniform probe plans (probe_chain).
+//  2. solve_chain: a rotor-style dynamic program over the chain (Beaumont et al. 2019, "Optimal
+//     checkpointing for heterogeneous chains"), exact under the ChainModel with memory counted in
+//     slots (held bytes and peak terms rounded up to whole slots).
+//  3. plan_budget: probe, solve, verify by simulating the plan; if the simulated peak exceeds the
+//     budget, tighten the DP's budget by the excess and solve again (bounded). It solves two views
+//     of the model (below) and keeps the cheaper verified plan, or a cheaper fixed strategy that
+//     fits, since each view bounds one phase loosely.
+//
+// Contract of the memory model (what the DP assumes; plan_budget checks it by simulation):
+// the step's peak is the largest of
+//  - outside the blocks (embedding, optimizer): a constant;
+//  - forward of block i: D_i + sum_{j<i} held_j + fwd_i, with D_i the forward-only bytes below i
+//    (autocast's weight casts, cached until forward ends, of blocks whose option does not keep
+//    them for backward, counted as if every option dropped them: conservative by the casts that
+//    store and selective blocks keep; forward_view is the other way round);
+//  - the head (final norm, loss), forward and backward: sum of all held_j plus a constant;
+//  - backward of a unit (a block, or a segment recomputed as one): sum over earlier units of
+//    held_j plus the unit's own backward term (for a segment: its recomputed blocks' bytes).
+// held_j is what block j holds from the end of forward to its backward (the backward view).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/device.hpp"
+#include "sim/graph.hpp"
+#include "sim/result.hpp"
+#include "sim/strategy.hpp"
+
+namespace sim {
+
+// The per-block options a plan chooses among, one row each in BlockCosts::single. Checkpointed
+// blocks (segments) are costed by BlockCosts' segment fields, since a segment spans blocks.
+// To add an option (offload, offload+full: BlockMode/ClauseMode values on another branch), add a
+// value here before kCount, measure its row in probe_chain (one uniform probe plan of that mode;
+// the copy stream's stall belongs in the row's cost), map it in block_mode_of() and
+// clause_mode_of() in planner.cpp; the DP iterates the table unchanged. Both are single-block
+// rows: offload+full checkpoints one block alone (its input on the host), so it needs no
+// segment terms.
+enum class PlanOption : uint8_t { kStore, kSelective, kSacMm, kCount };
+inline constexpr int kPlanOptionCount = static_cast<int>(PlanOption::kCount);
+
+// A recompute cost: time first, FLOPs break ties (lexicographic).
+struct Cost {
+  int64_t time_ns = 0;
+  int64_t flops = 0;
+  friend bool operator==(const Cost&, const Cost&) = default;
+  friend auto operator<=>(const Cost&, const Cost&) = default;
+};
+
+// One option's costs for one block. Bytes are relative to ChainModel::base_bytes.
+struct OptionRow {
+  bool available = true;
+  int64_t held_bytes = 0;  // held from the end of forward until the block's backward
+  int64_t fwd_bytes = 0;   // forward peak = D_i + held below + this
+  int64_t bwd_bytes = 0;   // backward peak (recompute inside the block included) = held below + this
+  Cost cost;               // recompute
+  int64_t fwd_held_bytes = 0;  // held below later blocks during forward (autocast's casts too)
+  friend bool operator==(const OptionRow&, const OptionRow&) = default;
+};
+
+// One block's costs. Segment terms: a segment [a, b] is checkpointed at a's input and recomputed
+// as one unit before b's backward (sim::Segment).
+struct BlockCosts {
+  std::array<OptionRow, kPlanOptionCount> single;
+  int64_t fwd_only_bytes = 0;  // D: forward-only bytes this block adds below later blocks
+  // As a segment's first block (head) or a later one (inner):
+  int64_t seg_head_held = 0;    // held: the checkpointed input
+  int64_t seg_inner_held = 0;   // held by a later block of a segment (normally 0)
+  int64_t seg_head_fwd_held = 0, seg_inner_fwd_held = 0;  // held below later blocks in forward
+  int64_t seg_head_fwd = 0, seg_inner_fwd = 0;  // forward peak above what is below it
+  int64_t seg_recomputed = 0;   // held once recomputed, below later blocks of its segment
+  int64_t seg_bwd = 0;          // backward peak above what is below it (recomputed included)
+  int64_t seg_recompute = 0;    // recompute peak above what is below it and seg_grad_state(b)
+  int64_t seg_grad_state = 0;   // gradients live when the segment ending here starts recompute
+  Cost seg_inner_cost;          // recompute as a non-last block of a segment
+  Cost seg_last_cost;           // recompute as a segment's last block (early stop applies)
+  friend bool operator==(const BlockCosts&, const BlockCosts&) = default;
+};
+
+struct ChainModel {
+  std::vector<BlockCosts> blocks;
+  int64_t base_bytes = 0;       // persistent state before the step; every term is relative to it
+  int64_t outer_bytes = 0;      // peak outside the blocks and the head (embedding, optimizer)
+  int64_t head_fwd_bytes = 0;   // head forward peak = D_n + sum of held + this
+  int64_t head_bwd_bytes = 0;   // head backward peak = sum of held + this
+  friend bool operator==(const ChainModel&, const ChainModel&) = default;
+};
+
+// The forward view of a model: every option holds what the forward pass sees (autocast's weight
+// casts included, whether or not the option keeps them for backward) and no forward-only term.
+// Exact in forward, conservative in backward by the casts an option drops when forward ends,
+// where the model itself (the backward view) is exact in backward and conservative in forward.
+// plan_budget solves both and keeps the cheaper verified plan.
+struct ChainModel;
+ChainModel forward_view(const ChainModel& model);
+
+// One unit of a chain plan: a block in a single option, or a segment [first, last].
+struct ChainUnit {
+  int64_t first = 0;
+  int64_t last = 0;
+  bool segment = false;
+  PlanOption option = PlanOption::kStore;  // when !segment
+  friend bool operator==(const ChainUnit&, const ChainUnit&) = default;
+};
+
+// What the model says about a plan: its peak (relative to base_bytes) and recompute cost.
+struct ChainEval {
+  int64_t peak_bytes = 0;
+  Cost cost;
+};
+// Peak and cost of `units` (consecutive, covering every block) under `model`, exact bytes.
+ChainEval evaluate_chain(const ChainModel& model, const std::vector<ChainUnit>& units);
+
+struct ChainSolution {
+  bool feasible = false;
+  bool optimal = false;  // proven optimal in exact bytes (see solve_chain)
+  std::vector<ChainUnit> units;
+  Cost cost;
+  Cost lower_bound;      // when !optimal: no plan that fits costs less
+  int64_t model_peak_bytes = 0;  // evaluate_chain's peak of the plan (exact bytes)
+  int64_t slot_bytes = 1;
+  int64_t slots = 0;
+};
+
+// The least-cost plan whose model peak is at most budget_bytes (relative to base_bytes), memory
+// counted in slots of slot_bytes. First every term rounded down (a relaxation: its optimum is a
+// lower bound on the exact one, and is the exact optimum when its plan fits in exact bytes, then
+// `optimal`); else rounded down again on budgets lowered by the overshoot (up to three passes)
+// until a plan fits in exact bytes, else every term rounded up (its plans always fit; the
+// rounding costs at most one slot per unit). Infeasible when no plan fits.
+// Segment ends are found by a sliding-window minimum when no block holds anything as a segment's
+// inner block (true of transformer blocks), which makes long chains of repeated blocks cheap:
+// O(n * slots * log K) instead of O(n * K * slots) for segments of up to K blocks. window = false
+// scans every segment end instead (the reference the tests hold the window against).
+ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
+                          bool window = true);
+
+// The plan of least model peak (ties: least cost) among those that fit budget_bytes, every term
+// rounded up to slots: what plan_budget names when no plan fits the user's budget.
+ChainSolution solve_chain_least_memory(const ChainModel& model, int64_t budget_bytes,
+                                       int64_t slot_bytes);
+
+// The slot size solve_chain is given by plan_budget: 1 MiB, doubled until the budget spans at
+// most kMaxSlots slots and the DP's table ((n + 1) x slots cells of 20 bytes) at most kMaxCells.
+inline constexpr int64_t kMaxSlots = 1 << 14;
+inline constexpr int64_t kMaxCells = int64_t{1} << 25;
+int64_t slot_bytes_for(int64_t budget_bytes, int64_t n_blocks = 0);
+
+// Measures the ChainModel of `graph` by simulating five uniform plans with the timeline on
+// (none, selective, sac:mm, full, and one segment of all blocks) under the exact allocator.
+ChainModel probe_chain(const Graph& graph, const Device& device);
+
+// The sim::BlockMode of a single-block option.
+BlockMode block_mode_of(PlanOption option);
+
+// The sim::Plan of a chain plan, and its custom: strategy (canonical, adjacent clauses merged).
+Plan plan_of(const std::vector<ChainUnit>& units, int64_t n_blocks);
+Strategy strategy_of(const std::vector<ChainUnit>& units);
+// The chain units of a resolved plan (every fixed strategy is one).
+std::vector<ChainUnit> units_of(const Plan& plan);
+
+// The peak a budget is compared with: reserved bytes (equal to allocated under exact), as `fits`.
+int64_t budget_peak_bytes(const Result& result);
+
+// Up to this many blocks plan_budget also solves the forward view and tries the fixed
+// strategies (2n + 5 simulations); deeper models use the backward view's DP alone.
+inline constexpr int64_t kFullSearchBlocks = 256;
+
+struct BudgetPlan {
+  Strategy strategy;          // custom:<spec>
+  Plan plan;
+  Result result;              // the plan simulated
+  int64_t budget_bytes = 0;
+  int64_t slot_bytes = 0;     // the DP's memory unit
+  int64_t solves = 0;         // DP runs (1 + tightenings)
+  int64_t model_peak_bytes = 0;  // the DP model's peak of the plan, absolute
+  std::string model_line;     // the model and discretization, for the output
+  std::string note;           // set when a fixed strategy replaced the DP's plan
+};
+
+// The plan of `budget:<bytes>`: the DP's plan, verified by simulation (budget_peak_bytes);
+// tightened and re-solved when the simulation exceeds the budget; the cheaper of the two views'
+// plans, or a cheaper fixed strategy that fits (`note` says so; see kFullSearchBlocks). Throws ConfigError("--strategy"/"budget", ...) naming the
+// smallest feasible peak when no plan fits.
+BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget_bytes);
+
+// The fixed strategies a plan is compared with: none, full, every:k (k = 2..n), sqrt, selective,
+// sac:mm, block:k (k = 1..n-1), in this order.
+std::vector<Strategy> fixed_strategies(int64_t n_blocks);
+
+struct FixedChoice {
+  bool found = false;
+  Strategy strategy;
+  Result result;
+};
+// The fixed strategy with the least recompute time (FLOPs, then list order, break ties) whose
+// simulated peak (budget_peak_bytes) is at most budget_bytes; found = false when none fits.
+FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget_bytes);
+
+// The strategy a row runs: `budget:` becomes its plan's custom: spec (DESIGN.md §4), any other
+// strategy is returned unchanged.
+Strategy concrete_strategy(const Strategy& strategy, const Graph& graph, const Device& device);
+
+// Revolve's optimum on an abstract unit-cost chain (Griewank & Walther 2000), by its recursive
+// dynamic program (not the closed form): the least number of forward steps to reverse a chain of
+// l steps with c checkpoint slots (one of them holding the chain's input). Counting: every step
+// is advanced once in the first sweep except the last, and a step's forward immediately before
+// its reverse (taping) is not counted. Multi-level: recomputed states may be checkpointed again.
+// Returns -1 when c < 1.
+int64_t revolve_steps(int64_t l, int64_t c);
+
+}  // namespace sim

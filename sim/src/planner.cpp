@@ -1,0 +1,336 @@
+// The budget planner's driver (sim/planner.hpp): plans as strategies, the verify-and-tighten
+// loop over both views of the model, the fixed strategies it is compared with.
+#include <cinttypes>
+#include <cstdio>
+
+#include "sim/error.hpp"
+#include "sim/planner.hpp"
+#include "sim/simulate.hpp"
+
+namespace sim {
+namespace {
+
+ClauseMode clause_mode_of(PlanOption o) {
+  switch (o) {
+    case PlanOption::kStore: return ClauseMode::kNone;
+    case PlanOption::kSelective: return ClauseMode::kSelective;
+    case PlanOption::kSacMm: return ClauseMode::kSacMm;
+    case PlanOption::kCount: break;
+  }
+  return ClauseMode::kNone;
+}
+
+std::string gib(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB (%" PRId64 " bytes)",
+                static_cast<double>(bytes) / static_cast<double>(kGiB), bytes);
+  return buf;
+}
+
+Cost cost_of(const Result& r) { return {r.recompute_time_ns, r.recompute_flops}; }
+
+// The model with each block's forward-only bytes set to what the option `units` chose for it
+// drops when forward ends (instead of the most any option drops): exact for that plan and the
+// plans near it, optimistic for plans that drop more (the simulation catches those).
+ChainModel with_forward_terms_of(const ChainModel& m, const std::vector<ChainUnit>& units) {
+  ChainModel r = m;
+  for (const ChainUnit& u : units)
+    for (int64_t b = u.first; b <= u.last; ++b) {
+      BlockCosts& c = r.blocks[static_cast<size_t>(b)];
+      const OptionRow& o = c.single[static_cast<size_t>(u.option)];
+      c.fwd_only_bytes = !u.segment    ? o.fwd_held_bytes - o.held_bytes
+                         : b == u.first ? c.seg_head_fwd_held - c.seg_head_held
+                                        : c.seg_inner_fwd_held - c.seg_inner_held;
+    }
+  return r;
+}
+
+}  // namespace
+
+BlockMode block_mode_of(PlanOption o) {
+  switch (o) {
+    case PlanOption::kStore: return BlockMode::kStore;
+    case PlanOption::kSelective: return BlockMode::kSelective;
+    case PlanOption::kSacMm: return BlockMode::kSacMm;
+    case PlanOption::kCount: break;
+  }
+  return BlockMode::kStore;
+}
+
+Plan plan_of(const std::vector<ChainUnit>& units, int64_t n) {
+  Plan p;
+  p.mode.assign(static_cast<size_t>(n), BlockMode::kStore);
+  for (const ChainUnit& u : units) {
+    if (u.segment) {
+      p.segments.push_back({u.first, u.last});
+      for (int64_t b = u.first; b <= u.last; ++b) p.mode[static_cast<size_t>(b)] = BlockMode::kCheckpoint;
+    } else {
+      p.mode[static_cast<size_t>(u.first)] = block_mode_of(u.option);
+    }
+  }
+  return p;
+}
+
+Strategy strategy_of(const std::vector<ChainUnit>& units) {
+  // Written as clauses and parsed back, so that adjacent clauses merge as the grammar's
+  // canonical form does (runs of equal segments become seg@a-b/k).
+  std::string spec = "custom:";
+  for (size_t i = 0; i < units.size(); ++i) {
+    const ChainUnit& u = units[i];
+    if (i) spec += '+';
+    const ClauseMode mode = u.segment ? (u.first == u.last ? ClauseMode::kFull : ClauseMode::kSeg)
+                                      : clause_mode_of(u.option);
+    Strategy one;
+    one.kind = StrategyKind::kCustom;
+    Clause c;
+    c.mode = mode;
+    c.first = u.first;
+    c.last = u.last;
+    c.group = mode == ClauseMode::kSeg ? u.last - u.first + 1 : 1;
+    one.clauses = {c};
+    spec += one.canonical().substr(7);  // "custom:" dropped
+  }
+  return parse_strategy(spec);
+}
+
+int64_t budget_peak_bytes(const Result& r) { return r.peak_reserved_bytes; }
+
+std::vector<ChainUnit> units_of(const Plan& p) {
+  std::vector<ChainUnit> u;
+  const int64_t n = static_cast<int64_t>(p.mode.size());
+  size_t seg = 0;
+  for (int64_t b = 0; b < n;) {
+    if (p.mode[static_cast<size_t>(b)] == BlockMode::kCheckpoint) {
+      while (seg < p.segments.size() && p.segments[seg].first < b) ++seg;
+      const int64_t e = seg < p.segments.size() && p.segments[seg].first == b ? p.segments[seg].last : b;
+      u.push_back({b, e, true, PlanOption::kStore});
+      b = e + 1;
+      continue;
+    }
+    PlanOption o = PlanOption::kStore;
+    for (int k = 0; k < kPlanOptionCount; ++k)
+      if (block_mode_of(static_cast<PlanOption>(k)) == p.mode[static_cast<size_t>(b)])
+        o = static_cast<PlanOption>(k);
+    u.push_back({b, b, false, o});
+    ++b;
+  }
+  return u;
+}
+
+namespace {
+
+// One view's plan, solved, simulated and tightened until it fits.
+struct Verified {
+  bool found = false, optimal = false;
+  std::vector<ChainUnit> units;
+  Result result;
+  Cost lower_bound;
+  int64_t slot = 0, model_peak = 0, solves = 0;
+};
+
+Verified solve_verified(const Graph& graph, const Device& device, const ChainModel& model,
+                        int64_t budget) {
+  constexpr int kMaxSolves = 8;
+  const int64_t n = graph.n_blocks;
+  Verified v;
+  // The first solve uses the whole budget. When the simulation exceeds it (the caching
+  // allocator's rounding and fragmentation, which the exact-bytes model does not see, or a term
+  // it bounds loosely), the next target is lowered by the excess until a plan fits, then bisected
+  // between the highest target that fit and the lowest that did not: the DP's optimum only falls
+  // as the target rises, so the highest fitting target gives the cheapest plan found.
+  int64_t target = budget - model.base_bytes, fit = -1, miss = target + 1;
+  for (int t = 0; t < kMaxSolves && target >= 0; ++t) {
+    const int64_t slot = slot_bytes_for(target, n);
+    const ChainSolution sol = solve_chain(model, target, slot);
+    ++v.solves;
+    if (v.slot == 0) v.slot = slot;
+    if (!sol.feasible) break;
+    if (t == 0) v.lower_bound = sol.optimal ? sol.cost : sol.lower_bound;
+    Result r = simulate_plan(graph, plan_of(sol.units, n), device);
+    const int64_t peak = budget_peak_bytes(r);
+    if (peak <= budget) {
+      if (!v.found || cost_of(r) < cost_of(v.result)) {
+        v.found = true;
+        v.optimal = sol.optimal && t == 0;
+        v.units = sol.units;
+        v.result = std::move(r);
+        v.slot = slot;
+        v.model_peak = sol.model_peak_bytes + model.base_bytes;
+      }
+      fit = target;
+    } else {
+      miss = target;
+    }
+    if (fit == target && miss == target + 1) break;  // the whole budget fit
+    if (fit >= 0 && miss - fit <= slot) break;
+    target = fit < 0 ? target - std::max(peak - budget, slot) : fit + (miss - fit) / 2;
+  }
+  return v;
+}
+
+}  // namespace
+
+BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget) {
+  const ChainModel model = probe_chain(graph, device);
+  const int64_t n = graph.n_blocks;
+  BudgetPlan out;
+  out.budget_bytes = budget;
+  Verified best = solve_verified(graph, device, model, budget);
+  out.solves = best.solves;
+  int views = 1;
+  bool tightened = best.solves > 1;
+  const char* view = "backward view";
+  bool refined = false;
+  // The forward view is exact where the backward view is conservative (see forward_view). Its
+  // segments' inner blocks hold their casts in forward, which rules out the sliding window, so
+  // deep models (where it would scan every segment end) use the backward view alone.
+  const ChainModel fwd = forward_view(model);
+  const bool casts = !(fwd == model);
+  if (casts && n <= kFullSearchBlocks) {
+    Verified other = solve_verified(graph, device, fwd, budget);
+    out.solves += other.solves;
+    ++views;
+    tightened = tightened || other.solves > 1;
+    if (other.found && (!best.found || cost_of(other.result) < cost_of(best.result))) {
+      best = std::move(other);
+      view = "forward view";
+    }
+  }
+  // The backward view charges every block's casts in forward; refined to the forward terms of
+  // the best plan so far, the model is exact for that plan, and its optimum is tried too.
+  for (int r = 0; r < 3 && casts && best.found; ++r) {
+    Verified v = solve_verified(graph, device, with_forward_terms_of(model, best.units), budget);
+    out.solves += v.solves;
+    tightened = tightened || v.solves > 1;
+    if (!v.found || !(cost_of(v.result) < cost_of(best.result))) break;
+    best = std::move(v);
+    best.optimal = false;  // optimal under a model fitted to an earlier plan: no bound
+    refined = true;
+  }
+  if (best.found && n <= kFullSearchBlocks) {
+    // Both views bound some terms loosely (autocast's casts in one phase; under the caching
+    // allocator, reserved bytes at all), so a fixed strategy can fit where the DP's plans needed
+    // more room: the cheapest fixed strategy that fits is a candidate too, and wins ties never.
+    FixedChoice f = best_fixed(graph, device, budget);
+    if (f.found && cost_of(f.result) < cost_of(best.result)) {
+      best.units = units_of(resolve(f.strategy, n));
+      best.result = std::move(f.result);
+      best.optimal = false;
+      best.model_peak = evaluate_chain(model, best.units).peak_bytes + model.base_bytes;
+      out.note = "the fixed strategy " + f.strategy.canonical() +
+                 " fit with less recompute than the DP's plans (the model bounds it loosely)";
+    }
+  }
+  out.slot_bytes = best.slot;
+  bool found = best.found;
+  std::vector<ChainUnit> units = best.units;
+  if (found) {
+    out.result = std::move(best.result);
+    out.model_peak_bytes = best.model_peak;
+  }
+  if (!found) {
+    // The least-memory plan of the model, and `full`, simulated: the smallest peak on offer.
+    std::vector<ChainUnit> full;
+    for (int64_t b = 0; b < n; ++b) full.push_back({b, b, true, PlanOption::kStore});
+    std::vector<ChainUnit> best_units = full;
+    Result least_result = simulate_plan(graph, plan_of(full, n), device);
+    const int64_t hi = 2 * evaluate_chain(model, full).peak_bytes + (n + 1) * kMiB;
+    const ChainSolution least = solve_chain_least_memory(model, hi, slot_bytes_for(hi, n));
+    if (least.feasible) {
+      Result r = simulate_plan(graph, plan_of(least.units, n), device);
+      if (budget_peak_bytes(r) < budget_peak_bytes(least_result)) least_result = std::move(r), best_units = least.units;
+    }
+    if (budget_peak_bytes(least_result) > budget)
+      throw ConfigError("--strategy", "budget",
+                        "no plan fits a peak of " + gib(budget) +
+                            "; the smallest feasible peak is " + gib(budget_peak_bytes(least_result)) +
+                            ", reached by " + strategy_of(best_units).canonical());
+    // It fits where the DP's rounded model did not.
+    units = best_units;
+    out.result = std::move(least_result);
+    out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
+  }
+  if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0), n);
+  const bool optimal = best.optimal;
+  const Cost lower_bound = best.lower_bound;
+  out.strategy = strategy_of(units);
+  out.plan = plan_of(units, n);
+  char quality[160];
+  if (!found) {
+    std::snprintf(quality, sizeof quality, "the least-memory plan (the DP's slots found none)");
+  } else if (graph.allocator != AllocatorKind::kExact) {
+    std::snprintf(quality, sizeof quality,
+                  "the model counts exact bytes, the reserved peak is checked by simulation");
+  } else if (!out.note.empty()) {
+    std::snprintf(quality, sizeof quality, "a fixed strategy beat the DP's plans (note)");
+  } else if (refined) {
+    std::snprintf(quality, sizeof quality,
+                  "found with the model refined to the plan's own forward terms (exact for it)");
+  } else if (optimal) {
+    std::snprintf(quality, sizeof quality, "optimal under the model's %s in exact bytes", view);
+  } else {
+    // The rounded-down pass is a relaxation: no plan that fits recomputes for less.
+    const double gap = lower_bound.time_ns > 0
+                           ? 100.0 * static_cast<double>(out.result.recompute_time_ns -
+                                                         lower_bound.time_ns) /
+                                 static_cast<double>(lower_bound.time_ns)
+                           : 0.0;
+    std::snprintf(quality, sizeof quality,
+                  "recompute time within %.2f %% of the %s's lower bound (slots rounded down)",
+                  gap, view);
+  }
+  char buf[480];
+  std::snprintf(buf, sizeof buf,
+                "rotor-style DP over %" PRId64 " blocks x {store, selective, sac:mm, segments}; "
+                "costs from 5 probe simulations; memory in %" PRId64 " MiB slots; %s; %" PRId64
+                " DP solve%s (%s%s)",
+                n, out.slot_bytes / kMiB, quality, out.solves, out.solves == 1 ? "" : "s",
+                views == 1 ? "backward view, refinements" : "backward and forward views, refinements",
+                tightened ? ", tightened after simulation" : "");
+  out.model_line = buf;
+  return out;
+}
+
+std::vector<Strategy> fixed_strategies(int64_t n) {
+  std::vector<Strategy> out;
+  const auto add_one = [&](StrategyKind kind, int64_t k) {
+    Strategy s;
+    s.kind = kind;
+    s.k = k;
+    out.push_back(s);
+  };
+  add_one(StrategyKind::kNone, 0);
+  add_one(StrategyKind::kFull, 0);
+  for (int64_t k = 2; k <= n; ++k) add_one(StrategyKind::kEvery, k);
+  add_one(StrategyKind::kSqrt, 0);
+  add_one(StrategyKind::kSelective, 0);
+  add_one(StrategyKind::kSacMm, 0);
+  for (int64_t k = 1; k < n; ++k) add_one(StrategyKind::kBlock, k);
+  return out;
+}
+
+FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget) {
+  FixedChoice best;
+  for (const Strategy& s : fixed_strategies(graph.n_blocks)) {
+    Result r;
+    try {
+      r = simulate_plan(graph, resolve(s, graph.n_blocks), device);
+    } catch (const ConfigError&) {
+      continue;  // not simulable in this profile
+    }
+    if (budget_peak_bytes(r) > budget) continue;
+    const Cost c{r.recompute_time_ns, r.recompute_flops};
+    if (best.found && !(c < Cost{best.result.recompute_time_ns, best.result.recompute_flops}))
+      continue;
+    best.found = true;
+    best.strategy = s;
+    best.result = std::move(r);
+  }
+  return best;
+}
+
+Strategy concrete_strategy(const Strategy& s, const Graph& graph, const Device& device) {
+  if (s.kind != StrategyKind::kBudget) return s;
+  return plan_budget(graph, device, s.k).strategy;
+}
+}  // namespace sim

@@ -1,0 +1,412 @@
+// The chain side of the budget planner (sim/planner.hpp): the model's terms per unit, exact
+// evaluation of a plan, the rotor-style dynamic program over the chain, and Revolve's DP.
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/planner.hpp"
+
+namespace sim {
+namespace {
+
+constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+
+Cost add(Cost a, Cost b) { return {a.time_ns + b.time_ns, a.flops + b.flops}; }
+
+// ---------------------------------------------------------------------------------------------
+// Unit terms of the model (the contract in planner.hpp), exact bytes relative to base_bytes.
+
+// Prefix sums over the chain that the unit terms need.
+struct Prefix {
+  std::vector<int64_t> fwd_only;  // D_i: sum of fwd_only_bytes of blocks < i
+  explicit Prefix(const ChainModel& m) : fwd_only(m.blocks.size() + 1, 0) {
+    for (size_t i = 0; i < m.blocks.size(); ++i)
+      fwd_only[i + 1] = fwd_only[i] + m.blocks[i].fwd_only_bytes;
+  }
+};
+
+struct UnitTerms {
+  int64_t local = 0;  // peak above the held bytes of earlier units
+  int64_t held = 0;
+  Cost cost;
+};
+
+UnitTerms single_terms(const ChainModel& m, const Prefix& p, int64_t i, PlanOption o) {
+  const OptionRow& r = m.blocks[static_cast<size_t>(i)].single[static_cast<size_t>(o)];
+  return {std::max(p.fwd_only[static_cast<size_t>(i)] + r.fwd_bytes, r.bwd_bytes), r.held_bytes,
+          r.cost};
+}
+
+// A segment [a, b] grown one block at a time (extend), so that a scan over b is linear.
+class SegmentTerms {
+ public:
+  SegmentTerms(const ChainModel& m, const Prefix& p, int64_t a) : m_(m), a_(a) {
+    fwd_base_ = p.fwd_only[static_cast<size_t>(a)];
+  }
+  // Adds block b = last + 1 and returns the terms of [a, b].
+  UnitTerms extend() {
+    const int64_t b = a_ + len_;
+    const BlockCosts& c = m_.blocks[static_cast<size_t>(b)];
+    const bool head = len_ == 0;
+    fwd_peak_ = std::max(fwd_peak_, fwd_base_ + fwd_held_ + (head ? c.seg_head_fwd : c.seg_inner_fwd));
+    fwd_held_ += head ? c.seg_head_fwd_held : c.seg_inner_fwd_held;
+    held_ += head ? c.seg_head_held : c.seg_inner_held;
+    // Recompute and backward of block b with the recomputed blocks a..b-1 below it.
+    rc_peak_ = std::max(rc_peak_, recomputed_ + c.seg_recompute);
+    bwd_peak_ = std::max(bwd_peak_, recomputed_ + c.seg_bwd);
+    recomputed_ += c.seg_recomputed;
+    if (len_ > 0) inner_cost_ = add(inner_cost_, prev_inner_);  // block b - 1 is now inner
+    prev_inner_ = c.seg_inner_cost;
+    ++len_;
+    UnitTerms t;
+    // The recompute runs with the gradients live before b's backward (seg_grad_state of b).
+    t.local = std::max({fwd_peak_, rc_peak_ + c.seg_grad_state, bwd_peak_});
+    t.held = held_;
+    t.cost = add(inner_cost_, c.seg_last_cost);
+    return t;
+  }
+  // The part of the terms that only grows with b (the gradient state may shrink).
+  int64_t growing() const { return std::max({fwd_peak_, bwd_peak_, held_}); }
+
+ private:
+  const ChainModel& m_;
+  int64_t a_ = 0, len_ = 0;
+  int64_t fwd_base_ = 0, fwd_held_ = 0, fwd_peak_ = std::numeric_limits<int64_t>::min();
+  int64_t held_ = 0, recomputed_ = 0;
+  int64_t rc_peak_ = std::numeric_limits<int64_t>::min(), bwd_peak_ = rc_peak_;
+  Cost inner_cost_, prev_inner_;
+};
+
+int64_t head_local(const ChainModel& m, const Prefix& p) {
+  return std::max(p.fwd_only.back() + m.head_fwd_bytes, m.head_bwd_bytes);
+}
+
+int64_t ceil_slots(int64_t bytes, int64_t slot) {
+  return bytes <= 0 ? 0 : bytes / slot + (bytes % slot != 0 ? 1 : 0);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+ChainEval evaluate_chain(const ChainModel& m, const std::vector<ChainUnit>& units) {
+  const Prefix p(m);
+  ChainEval e;
+  e.peak_bytes = m.outer_bytes;
+  int64_t held = 0, next = 0;
+  for (const ChainUnit& u : units) {
+    if (u.first != next || u.last < u.first || (!u.segment && u.last != u.first))
+      throw std::logic_error("evaluate_chain: units must be consecutive blocks");
+    UnitTerms t;
+    if (u.segment) {
+      SegmentTerms s(m, p, u.first);
+      for (int64_t b = u.first; b <= u.last; ++b) t = s.extend();
+    } else {
+      t = single_terms(m, p, u.first, u.option);
+    }
+    e.peak_bytes = std::max(e.peak_bytes, held + t.local);
+    held += t.held;
+    e.cost = add(e.cost, t.cost);
+    next = u.last + 1;
+  }
+  if (next != static_cast<int64_t>(m.blocks.size()))
+    throw std::logic_error("evaluate_chain: units must cover every block");
+  e.peak_bytes = std::max(e.peak_bytes, held + head_local(m, p));
+  return e;
+}
+
+ChainModel forward_view(const ChainModel& m) {
+  ChainModel v = m;
+  for (BlockCosts& c : v.blocks) {
+    for (OptionRow& o : c.single) o.held_bytes = o.fwd_held_bytes;
+    c.seg_head_held = c.seg_head_fwd_held;
+    c.seg_inner_held = c.seg_inner_fwd_held;
+    c.fwd_only_bytes = 0;
+  }
+  return v;
+}
+
+int64_t slot_bytes_for(int64_t budget_bytes, int64_t n_blocks) {
+  int64_t slot = kMiB;
+  while (budget_bytes / slot > kMaxSlots || (n_blocks + 1) * (budget_bytes / slot) > kMaxCells)
+    slot *= 2;
+  return slot;
+}
+
+namespace {
+
+// The suffix dynamic program. Row a, slot m: the least cost of covering blocks [a, n) when m
+// slots are left above the held bytes of blocks < a. Choice codes: 0 none, 1 + option for a
+// single block, kSegCode + (length - 1) for a segment.
+constexpr int32_t kSegCode = 1 + kPlanOptionCount;
+
+struct DpEntry {
+  int64_t j;
+  Cost value;
+};
+
+// The DP's tables, kept across the passes of one solve_chain: the first pass faults the pages in,
+// the later ones reuse them.
+struct DpWorkspace {
+  std::vector<int64_t> time, flops;
+  std::vector<int32_t> choice;
+  std::vector<std::vector<DpEntry>> stacks;
+};
+
+class ChainDp {
+ public:
+  // round_up: every term rounded up to slots, so that every plan found fits in exact bytes;
+  // otherwise rounded down, so that every plan that fits in exact bytes is considered.
+  ChainDp(const ChainModel& m, int64_t budget, int64_t slot, bool round_up, bool window,
+          DpWorkspace& ws)
+      : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
+        allow_window_(window), time_(ws.time), flops_(ws.flops), choice_(ws.choice),
+        stacks_(ws.stacks) {
+    slots_ = budget < 0 ? -1 : budget / slot;
+  }
+
+  ChainSolution solve(bool least_memory) {
+    ChainSolution sol;
+    sol.slot_bytes = slot_;
+    sol.slots = slots_;
+    if (slots_ < 0 || rs(m_.outer_bytes) > slots_) return sol;
+    const size_t w = static_cast<size_t>(slots_ + 1);
+    time_.assign(static_cast<size_t>(n_ + 1) * w, kInf);
+    flops_.assign(time_.size(), 0);
+    choice_.assign(static_cast<size_t>(n_) * w, 0);
+    const int64_t head = rs(head_local(m_, p_));
+    for (int64_t s = head; s <= slots_; ++s) time_[idx(n_, s)] = 0, flops_[idx(n_, s)] = 0;
+    // Block 0 is never an inner block.
+    window_ = allow_window_ && n_ > 0 &&
+              std::all_of(m_.blocks.begin() + 1, m_.blocks.end(),
+                          [](const BlockCosts& c) { return c.seg_inner_held == 0; });
+    prefix_inner_.assign(static_cast<size_t>(n_ + 1), Cost{});
+    for (int64_t i = 0; i < n_; ++i)
+      prefix_inner_[static_cast<size_t>(i + 1)] =
+          add(prefix_inner_[static_cast<size_t>(i)], m_.blocks[static_cast<size_t>(i)].seg_inner_cost);
+    if (window_) {
+      stacks_.resize(static_cast<size_t>(slots_ + 1));
+      for (auto& st : stacks_) st.clear();
+    }
+    for (int64_t a = n_ - 1; a >= 0; --a) row(a);
+    int64_t start = -1;
+    if (least_memory) {
+      for (int64_t s = 0; s <= slots_ && start < 0; ++s)
+        if (time_[idx(0, s)] != kInf) start = s;
+    } else if (time_[idx(0, slots_)] != kInf) {
+      start = slots_;
+    }
+    if (start < 0) return sol;
+    sol.feasible = true;
+    sol.cost = {time_[idx(0, start)], flops_[idx(0, start)]};
+    for (int64_t a = 0, s = start; a < n_;) {
+      const int32_t code = choice_[idx(a, s)];
+      ChainUnit u;
+      u.first = a;
+      UnitTerms t;
+      if (code >= kSegCode) {
+        u.segment = true;
+        u.last = a + (code - kSegCode);
+        SegmentTerms seg(m_, p_, a);
+        for (int64_t b = a; b <= u.last; ++b) t = seg.extend();
+      } else {
+        u.last = a;
+        u.option = static_cast<PlanOption>(code - 1);
+        t = single_terms(m_, p_, a, u.option);
+      }
+      sol.units.push_back(u);
+      s -= rs(t.held);
+      a = u.last + 1;
+    }
+    sol.model_peak_bytes = evaluate_chain(m_, sol.units).peak_bytes;
+    return sol;
+  }
+
+ private:
+  int64_t rs(int64_t bytes) const {
+    if (bytes <= 0) return 0;
+    return up_ ? ceil_slots(bytes, slot_) : bytes / slot_;
+  }
+  size_t idx(int64_t a, int64_t s) const {
+    return static_cast<size_t>(a) * static_cast<size_t>(slots_ + 1) + static_cast<size_t>(s);
+  }
+
+  // g[a][s] = min(cost + g[next][s - held]) over s >= local.
+  void relax(int64_t a, int64_t next, const UnitTerms& t, int32_t code) {
+    const int64_t lo = rs(t.local), h = rs(t.held);
+    const int64_t from = std::max(lo, h);
+    if (from > slots_) return;
+    int64_t* ct = &time_[idx(a, 0)];
+    int64_t* cf = &flops_[idx(a, 0)];
+    int32_t* ch = &choice_[idx(a, 0)];
+    const int64_t* nt = &time_[idx(next, 0)] - h;
+    const int64_t* nf = &flops_[idx(next, 0)] - h;
+    for (int64_t s = from; s <= slots_; ++s) {
+      if (nt[s] == kInf) continue;
+      const int64_t tt = nt[s] + t.cost.time_ns, ff = nf[s] + t.cost.flops;
+      if (tt < ct[s] || (tt == ct[s] && ff < cf[s])) ct[s] = tt, cf[s] = ff, ch[s] = code;
+    }
+  }
+
+  void row(int64_t a) {
+    for (int o = 0; o < kPlanOptionCount; ++o) {
+      const PlanOption opt = static_cast<PlanOption>(o);
+      if (!m_.blocks[static_cast<size_t>(a)].single[static_cast<size_t>(o)].available) continue;
+      relax(a, a + 1, single_terms(m_, p_, a, opt), 1 + o);
+    }
+    // Segments [a, b]. With the window, the slots each length needs are collected and the
+    // transitions are taken from the stacks; a start whose needs are not monotone in b (a
+    // shrinking gradient state can make a longer segment need less) is relaxed one by one.
+    if (window_) push(a + 1);
+    std::vector<int64_t> locals;
+    bool monotone = true;
+    int64_t held = 0;
+    SegmentTerms seg(m_, p_, a);
+    for (int64_t b = a; b < n_; ++b) {
+      const UnitTerms t = seg.extend();
+      if (rs(seg.growing()) > slots_) break;  // no longer segment from a fits either
+      const int64_t lo = std::max(rs(t.local), rs(t.held));
+      if (window_) {
+        monotone = monotone && (locals.empty() || lo >= locals.back());
+        locals.push_back(lo);
+        held = rs(t.held);
+      } else if (lo <= slots_) {
+        relax(a, b + 1, t, kSegCode + static_cast<int32_t>(b - a));
+      }
+    }
+    if (!window_) return;
+    if (monotone) {
+      window(a, locals, held);
+      return;
+    }
+    SegmentTerms again(m_, p_, a);
+    for (int64_t b = a; b < a + static_cast<int64_t>(locals.size()); ++b) {
+      const UnitTerms t = again.extend();
+      if (std::max(rs(t.local), rs(t.held)) <= slots_)
+        relax(a, b + 1, t, kSegCode + static_cast<int32_t>(b - a));
+    }
+  }
+
+  // Segment transitions by a sliding-window minimum (repeated blocks make it pay: the scan is
+  // O(n * K * slots) for segments of up to K blocks, this O(n * slots * log K)). Valid when no
+  // inner block of a segment holds anything, so a segment from a holds a's head bytes whatever
+  // its end. A segment [a, b] costs P(b) - P(a) + last(b), P the prefix sum of inner costs, so
+  // the candidate of end b, j = b + 1, is value(j) = P(b) + last(b) + g[j][s'], s' = s - held,
+  // less P(a). For every s' a stack holds the j pushed so far (j > a) that no smaller j
+  // dominates (smaller j, value no larger: whenever j's segment fits, the shorter one fits too,
+  // since a start's needs are monotone in b where the window is used); values strictly fall as
+  // j grows, so the best j <= a + kmax(s) is the largest such, found by binary search.
+  using Entry = DpEntry;
+  void window(int64_t a, const std::vector<int64_t>& locals, int64_t h) {
+    if (locals.empty()) return;
+    const int64_t kcap = static_cast<int64_t>(locals.size());
+    const Cost pa = prefix_inner_[static_cast<size_t>(a)];
+    int64_t k = 0;  // segments of lengths 1..k fit in s slots
+    int64_t* ct = &time_[idx(a, 0)];
+    int64_t* cf = &flops_[idx(a, 0)];
+    int32_t* ch = &choice_[idx(a, 0)];
+    for (int64_t s = 0; s <= slots_; ++s) {
+      while (k < kcap && locals[static_cast<size_t>(k)] <= s) ++k;
+      if (k == 0 || s - h < 0) continue;
+      const std::vector<Entry>& st = stacks_[static_cast<size_t>(s - h)];
+      // st is ordered by decreasing j (back = smallest j); find the largest j <= a + k.
+      auto it = std::lower_bound(st.begin(), st.end(), a + k,
+                                 [](const Entry& x, int64_t v) { return x.j > v; });
+      if (it == st.end()) continue;
+      const Cost cost = {it->value.time_ns - pa.time_ns, it->value.flops - pa.flops};
+      if (cost.time_ns < ct[s] || (cost.time_ns == ct[s] && cost.flops < cf[s]))
+        ct[s] = cost.time_ns, cf[s] = cost.flops,
+        ch[s] = kSegCode + static_cast<int32_t>(it->j - 1 - a);
+    }
+  }
+  void push(int64_t j) {
+    const BlockCosts& last = m_.blocks[static_cast<size_t>(j - 1)];
+    const Cost base = add(prefix_inner_[static_cast<size_t>(j - 1)], last.seg_last_cost);
+    for (int64_t s = 0; s <= slots_; ++s) {
+      const size_t i = idx(j, s);
+      if (time_[i] == kInf) continue;
+      const Cost v = {time_[i] + base.time_ns, flops_[i] + base.flops};
+      std::vector<Entry>& st = stacks_[static_cast<size_t>(s)];
+      while (!st.empty() && !(st.back().value < v)) st.pop_back();  // dominated by the shorter j
+      st.push_back({j, v});
+    }
+  }
+
+  const ChainModel& m_;
+  Prefix p_;
+  int64_t n_ = 0, slot_ = 1, slots_ = 0;
+  bool up_ = true;
+  bool allow_window_ = true, window_ = false;
+  std::vector<int64_t>& time_;
+  std::vector<int64_t>& flops_;
+  std::vector<int32_t>& choice_;
+  std::vector<std::vector<Entry>>& stacks_;
+  std::vector<Cost> prefix_inner_;  // P(i): inner recompute costs of blocks < i
+};
+
+}  // namespace
+
+ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
+                          bool window) {
+  if (slot_bytes < 1) throw std::logic_error("solve_chain: slot_bytes < 1");
+  // Rounded down, the DP's feasible set holds every plan that fits in exact bytes, so its
+  // optimum is a lower bound; when its plan fits in exact bytes it is the optimum.
+  DpWorkspace ws;
+  ChainSolution low = ChainDp(model, budget_bytes, slot_bytes, false, window, ws).solve(false);
+  if (!low.feasible) return low;  // then nothing fits
+  if (low.model_peak_bytes <= budget_bytes) {
+    low.optimal = true;
+    return low;
+  }
+  // Otherwise rounded-down passes on budgets lowered by the overshoot (at most three), and the
+  // rounded-up pass (whose plans always fit) when none of them fits.
+  const Cost bound = low.cost;
+  ChainSolution best;
+  int64_t target = budget_bytes;
+  ChainSolution probe = low;
+  for (int i = 0; i < 3; ++i) {
+    target -= std::max(probe.model_peak_bytes - budget_bytes, slot_bytes);
+    if (target < 0) break;
+    probe = ChainDp(model, target, slot_bytes, false, window, ws).solve(false);
+    if (!probe.feasible) break;
+    if (probe.model_peak_bytes <= budget_bytes) {
+      best = probe;
+      break;
+    }
+  }
+  if (!best.feasible) best = ChainDp(model, budget_bytes, slot_bytes, true, window, ws).solve(false);
+  best.optimal = best.feasible && best.cost == bound;
+  best.lower_bound = bound;
+  return best;
+}
+
+ChainSolution solve_chain_least_memory(const ChainModel& model, int64_t budget_bytes,
+                                       int64_t slot_bytes) {
+  DpWorkspace ws;
+  return ChainDp(model, budget_bytes, slot_bytes, true, true, ws).solve(true);
+}
+
+int64_t revolve_steps(int64_t l, int64_t c) {
+  if (c < 1 || l < 1) return l < 1 ? 0 : -1;
+  // T[i][s]: chain of i steps from a stored input with s slots.
+  //   T[1][s] = 0 (the single step is taped and reversed at once);
+  //   T[i][1] = T[i-1][1] + (i - 1): advance i - 1 steps from the input, reverse the last step,
+  //             and reverse the first i - 1 steps the same way;
+  //   T[i][s] = min over 1 <= j < i of j + T[i-j][s-1] + T[j][s]: advance j steps, store the state
+  //             in a second slot, reverse the right part with s - 1 slots, then the left part.
+  const size_t L = static_cast<size_t>(l), C = static_cast<size_t>(c);
+  std::vector<std::vector<int64_t>> T(L + 1, std::vector<int64_t>(C + 1, 0));
+  for (size_t i = 2; i <= L; ++i) {
+    T[i][1] = T[i - 1][1] + static_cast<int64_t>(i - 1);
+    for (size_t s = 2; s <= C; ++s) {
+      int64_t best = kInf;
+      for (size_t j = 1; j < i; ++j)
+        best = std::min(best, static_cast<int64_t>(j) + T[i - j][s - 1] + T[j][s]);
+      T[i][s] = best;
+    }
+  }
+  return T[L][C];
+}
+
+}  // namespace sim

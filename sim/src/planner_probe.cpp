@@ -1,0 +1,248 @@
+// The probes of the budget planner (sim/planner.hpp): five uniform plans simulated with the
+// timeline on, reduced to a ChainModel.
+#include <algorithm>
+#include <vector>
+
+#include "sim/error.hpp"
+#include "sim/planner.hpp"
+#include "sim/schedule.hpp"
+#include "sim/simulate.hpp"
+
+namespace sim {
+namespace {
+
+// Probes: one uniform plan simulated with the timeline, reduced to per-block figures.
+
+struct Probe {
+  bool ok = false;
+  int64_t base = 0;
+  std::vector<int64_t> hf, hb;           // held by each block at forward end / backward start
+  std::vector<int64_t> fwd_peak, bwd_peak, rc_peak, live_before_bwd;
+  std::vector<Cost> rc_cost;
+  int64_t head_fwd_peak = 0, head_bwd_peak = 0, outer_peak = 0;
+};
+
+Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
+  Probe p;
+  const size_t n = static_cast<size_t>(g.n_blocks);
+  Schedule sched;
+  Result r;
+  try {
+    sched = build_schedule(g, plan, recompute_mode(g.profile));
+    r = run_engine(g, sched, d, SimOptions{true});
+  } catch (const ConfigError&) {
+    return p;
+  }
+  p.ok = true;
+  p.base = r.baseline_bytes;
+  p.hf.assign(n, 0);
+  p.hb.assign(n, 0);
+  p.fwd_peak.assign(n, 0);
+  p.bwd_peak.assign(n, 0);
+  p.rc_peak.assign(n, 0);
+  p.live_before_bwd.assign(n, 0);
+  p.rc_cost.assign(n, Cost{});
+  const auto& ev = sched.events;
+  const auto block_of = [&](int32_t k) -> int32_t {
+    const Event& e = ev[static_cast<size_t>(k)];
+    if (e.kind == EventKind::kFree || e.kind == EventKind::kOptimizer) return -1;
+    return g.ops[static_cast<size_t>(e.id)].block;
+  };
+  // Where the blocks' forward ends and their backward begins, and each block's first
+  // backward-phase event.
+  int32_t last_fwd = -1, first_bwd = static_cast<int32_t>(ev.size());
+  std::vector<int32_t> first_bwd_of(n, -1);
+  for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
+    const int32_t b = block_of(k);
+    if (b < 0) continue;
+    if (ev[static_cast<size_t>(k)].kind == EventKind::kForward) {
+      last_fwd = k;
+    } else {
+      first_bwd = std::min(first_bwd, k);
+      if (first_bwd_of[static_cast<size_t>(b)] < 0) first_bwd_of[static_cast<size_t>(b)] = k;
+    }
+  }
+  // Held bytes per block: replay the schedule's allocations and frees to the forward's end and
+  // to the first backward event of a block.
+  std::vector<uint8_t> live(g.storages.size(), 0);
+  const auto tally = [&](std::vector<int64_t>& out) {
+    for (size_t s = 0; s < g.storages.size(); ++s) {
+      const Storage& st = g.storages[s];
+      if (live[s] && st.block >= 0 && st.producer >= 0) out[static_cast<size_t>(st.block)] += st.bytes;
+    }
+  };
+  for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
+    if (k == sched.forward_end) tally(p.hf);
+    if (k == first_bwd) tally(p.hb);
+    const Event& e = ev[static_cast<size_t>(k)];
+    const bool on_op = e.kind == EventKind::kForward || e.kind == EventKind::kRecompute ||
+                       e.kind == EventKind::kBackward;
+    const Op* op = on_op ? &g.ops[static_cast<size_t>(e.id)] : nullptr;
+    switch (e.kind) {
+      case EventKind::kForward:
+        for (const int32_t* s = g.begin(op->outputs); s != g.end(op->outputs); ++s) live[*s] = 1;
+        break;
+      case EventKind::kRecompute:
+        if (!(e.flags & kCachedOutput))
+          for (const int32_t* s = g.begin(op->outputs); s != g.end(op->outputs); ++s) live[*s] = 1;
+        break;
+      case EventKind::kBackward:
+        for (const int32_t* s = g.begin(op->bwd_allocs); s != g.end(op->bwd_allocs); ++s) live[*s] = 1;
+        break;
+      case EventKind::kFree: live[static_cast<size_t>(e.id)] = 0; break;
+      case EventKind::kOptimizer: break;
+      case EventKind::kOffload: break;  // the planner's probes never offload
+      case EventKind::kPrefetch: live[static_cast<size_t>(e.id)] = 1; break;
+    }
+  }
+  // Peaks per group from the timeline (samples of free events never exceed the one before).
+  size_t next_bwd = 0;  // blocks in order of their first backward event
+  std::vector<int32_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    return first_bwd_of[static_cast<size_t>(x)] < first_bwd_of[static_cast<size_t>(y)];
+  });
+  while (next_bwd < n && first_bwd_of[static_cast<size_t>(order[next_bwd])] < 0) ++next_bwd;
+  int64_t last_live = 0;
+  for (const MemorySample& smp : r.timeline) {
+    const int32_t k = smp.event_index;
+    while (next_bwd < n && k >= first_bwd_of[static_cast<size_t>(order[next_bwd])]) {
+      p.live_before_bwd[static_cast<size_t>(order[next_bwd])] = last_live;
+      ++next_bwd;
+    }
+    last_live = smp.allocated_bytes;
+    const Event& e = ev[static_cast<size_t>(k)];
+    if (e.kind == EventKind::kFree) continue;
+    const int64_t v = smp.allocated_bytes;
+    const int32_t b = block_of(k);
+    if (b >= 0) {
+      const size_t i = static_cast<size_t>(b);
+      int64_t& slot = e.kind == EventKind::kForward     ? p.fwd_peak[i]
+                      : e.kind == EventKind::kRecompute ? p.rc_peak[i]
+                                                        : p.bwd_peak[i];
+      slot = std::max(slot, v);
+    } else if (k > last_fwd && k < first_bwd) {
+      int64_t& slot = k < sched.forward_end ? p.head_fwd_peak : p.head_bwd_peak;
+      slot = std::max(slot, v);
+    } else {
+      p.outer_peak = std::max(p.outer_peak, v);
+    }
+  }
+  for (const OpSpan& s : r.spans) {
+    if (s.phase != Phase::kRecompute || s.stream != 0 || s.op < 0) continue;
+    const Op& op = g.ops[static_cast<size_t>(s.op)];
+    if (op.block < 0) continue;
+    Cost& c = p.rc_cost[static_cast<size_t>(op.block)];
+    c.time_ns += s.duration_ns;
+  }
+  for (const Event& e : ev)
+    if (e.kind == EventKind::kRecompute && !(e.flags & kCachedOutput)) {
+      const Op& op = g.ops[static_cast<size_t>(e.id)];
+      if (op.block >= 0) p.rc_cost[static_cast<size_t>(op.block)].flops += op.fwd.flops;
+    }
+  return p;
+}
+
+Plan uniform_plan(int64_t n, BlockMode mode) {
+  Plan p;
+  p.mode.assign(static_cast<size_t>(n), mode);
+  return p;
+}
+
+Plan segments_plan(int64_t n, int64_t group) {
+  Plan p;
+  p.mode.assign(static_cast<size_t>(n), BlockMode::kCheckpoint);
+  for (int64_t b = 0; b < n; b += group) p.segments.push_back({b, std::min(n, b + group) - 1});
+  return p;
+}
+
+std::vector<int64_t> prefix_of(const std::vector<int64_t>& v) {
+  std::vector<int64_t> out(v.size() + 1, 0);
+  for (size_t i = 0; i < v.size(); ++i) out[i + 1] = out[i] + v[i];
+  return out;
+}
+
+int64_t sum_of(const std::vector<int64_t>& v) { return prefix_of(v).back(); }
+}  // namespace
+
+ChainModel probe_chain(const Graph& graph, const Device& device) {
+  Graph g = graph;
+  g.allocator = AllocatorKind::kExact;  // the model counts exact bytes; verification does not
+  const int64_t n = g.n_blocks;
+  if (n < 1) throw ConfigError("--strategy", "budget", "the model has no blocks to plan");
+  std::array<Probe, kPlanOptionCount> single;
+  for (int o = 0; o < kPlanOptionCount; ++o)
+    single[static_cast<size_t>(o)] =
+        run_probe(g, device, uniform_plan(n, block_mode_of(static_cast<PlanOption>(o))));
+  const Probe full = run_probe(g, device, segments_plan(n, 1));
+  const Probe one = run_probe(g, device, segments_plan(n, n));
+  const Probe& store = single[0];
+  if (!store.ok || !full.ok || !one.ok)
+    throw ConfigError("--strategy", "budget", "the planner's probe plans cannot be simulated");
+
+  ChainModel m;
+  m.base_bytes = store.base;
+  m.blocks.resize(static_cast<size_t>(n));
+  const int64_t base = m.base_bytes;
+  std::vector<const Probe*> all = {&full, &one};
+  for (const Probe& p : single)
+    if (p.ok) all.push_back(&p);
+  for (const Probe* p : all) {
+    m.outer_bytes = std::max(m.outer_bytes, p->outer_peak - base);
+    m.head_fwd_bytes = std::max(m.head_fwd_bytes, p->head_fwd_peak - sum_of(p->hf) - base);
+    m.head_bwd_bytes = std::max(m.head_bwd_bytes, p->head_bwd_peak - sum_of(p->hb) - base);
+  }
+  std::array<std::vector<int64_t>, kPlanOptionCount> hf, hb;
+  for (int o = 0; o < kPlanOptionCount; ++o)
+    if (single[static_cast<size_t>(o)].ok) {
+      hf[static_cast<size_t>(o)] = prefix_of(single[static_cast<size_t>(o)].hf);
+      hb[static_cast<size_t>(o)] = prefix_of(single[static_cast<size_t>(o)].hb);
+    }
+  const std::vector<int64_t> full_hf = prefix_of(full.hf), full_hb = prefix_of(full.hb);
+  const std::vector<int64_t> one_hf = prefix_of(one.hf);
+  for (int64_t j = 0; j < n; ++j) {
+    const size_t i = static_cast<size_t>(j);
+    BlockCosts& c = m.blocks[i];
+    for (int o = 0; o < kPlanOptionCount; ++o) {
+      const Probe& p = single[static_cast<size_t>(o)];
+      OptionRow& r = c.single[static_cast<size_t>(o)];
+      if (!p.ok) {
+        r.available = false;
+        continue;
+      }
+      r.held_bytes = p.hb[i];
+      r.fwd_held_bytes = p.hf[i];
+      r.fwd_bytes = p.fwd_peak[i] - hf[static_cast<size_t>(o)][i] - base;
+      r.bwd_bytes = std::max(p.bwd_peak[i], p.rc_peak[i]) - hb[static_cast<size_t>(o)][i] - base;
+      r.cost = p.rc_cost[i];
+      c.fwd_only_bytes = std::max(c.fwd_only_bytes, p.hf[i] - p.hb[i]);
+    }
+    c.fwd_only_bytes = std::max(c.fwd_only_bytes, full.hf[i] - full.hb[i]);
+    c.seg_head_held = full.hb[i];
+    c.seg_head_fwd_held = full.hf[i];
+    c.seg_head_fwd = full.fwd_peak[i] - full_hf[i] - base;
+    // Inner figures from the one-segment probe (block 0 is its head, so only j >= 1).
+    if (j >= 1) {
+      c.fwd_only_bytes = std::max(c.fwd_only_bytes, one.hf[i] - one.hb[i]);
+      c.seg_inner_held = one.hb[i];
+      c.seg_inner_fwd_held = one.hf[i];
+      c.seg_inner_fwd = std::max(c.seg_head_fwd, one.fwd_peak[i] - one_hf[i] - base);
+    } else {  // block 0 is never an inner block
+      c.seg_inner_held = 0;
+      c.seg_inner_fwd_held = c.seg_head_fwd_held;
+      c.seg_inner_fwd = c.seg_head_fwd;
+    }
+    c.seg_recomputed = store.hb[i];
+    c.seg_bwd = std::max(store.bwd_peak[i] - hb[0][i], full.bwd_peak[i] - full_hb[i]) - base;
+    // Recompute of block j in `full` starts from live_before_bwd(j), which holds block j's own
+    // checkpoint (full.hb[j]) and the gradient state: the peak above what is below is
+    // rc_peak - live_before + hb[j], and the gradient state is live_before - held up to j.
+    c.seg_recompute = full.rc_peak[i] - full.live_before_bwd[i] + full.hb[i];
+    c.seg_grad_state = full.live_before_bwd[i] - full_hb[i + 1] - base;
+    c.seg_last_cost = full.rc_cost[i];
+    c.seg_inner_cost = j + 1 < n ? one.rc_cost[i] : full.rc_cost[i];
+  }
+  return m;
+}
+
+}  // namespace sim

@@ -1,0 +1,460 @@
+// The budget planner (sim/planner.hpp): the DP against brute force over every plan, Revolve's
+// closed form, the chain model against the simulator, and the properties of budget: plans.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "fixtures.hpp"
+#include "sim/error.hpp"
+#include "sim/planner.hpp"
+
+using namespace sim;
+
+namespace {
+
+// A deterministic generator (64-bit LCG, Knuth's MMIX constants).
+struct Lcg {
+  uint64_t state;
+  int64_t next(int64_t lo, int64_t hi) {  // uniform-ish in [lo, hi]
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(hi - lo + 1));
+  }
+};
+
+BlockCosts random_block(Lcg& r) {
+  BlockCosts c;
+  for (OptionRow& o : c.single) {
+    o.held_bytes = r.next(0, 12);
+    o.fwd_bytes = r.next(0, 15);
+    o.bwd_bytes = r.next(0, 20);
+    o.cost = {r.next(0, 6), r.next(0, 3)};
+  }
+  c.single[0].cost = {0, 0};  // store recomputes nothing
+  c.single[static_cast<size_t>(r.next(0, 2))].available = r.next(0, 4) != 0;
+  c.single[0].available = true;
+  c.fwd_only_bytes = r.next(0, 2);
+  c.seg_head_held = r.next(0, 3);
+  c.seg_inner_held = r.next(0, 3) == 0 ? 1 : 0;
+  c.seg_head_fwd_held = c.seg_head_held + r.next(0, 2);
+  c.seg_inner_fwd_held = c.seg_inner_held + r.next(0, 2);
+  c.seg_head_fwd = r.next(0, 12);
+  c.seg_inner_fwd = r.next(0, 12);
+  c.seg_recomputed = r.next(0, 10);
+  c.seg_bwd = r.next(0, 15);
+  c.seg_recompute = r.next(0, 15);
+  c.seg_grad_state = r.next(0, 8);  // varies by block, so a longer segment may need less
+  c.seg_inner_cost = {r.next(1, 8), r.next(0, 3)};
+  c.seg_last_cost = {r.next(1, 8), r.next(0, 3)};
+  return c;
+}
+
+ChainModel random_chain(Lcg& r, int64_t n, bool repeated) {
+  ChainModel m;
+  m.outer_bytes = r.next(0, 10);
+  m.head_fwd_bytes = r.next(0, 12);
+  m.head_bwd_bytes = r.next(0, 12);
+  const BlockCosts same = random_block(r);
+  for (int64_t i = 0; i < n; ++i) m.blocks.push_back(repeated ? same : random_block(r));
+  if (repeated && n > 2) {  // as in real models: first and last block may differ
+    if (r.next(0, 1)) m.blocks.front() = random_block(r);
+    if (r.next(0, 1)) m.blocks.back() = random_block(r);
+  }
+  return m;
+}
+
+// Every plan of n blocks: per block an option, or a segment start, or continuing a segment.
+void for_each_plan(int64_t n, const std::function<void(const std::vector<ChainUnit>&)>& visit) {
+  std::vector<ChainUnit> units;
+  std::function<void(int64_t)> rec = [&](int64_t b) {
+    if (b == n) {
+      visit(units);
+      return;
+    }
+    for (int o = 0; o < kPlanOptionCount; ++o) {
+      units.push_back({b, b, false, static_cast<PlanOption>(o)});
+      rec(b + 1);
+      units.pop_back();
+    }
+    for (int64_t e = b; e < n; ++e) {
+      units.push_back({b, e, true, PlanOption::kStore});
+      rec(e + 1);
+      units.pop_back();
+    }
+  };
+  rec(0);
+}
+
+bool available(const ChainModel& m, const std::vector<ChainUnit>& units) {
+  for (const ChainUnit& u : units)
+    if (!u.segment && !m.blocks[static_cast<size_t>(u.first)].single[static_cast<size_t>(u.option)].available)
+      return false;
+  return true;
+}
+
+struct Brute {
+  bool feasible = false;
+  Cost cost;
+  int64_t least_peak = INT64_MAX;
+};
+
+Brute brute_force(const ChainModel& m, int64_t budget) {
+  Brute b;
+  for_each_plan(static_cast<int64_t>(m.blocks.size()), [&](const std::vector<ChainUnit>& u) {
+    if (!available(m, u)) return;
+    const ChainEval e = evaluate_chain(m, u);
+    b.least_peak = std::min(b.least_peak, e.peak_bytes);
+    if (e.peak_bytes > budget) return;
+    if (!b.feasible || e.cost < b.cost) b.cost = e.cost;
+    b.feasible = true;
+  });
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("planner: the DP agrees with brute force over every plan of up to 8 blocks") {
+  // The enumeration visits every plan once: p(n) = 3 p(n - 1) + sum over segment lengths k of
+  // p(n - k), p(0) = 1 (the first unit is a single block in one of 3 options, or a segment).
+  std::vector<int64_t> p = {1};
+  for (int64_t n = 1; n <= 8; ++n) {
+    int64_t v = 3 * p[static_cast<size_t>(n - 1)];
+    for (int64_t k = 1; k <= n; ++k) v += p[static_cast<size_t>(n - k)];
+    p.push_back(v);
+  }
+  int64_t plans = 0;
+  for_each_plan(8, [&](const std::vector<ChainUnit>&) { ++plans; });
+  CHECK(plans == p[8]);
+  Lcg r{12345};
+  int checked = 0, infeasible = 0;
+  for (int64_t n = 1; n <= 8; ++n) {
+    const int models = n <= 6 ? 12 : 3;
+    for (int k = 0; k < models; ++k) {
+      const bool repeated = k % 2 == 1;
+      ChainModel m = random_chain(r, n, repeated);
+      // Half the models hold nothing in inner blocks, so the sliding window is used.
+      if (k % 4 >= 2)
+        for (BlockCosts& b : m.blocks) b.seg_inner_held = 0;
+      // Budgets from below the least peak to above every plan's.
+      const Brute all = brute_force(m, INT64_MAX);
+      for (int64_t budget : {all.least_peak - 1, all.least_peak, all.least_peak + 3,
+                             all.least_peak + 9, all.least_peak + 20, all.least_peak + 60}) {
+        CAPTURE(n);
+        CAPTURE(k);
+        CAPTURE(budget);
+        const Brute want = brute_force(m, budget);
+        const ChainSolution got = solve_chain(m, budget, 1);  // 1-byte slots: exact
+        REQUIRE(got.feasible == want.feasible);
+        const ChainSolution scan = solve_chain(m, budget, 1, false);
+        REQUIRE(scan.feasible == want.feasible);
+        if (want.feasible) CHECK(scan.cost == want.cost);
+        if (!want.feasible) {
+          ++infeasible;
+          continue;
+        }
+        CHECK(got.optimal);
+        CHECK(got.cost == want.cost);
+        const ChainEval e = evaluate_chain(m, got.units);
+        CHECK(e.peak_bytes <= budget);
+        CHECK(e.peak_bytes == got.model_peak_bytes);
+        CHECK(e.cost == got.cost);
+        CHECK(available(m, got.units));
+        // Coarser slots: still a plan that fits, never cheaper than the optimum.
+        const ChainSolution coarse = solve_chain(m, budget, 4);
+        if (coarse.feasible) {
+          CHECK(evaluate_chain(m, coarse.units).peak_bytes <= budget);
+          CHECK(!(coarse.cost < want.cost));
+          if (coarse.optimal) CHECK(coarse.cost == want.cost);
+        }
+        ++checked;
+      }
+    }
+  }
+  MESSAGE(checked << " budgets agree with brute force (" << infeasible << " infeasible ones too)");
+  CHECK(checked > 100);
+}
+
+TEST_CASE("planner: the sliding window agrees with scanning every segment end") {
+  // Longer chains than brute force reaches: repeated and heterogeneous blocks, gradient states
+  // that shrink along the chain (so some starts' needs are not monotone and fall back to the
+  // scan), and coarse slots.
+  Lcg r{777};
+  int compared = 0;
+  for (int k = 0; k < 60; ++k) {
+    const int64_t n = r.next(3, 48);
+    ChainModel m = random_chain(r, n, k % 2 == 0);
+    for (BlockCosts& b : m.blocks) b.seg_inner_held = 0;
+    for (int64_t budget = 0; budget <= 600; budget += 23) {
+      CAPTURE(k);
+      CAPTURE(budget);
+      for (int64_t slot : {1, 3}) {
+        const ChainSolution a = solve_chain(m, budget, slot, true);
+        const ChainSolution b = solve_chain(m, budget, slot, false);
+        REQUIRE(a.feasible == b.feasible);
+        if (!a.feasible) continue;
+        CHECK(a.cost == b.cost);
+        CHECK(evaluate_chain(m, a.units).peak_bytes <= budget);
+        CHECK(evaluate_chain(m, a.units).cost == a.cost);
+        ++compared;
+      }
+    }
+  }
+  MESSAGE(compared << " solutions compared");
+  CHECK(compared > 500);
+}
+
+namespace {
+
+int64_t binom(int64_t n, int64_t k) {
+  if (k < 0 || n < 0 || k > n) return 0;
+  int64_t r = 1;
+  for (int64_t i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+  return r;
+}
+
+// Griewank & Walther 2000 (Revolve), Proposition 1: t(l, c) = r l - C(c + r, r - 1), r the unique
+// integer with C(c + r - 1, c) < l <= C(c + r, c).
+int64_t revolve_closed_form(int64_t l, int64_t c) {
+  int64_t r = 0;
+  while (!(binom(c + r - 1, c) < l && l <= binom(c + r, c))) ++r;
+  return r * l - binom(c + r, r - 1);
+}
+
+// A unit-cost chain in the planner's model. Block j maps state x_j to x_{j+1}; reversing block j
+// needs x_j. Counting (Revolve's): a step's forward right before its reverse is taped and not
+// counted, so the first sweep counts l - 1 steps and recomputing a segment [a, b] counts b - a
+// (x_{a+1}..x_b; block b's own forward is taped). Memory: one unit per stored state, plus the
+// working state, so c checkpoint slots are a budget of c + 1. Only stores (sel/sac unavailable)
+// and segments: single-level plans.
+ChainModel unit_chain(int64_t l) {
+  ChainModel m;
+  BlockCosts b;
+  b.single[0] = {true, 1, 1, 1, {0, 0}};  // holds x_j, needs it in forward and backward
+  b.single[1].available = b.single[2].available = false;
+  b.seg_head_held = 1;  // x_a
+  b.seg_inner_held = 0;
+  b.seg_head_fwd_held = 1;
+  b.seg_inner_fwd_held = 0;
+  b.seg_head_fwd = b.seg_inner_fwd = 1;
+  b.seg_recomputed = 1;  // x_j, recomputed, stays until block j's reverse
+  b.seg_bwd = 1;
+  b.seg_recompute = 1;
+  b.seg_inner_cost = {1, 1};
+  b.seg_last_cost = {0, 0};
+  m.blocks.assign(static_cast<size_t>(l), b);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("Revolve: the recursive DP equals the closed form t(l, c) = r l - C(c + r, r - 1)") {
+  // Hand-checked small cases (convention in sim/planner.hpp): one slot means sweeping again from
+  // the input for every step: t(l, 1) = l (l - 1) / 2.
+  CHECK(revolve_steps(1, 1) == 0);
+  CHECK(revolve_steps(2, 1) == 1);
+  CHECK(revolve_steps(3, 1) == 3);
+  CHECK(revolve_steps(3, 2) == 2);
+  int checked = 0;
+  for (int64_t c = 1; c <= 8; ++c)
+    for (int64_t l = 1; l <= 120; ++l) {
+      CAPTURE(l);
+      CAPTURE(c);
+      CHECK(revolve_steps(l, c) == revolve_closed_form(l, c));
+      ++checked;
+    }
+  CHECK(checked == 960);
+}
+
+TEST_CASE("Revolve: the planner's single-level DP on a unit chain never beats Revolve") {
+  // Same chain, same counting: single-level segments are a subset of Revolve's schedules, so
+  // first sweep (l - 1) + the planner's recompute >= t(l, c), with equality when every state
+  // fits (l <= c + 1: nothing recomputed). Where it needs two levels the planner has no plan.
+  int equal = 0, above = 0, none = 0;
+  for (int64_t c = 1; c <= 7; ++c)
+    for (int64_t l = 1; l <= 30; ++l) {
+      CAPTURE(l);
+      CAPTURE(c);
+      const ChainSolution s = solve_chain(unit_chain(l), c + 1, 1);
+      const int64_t t = revolve_steps(l, c);
+      if (!s.feasible) {
+        CHECK(l > c + 1);
+        ++none;
+        continue;
+      }
+      const int64_t steps = l - 1 + s.cost.time_ns;
+      CHECK(steps >= t);
+      if (l <= c + 1) CHECK(steps == t);
+      (steps == t ? equal : above) += 1;
+    }
+  MESSAGE("single-level equals Revolve in " << equal << " cases, above in " << above
+                                            << ", infeasible in " << none);
+  CHECK(equal > 0);
+}
+
+namespace {
+
+struct Config {
+  const char* name;
+  ModelConfig model;
+  TrainSetup setup;
+};
+
+std::vector<Config> configs() {
+  std::vector<Config> out;
+  TrainSetup t;
+  t.micro_batch = 4;
+  t.seq = 1024;
+  out.push_back({"gpt2-small bf16-amp", fixtures::gpt2_small(), t});
+  out.push_back({"tiny-llama bf16-amp", fixtures::tiny_llama(), t});
+  TrainSetup mixed = t;
+  mixed.precision = Precision::kBf16Mixed;
+  mixed.attention = AttentionKind::kFlash;
+  out.push_back({"gpt2-small bf16-mixed flash", fixtures::gpt2_small(), mixed});
+  ModelConfig small = fixtures::gpt3_175b();
+  small.layers = 6;
+  small.hidden = 1024;
+  small.heads = small.kv_heads = 16;
+  small.head_dim = 64;
+  small.ffn_hidden = 4096;
+  out.push_back({"megatron-gpt paper t=2 sp", small, fixtures::paper(2, true)});
+  // Short sequences: autocast's weight casts outweigh the activations, where both views of the
+  // model are loosest.
+  TrainSetup short_seq;
+  short_seq.micro_batch = 2;
+  short_seq.seq = 256;
+  short_seq.optimizer = Optimizer::kAdamFused;  // else foreach Adam's temporaries are the peak
+  out.push_back({"gpt2-small bf16-amp b=2 s=256", fixtures::gpt2_small(), short_seq});
+  out.push_back({"tiny-llama bf16-amp b=2 s=256", fixtures::tiny_llama(), short_seq});
+  TrainSetup caching = t;
+  caching.allocator = AllocatorKind::kCaching;
+  out.push_back({"gpt2-small caching allocator", fixtures::gpt2_small(), caching});
+  return out;
+}
+
+Cost cost_of(const Result& r) { return {r.recompute_time_ns, r.recompute_flops}; }
+
+}  // namespace
+
+TEST_CASE("planner: the chain model predicts the simulated peak and recompute of fixed plans") {
+  // The model is measured on five uniform probes; here it is applied to every fixed strategy
+  // (mixtures of segment lengths, stored prefixes) under the exact allocator.
+  for (const Config& c : configs()) {
+    if (c.setup.allocator != AllocatorKind::kExact) continue;
+    CAPTURE(std::string(c.name));
+    const Graph g = build_graph(c.model, c.setup, fixtures::h100());
+    const ChainModel m = probe_chain(g, fixtures::h100());
+    const ChainModel fwd = forward_view(m);
+    int64_t casts = 0;  // what the views may overcount: the forward-only bytes of every block
+    for (const BlockCosts& b : m.blocks) casts += b.fwd_only_bytes;
+    for (const Strategy& s : fixed_strategies(g.n_blocks)) {
+      CAPTURE(s.canonical());
+      Plan p;
+      Result r;
+      try {
+        p = resolve(s, g.n_blocks);
+        r = simulate_plan(g, p, fixtures::h100());
+      } catch (const ConfigError&) {
+        continue;
+      }
+      const ChainEval e = evaluate_chain(m, units_of(p));
+      const ChainEval f = evaluate_chain(fwd, units_of(p));
+      // Both views are conservative by construction, by at most the casts one phase does not
+      // hold (forward_view); the better of the two is what the planner can use.
+      const int64_t sim_peak = r.peak_allocated_bytes - m.base_bytes;
+      CHECK(e.peak_bytes >= sim_peak);
+      CHECK(f.peak_bytes >= sim_peak);
+      CHECK(std::min(e.peak_bytes, f.peak_bytes) - sim_peak <= casts);
+      CHECK(e.cost == cost_of(r));
+      CHECK(f.cost == cost_of(r));
+    }
+  }
+}
+
+TEST_CASE("planner: budget: plans fit, beat every fixed strategy that fits, and are monotone") {
+  int plans = 0, errors = 0, optimal = 0, replaced = 0, replaced_exact = 0;
+  for (const Config& c : configs()) {
+    CAPTURE(std::string(c.name));
+    const Device dev = fixtures::h100();
+    const Graph g = build_graph(c.model, c.setup, dev);
+    const int64_t none = budget_peak_bytes(simulate_plan(g, resolve(parse_strategy("none"), g.n_blocks), dev));
+    const int64_t full = budget_peak_bytes(simulate_plan(g, resolve(parse_strategy("full"), g.n_blocks), dev));
+    REQUIRE(full < none);
+    Cost previous{-1, -1};
+    // From above `none` down to below `full`: tighter budgets in order.
+    for (int i = 0; i <= 14; ++i) {
+      const int64_t budget = none + (none - full) / 10 - (none - full) * i / 12;
+      CAPTURE(budget);
+      const FixedChoice fixed = best_fixed(g, dev, budget);
+      try {
+        const BudgetPlan bp = plan_budget(g, dev, budget);
+        ++plans;
+        if (bp.model_line.find("optimal under the model") != std::string::npos) ++optimal;
+        if (!bp.note.empty()) ++replaced;
+        if (!bp.note.empty() && c.setup.allocator == AllocatorKind::kExact) ++replaced_exact;
+        CHECK(budget_peak_bytes(bp.result) <= budget);
+        if (fixed.found) {
+          CAPTURE(fixed.strategy.canonical());
+          CAPTURE(bp.strategy.canonical());
+          CAPTURE(bp.model_line);
+          CHECK(!(cost_of(fixed.result) < cost_of(bp.result)));
+        }
+        CHECK(!(cost_of(bp.result) < previous));  // tighter budget: never cheaper
+        previous = cost_of(bp.result);
+        // The row's strategy column re-runs to the same figures (DESIGN.md §4).
+        REQUIRE(bp.strategy.kind == StrategyKind::kCustom);
+        const Strategy again = parse_strategy(bp.strategy.canonical());
+        const Result rerun = simulate_plan(g, resolve(again, g.n_blocks), dev);
+        CHECK(rerun.peak_reserved_bytes == bp.result.peak_reserved_bytes);
+        CHECK(cost_of(rerun) == cost_of(bp.result));
+        CHECK(concrete_strategy(parse_strategy("budget:" + std::to_string(budget)), g, dev) == bp.strategy);
+      } catch (const ConfigError& e) {
+        ++errors;
+        CHECK(!fixed.found);
+        // "... the smallest feasible peak is X GiB (N bytes), reached by custom:...": N exceeds
+        // the budget and the named plan reaches it.
+        const std::string msg = e.what();
+        const size_t at = msg.find("smallest feasible peak is ");
+        REQUIRE(at != std::string::npos);
+        const size_t open = msg.find('(', at), bytes_end = msg.find(" bytes)", at);
+        const int64_t named = std::stoll(msg.substr(open + 1, bytes_end - open - 1));
+        CHECK(named > budget);
+        const size_t spec = msg.find("reached by ", bytes_end);
+        REQUIRE(spec != std::string::npos);
+        const Strategy s = parse_strategy(msg.substr(spec + 11));
+        CHECK(budget_peak_bytes(simulate_plan(g, resolve(s, g.n_blocks), dev)) == named);
+        CHECK(named <= full);
+      }
+    }
+  }
+  MESSAGE(plans << " plans (" << optimal << " proven optimal under a view of the model, "
+                << replaced << " replaced by a cheaper fixed strategy, " << replaced_exact
+                << " of them under the exact allocator), " << errors << " infeasible budgets");
+  CHECK(plans > 40);
+  CHECK(errors > 0);
+}
+
+TEST_CASE("budget: parses sizes and is resolved only through the planner") {
+  CHECK(parse_strategy("budget:60GiB").k == 60 * kGiB);
+  CHECK(parse_strategy("budget:64424509440").k == 64424509440);
+  CHECK(parse_strategy("budget:512MiB").canonical() == "budget:536870912");
+  CHECK(parse_strategy(parse_strategy("budget:1TiB").canonical()) == parse_strategy("budget:1TiB"));
+  for (const char* bad : {"budget", "budget:", "budget:0", "budget:-1", "budget:12XB", "budget:GiB",
+                          "budget:1.5GiB", "budget:99999999999TiB"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_strategy(bad), ConfigError);
+  }
+  CHECK_THROWS_AS(resolve(parse_strategy("budget:1GiB"), 4), ConfigError);
+  // sim::simulate runs the planner's plan.
+  TrainSetup t;
+  t.micro_batch = 2;
+  t.seq = 512;
+  const Graph g = build_graph(fixtures::gpt2_small(), t, fixtures::h100());
+  const int64_t full = simulate_plan(g, resolve(parse_strategy("full"), g.n_blocks), fixtures::h100()).peak_allocated_bytes;
+  const Strategy s = parse_strategy("budget:" + std::to_string(full + 64 * kMiB));
+  const Result r = simulate(fixtures::gpt2_small(), t, fixtures::h100(), s);
+  const BudgetPlan bp = plan_budget(g, fixtures::h100(), s.k);
+  CHECK(r.peak_allocated_bytes == bp.result.peak_allocated_bytes);
+  CHECK(r.recompute_time_ns == bp.result.recompute_time_ns);
+  CHECK(r.peak_allocated_bytes <= s.k);
+}
