@@ -137,10 +137,17 @@ namespace {
 
 // One strategy on a built graph. A budget: row runs the planner's plan and shows it as its
 // strategy (DESIGN.md §4: the row holds its plan as a custom: spec, so it can be re-run).
+// Each sweep worker thread reuses one workspace across its rows (BENCHMARKS.md: fresh vectors
+// per simulation cost more than the simulation).
+sim::Workspace& workspace() {
+  thread_local sim::Workspace ws;
+  return ws;
+}
+
 sim::Result run_strategy(const sim::Graph& g, const sim::Device& d, const sim::Strategy& s,
                          std::string& shown) {
   if (s.kind != sim::StrategyKind::kBudget)
-    return sim::simulate_plan(g, sim::resolve(s, g.n_blocks), d);
+    return sim::simulate_plan(g, sim::resolve(s, g.n_blocks), d, {}, workspace());
   sim::BudgetPlan plan = sim::plan_budget(g, d, s.k);
   shown = plan.strategy.canonical();
   return std::move(plan.result);
@@ -161,7 +168,8 @@ sim_io::Row evaluate_point(const Axes& a, const Inputs& in, int64_t index) {
       const sim::Graph g = sim::build_graph(in.models[static_cast<std::size_t>(p.model)], p.setup, d);
       row.result = run_strategy(g, d, s, row.key.strategy);
     } else {
-      row.result = sim::simulate(in.models[static_cast<std::size_t>(p.model)], p.setup, d, s);
+      row.result =
+          sim::simulate(in.models[static_cast<std::size_t>(p.model)], p.setup, d, s, {}, workspace());
     }
   } catch (const sim::ConfigError& e) {
     row.error = e.what();
