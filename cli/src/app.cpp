@@ -63,7 +63,8 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   merge->callback([&verb] { verb = Verb::kMerge; });
   CLI::App* plan = app.add_subcommand(
       "plan", "the plan with the least recompute time whose simulated peak fits --budget "
-              "(per block: store, selective, sac:mm or checkpointed segments), beside the best "
+              "(per block: store, selective, sac:mm, offload, offload+full or checkpointed segments), "
+              "beside the best "
               "fixed strategy that fits");
   cli_common::add_common_flags(*plan, inv.flags, {false, true, "table|csv|json (default table)"});
   plan->add_option("--budget", inv.budget,

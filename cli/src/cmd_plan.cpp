@@ -75,6 +75,11 @@ std::string render_table(const std::string& model, const sim::Device& device,
          fmt::format("{} of step FLOPs", percent(share))});
   t.add({"recompute time", human_time_ns(r.recompute_time_ns),
          fmt::format("step {}", human_time_ns(r.step_time_ns))});
+  if (r.offload_bytes > 0)
+    t.add({"offload stall", human_time_ns(r.offload_stall_ns),
+           fmt::format("compute waiting for copies back; pinned host peak {} (the planner "
+                       "minimises recompute time plus this)",
+                       Bytes{r.pinned_host_bytes})});
   t.add({"fit on device", r.fits ? "fits" : "DOES NOT FIT",
          fmt::format("with CUDA context {}: headroom {} of {}", Bytes{r.cuda_context_bytes},
                      Bytes{r.headroom_bytes}, Bytes{r.device_bytes})});
@@ -83,7 +88,8 @@ std::string render_table(const std::string& model, const sim::Device& device,
   out += fmt::format("\n  model: {}\n", plan.model_line);
   if (!plan.note.empty()) out += fmt::format("  note: {}\n", plan.note);
 
-  out += "\nBest fixed strategy that fits (none, full, every:k, sqrt, selective, sac:mm, block:k)\n";
+  out += "\nBest fixed strategy that fits (none, full, every:k, sqrt, selective, sac:mm, offload, "
+         "offload+full, block:k)\n";
   if (!fixed.found) {
     out += "  none fits this budget\n";
   } else {

@@ -15,6 +15,8 @@ ClauseMode clause_mode_of(PlanOption o) {
     case PlanOption::kStore: return ClauseMode::kNone;
     case PlanOption::kSelective: return ClauseMode::kSelective;
     case PlanOption::kSacMm: return ClauseMode::kSacMm;
+    case PlanOption::kOffload: return ClauseMode::kOffload;
+    case PlanOption::kOffloadFull: return ClauseMode::kOffloadFull;
     case PlanOption::kCount: break;
   }
   return ClauseMode::kNone;
@@ -27,7 +29,10 @@ std::string gib(int64_t bytes) {
   return buf;
 }
 
-Cost cost_of(const Result& r) { return {r.recompute_time_ns, r.recompute_flops}; }
+// What a plan adds to the step: recompute and the wait on offload's copies back.
+Cost cost_of(const Result& r) {
+  return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops};
+}
 
 // The model with each block's forward-only bytes set to what the option `units` chose for it
 // drops when forward ends (instead of the most any option drops): exact for that plan and the
@@ -52,6 +57,8 @@ BlockMode block_mode_of(PlanOption o) {
     case PlanOption::kStore: return BlockMode::kStore;
     case PlanOption::kSelective: return BlockMode::kSelective;
     case PlanOption::kSacMm: return BlockMode::kSacMm;
+    case PlanOption::kOffload: return BlockMode::kOffload;
+    case PlanOption::kOffloadFull: return BlockMode::kCheckpoint;  // a one-block segment
     case PlanOption::kCount: break;
   }
   return BlockMode::kStore;
@@ -64,6 +71,9 @@ Plan plan_of(const std::vector<ChainUnit>& units, int64_t n) {
     if (u.segment) {
       p.segments.push_back({u.first, u.last});
       for (int64_t b = u.first; b <= u.last; ++b) p.mode[static_cast<size_t>(b)] = BlockMode::kCheckpoint;
+    } else if (u.option == PlanOption::kOffloadFull) {
+      p.segments.push_back({u.first, u.first, true});
+      p.mode[static_cast<size_t>(u.first)] = BlockMode::kCheckpoint;
     } else {
       p.mode[static_cast<size_t>(u.first)] = block_mode_of(u.option);
     }
@@ -102,14 +112,19 @@ std::vector<ChainUnit> units_of(const Plan& p) {
   for (int64_t b = 0; b < n;) {
     if (p.mode[static_cast<size_t>(b)] == BlockMode::kCheckpoint) {
       while (seg < p.segments.size() && p.segments[seg].first < b) ++seg;
-      const int64_t e = seg < p.segments.size() && p.segments[seg].first == b ? p.segments[seg].last : b;
-      u.push_back({b, e, true, PlanOption::kStore});
+      const bool found = seg < p.segments.size() && p.segments[seg].first == b;
+      const int64_t e = found ? p.segments[seg].last : b;
+      if (found && p.segments[seg].offload_inputs && e == b)
+        u.push_back({b, b, false, PlanOption::kOffloadFull});
+      else
+        u.push_back({b, e, true, PlanOption::kStore});
       b = e + 1;
       continue;
     }
     PlanOption o = PlanOption::kStore;
     for (int k = 0; k < kPlanOptionCount; ++k)
-      if (block_mode_of(static_cast<PlanOption>(k)) == p.mode[static_cast<size_t>(b)])
+      if (static_cast<PlanOption>(k) != PlanOption::kOffloadFull &&
+          block_mode_of(static_cast<PlanOption>(k)) == p.mode[static_cast<size_t>(b)])
         o = static_cast<PlanOption>(k);
     u.push_back({b, b, false, o});
     ++b;
@@ -171,7 +186,16 @@ Verified solve_verified(const Graph& graph, const Device& device, const ChainMod
 }  // namespace
 
 BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget) {
-  const ChainModel model = probe_chain(graph, device);
+  // The model is exact (up to autocast's casts) for plans that keep everything on the device;
+  // offload's device bytes depend on when copies complete, which it sees only roughly. So the
+  // views below solve without the offload options, and the full model (offload allowed) is
+  // solved once more at the end: its plan is kept only if, simulated, it fits and costs less.
+  const ChainModel with_offload = probe_chain(graph, device);
+  ChainModel model = with_offload;
+  for (BlockCosts& b : model.blocks) {
+    b.single[static_cast<size_t>(PlanOption::kOffload)].available = false;
+    b.single[static_cast<size_t>(PlanOption::kOffloadFull)].available = false;
+  }
   const int64_t n = graph.n_blocks;
   BudgetPlan out;
   out.budget_bytes = budget;
@@ -207,12 +231,25 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     best.optimal = false;  // optimal under a model fitted to an earlier plan: no bound
     refined = true;
   }
-  if (best.found && n <= kFullSearchBlocks) {
+  {
+    Verified v = solve_verified(graph, device, with_offload, budget);
+    out.solves += v.solves;
+    if (v.found && (!best.found || cost_of(v.result) < cost_of(best.result))) {
+      best = std::move(v);
+      view = "offload view";
+      refined = false;
+    }
+  }
+  if (n <= kFullSearchBlocks) {
     // Both views bound some terms loosely (autocast's casts in one phase; under the caching
     // allocator, reserved bytes at all), so a fixed strategy can fit where the DP's plans needed
     // more room: the cheapest fixed strategy that fits is a candidate too, and wins ties never.
+    // It also stands in when the DP's plans all missed the budget in simulation (offload's
+    // copies in flight are the loosest term).
     FixedChoice f = best_fixed(graph, device, budget);
-    if (f.found && cost_of(f.result) < cost_of(best.result)) {
+    if (f.found && (!best.found || cost_of(f.result) < cost_of(best.result))) {
+      best.found = true;
+      best.slot = best.slot == 0 ? slot_bytes_for(budget - model.base_bytes, n) : best.slot;
       best.units = units_of(resolve(f.strategy, n));
       best.result = std::move(f.result);
       best.optimal = false;
@@ -281,8 +318,9 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   }
   char buf[480];
   std::snprintf(buf, sizeof buf,
-                "rotor-style DP over %" PRId64 " blocks x {store, selective, sac:mm, segments}; "
-                "costs from 5 probe simulations; memory in %" PRId64 " MiB slots; %s; %" PRId64
+                "rotor-style DP over %" PRId64 " blocks x {store, selective, sac:mm, offload, "
+                "offload+full, segments}; costs (recompute and offload stalls) from 7 probe "
+                "simulations; memory in %" PRId64 " MiB slots; %s; %" PRId64
                 " DP solve%s (%s%s)",
                 n, out.slot_bytes / kMiB, quality, out.solves, out.solves == 1 ? "" : "s",
                 views == 1 ? "backward view, refinements" : "backward and forward views, refinements",
@@ -305,6 +343,8 @@ std::vector<Strategy> fixed_strategies(int64_t n) {
   add_one(StrategyKind::kSqrt, 0);
   add_one(StrategyKind::kSelective, 0);
   add_one(StrategyKind::kSacMm, 0);
+  add_one(StrategyKind::kOffload, 0);
+  add_one(StrategyKind::kOffloadFull, 0);
   for (int64_t k = 1; k < n; ++k) add_one(StrategyKind::kBlock, k);
   return out;
 }
@@ -319,9 +359,8 @@ FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget)
       continue;  // not simulable in this profile
     }
     if (budget_peak_bytes(r) > budget) continue;
-    const Cost c{r.recompute_time_ns, r.recompute_flops};
-    if (best.found && !(c < Cost{best.result.recompute_time_ns, best.result.recompute_flops}))
-      continue;
+    const Cost c = cost_of(r);
+    if (best.found && !(c < cost_of(best.result))) continue;
     best.found = true;
     best.strategy = s;
     best.result = std::move(r);

@@ -45,7 +45,9 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
   const auto& ev = sched.events;
   const auto block_of = [&](int32_t k) -> int32_t {
     const Event& e = ev[static_cast<size_t>(k)];
-    if (e.kind == EventKind::kFree || e.kind == EventKind::kOptimizer) return -1;
+    if (e.kind == EventKind::kFree || e.kind == EventKind::kOptimizer ||
+        e.kind == EventKind::kOffload || e.kind == EventKind::kPrefetch)
+      return -1;
     return g.ops[static_cast<size_t>(e.id)].block;
   };
   // Where the blocks' forward ends and their backward begins, and each block's first
@@ -64,6 +66,21 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
   }
   // Held bytes per block: replay the schedule's allocations and frees to the forward's end and
   // to the first backward event of a block.
+  // Offload: a freed buffer stays until its copy to the host completes (the engine's rule), so
+  // the replay keeps it until the simulated time passes the copy's end (from the copy spans and
+  // the time of each event's sample).
+  std::vector<int64_t> copy_done;
+  std::vector<int64_t> t_of(ev.size(), 0);
+  for (const OpSpan& s : r.spans)
+    if (s.stream == 2 && s.storage >= 0) {
+      if (copy_done.empty()) copy_done.assign(g.storages.size(), 0);
+      copy_done[static_cast<size_t>(s.storage)] = s.start_ns + s.duration_ns;
+    }
+  if (!copy_done.empty()) {
+    for (const MemorySample& smp : r.timeline) t_of[static_cast<size_t>(smp.event_index)] = smp.t_ns;
+    for (size_t k = 1; k < t_of.size(); ++k) t_of[k] = std::max(t_of[k], t_of[k - 1]);
+  }
+  std::vector<std::pair<int64_t, int32_t>> pending;
   std::vector<uint8_t> live(g.storages.size(), 0);
   const auto tally = [&](std::vector<int64_t>& out) {
     for (size_t s = 0; s < g.storages.size(); ++s) {
@@ -72,6 +89,14 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
     }
   };
   for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
+    if (!pending.empty()) {
+      size_t kept = 0;
+      for (const auto& [done, s] : pending) {
+        if (done <= t_of[static_cast<size_t>(k)]) live[static_cast<size_t>(s)] = 0;
+        else pending[kept++] = {done, s};
+      }
+      pending.resize(kept);
+    }
     if (k == sched.forward_end) tally(p.hf);
     if (k == first_bwd) tally(p.hb);
     const Event& e = ev[static_cast<size_t>(k)];
@@ -89,10 +114,21 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
       case EventKind::kBackward:
         for (const int32_t* s = g.begin(op->bwd_allocs); s != g.end(op->bwd_allocs); ++s) live[*s] = 1;
         break;
-      case EventKind::kFree: live[static_cast<size_t>(e.id)] = 0; break;
+      case EventKind::kFree:
+        if (!copy_done.empty() && copy_done[static_cast<size_t>(e.id)] > t_of[static_cast<size_t>(k)])
+          pending.push_back({copy_done[static_cast<size_t>(e.id)], e.id});
+        else
+          live[static_cast<size_t>(e.id)] = 0;
+        break;
       case EventKind::kOptimizer: break;
-      case EventKind::kOffload: break;  // the planner's probes never offload
-      case EventKind::kPrefetch: live[static_cast<size_t>(e.id)] = 1; break;
+      case EventKind::kOffload: break;
+      case EventKind::kPrefetch: {  // a buffer still being copied out is used as it is
+        const auto it = std::find_if(pending.begin(), pending.end(),
+                                     [&](const auto& q) { return q.second == e.id; });
+        if (it != pending.end()) pending.erase(it);
+        live[static_cast<size_t>(e.id)] = 1;
+        break;
+      }
     }
   }
   // Peaks per group from the timeline (samples of free events never exceed the one before).
@@ -128,12 +164,23 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
       p.outer_peak = std::max(p.outer_peak, v);
     }
   }
+  // Recompute time per block, and offload's stalls: a wait on copies back belongs to the block
+  // of the compute op it delays (the next span on the compute stream).
+  int64_t stall = 0;
   for (const OpSpan& s : r.spans) {
-    if (s.phase != Phase::kRecompute || s.stream != 0 || s.op < 0) continue;
+    if (s.stream != 0) continue;
+    if (s.op == kStallSpan) {
+      stall += s.duration_ns;
+      continue;
+    }
+    if (s.op < 0) continue;
     const Op& op = g.ops[static_cast<size_t>(s.op)];
-    if (op.block < 0) continue;
-    Cost& c = p.rc_cost[static_cast<size_t>(op.block)];
-    c.time_ns += s.duration_ns;
+    if (op.block >= 0) {
+      Cost& c = p.rc_cost[static_cast<size_t>(op.block)];
+      if (s.phase == Phase::kRecompute) c.time_ns += s.duration_ns;
+      c.time_ns += stall;
+    }
+    stall = 0;
   }
   for (const Event& e : ev)
     if (e.kind == EventKind::kRecompute && !(e.flags & kCachedOutput)) {
@@ -171,9 +218,13 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
   const int64_t n = g.n_blocks;
   if (n < 1) throw ConfigError("--strategy", "budget", "the model has no blocks to plan");
   std::array<Probe, kPlanOptionCount> single;
-  for (int o = 0; o < kPlanOptionCount; ++o)
-    single[static_cast<size_t>(o)] =
-        run_probe(g, device, uniform_plan(n, block_mode_of(static_cast<PlanOption>(o))));
+  for (int o = 0; o < kPlanOptionCount; ++o) {
+    const PlanOption opt = static_cast<PlanOption>(o);
+    Plan plan = uniform_plan(n, block_mode_of(opt));
+    if (opt == PlanOption::kOffloadFull)  // one-block segments, inputs on the host
+      for (int64_t b = 0; b < n; ++b) plan.segments.push_back({b, b, true});
+    single[static_cast<size_t>(o)] = run_probe(g, device, plan);
+  }
   const Probe full = run_probe(g, device, segments_plan(n, 1));
   const Probe one = run_probe(g, device, segments_plan(n, n));
   const Probe& store = single[0];
@@ -184,9 +235,16 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
   m.base_bytes = store.base;
   m.blocks.resize(static_cast<size_t>(n));
   const int64_t base = m.base_bytes;
+  // Terms outside the blocks come from the probes that keep everything on the device: an
+  // offload probe's head and outer peaks also hold buffers still being copied out or already
+  // fetched back, which depend on the whole plan's timing (verification by simulation sees them).
   std::vector<const Probe*> all = {&full, &one};
-  for (const Probe& p : single)
-    if (p.ok) all.push_back(&p);
+  for (int o = 0; o < kPlanOptionCount; ++o) {
+    const PlanOption opt = static_cast<PlanOption>(o);
+    if (single[static_cast<size_t>(o)].ok && opt != PlanOption::kOffload &&
+        opt != PlanOption::kOffloadFull)
+      all.push_back(&single[static_cast<size_t>(o)]);
+  }
   for (const Probe* p : all) {
     m.outer_bytes = std::max(m.outer_bytes, p->outer_peak - base);
     m.head_fwd_bytes = std::max(m.head_fwd_bytes, p->head_fwd_peak - sum_of(p->hf) - base);

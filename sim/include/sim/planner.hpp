@@ -39,13 +39,13 @@ namespace sim {
 
 // The per-block options a plan chooses among, one row each in BlockCosts::single. Checkpointed
 // blocks (segments) are costed by BlockCosts' segment fields, since a segment spans blocks.
-// To add an option (offload, offload+full: BlockMode/ClauseMode values on another branch), add a
-// value here before kCount, measure its row in probe_chain (one uniform probe plan of that mode;
-// the copy stream's stall belongs in the row's cost), map it in block_mode_of() and
-// clause_mode_of() in planner.cpp; the DP iterates the table unchanged. Both are single-block
-// rows: offload+full checkpoints one block alone (its input on the host), so it needs no
-// segment terms.
-enum class PlanOption : uint8_t { kStore, kSelective, kSacMm, kCount };
+// To add an option, add a value here before kCount, measure its row in probe_chain (one uniform
+// probe plan of that mode), map it in block_mode_of() and clause_mode_of() in planner.cpp; the DP
+// iterates the table unchanged. Offload and offload+full are single-block rows: offload+full
+// checkpoints one block alone (its input on the host), so it needs no segment terms. Their cost
+// is the compute stream's wait on copies back (the stall) plus any recompute: the objective is
+// the time the plan adds to the step, recompute and stalls together.
+enum class PlanOption : uint8_t { kStore, kSelective, kSacMm, kOffload, kOffloadFull, kCount };
 inline constexpr int kPlanOptionCount = static_cast<int>(PlanOption::kCount);
 
 // A recompute cost: time first, FLOPs break ties (lexicographic).
