@@ -17,8 +17,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--device", f.device, "GPU names (models/devices/*.json) or paths");
   if (options.strategy) {
     add("--strategy", f.strategy,
-        "none, full, every:K, block:K, sqrt, selective, sac:mm, "
-        "custom:none@0-3+full@4-11+seg@12-23/4, budget:60GiB (the planner's plan)");
+        "none, full, every:K, block:K, sqrt, selective, sac:mm, offload, offload+full, "
+        "custom:none@0-3+full@4-11+seg@12-23/4 (also sel@, sac@, offload@, offload-full@), "
+        "budget:60GiB (the planner's plan)");
   }
   add("--profile", f.profile, "pytorch or paper (Korthikanti et al. exactly)");
   add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32 (default: the profile's)");

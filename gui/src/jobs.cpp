@@ -99,6 +99,9 @@ bool FitMapJob::step() {
       FitCell& c = d.grids[s][cell];
       c.done = true;
       try {
+        // A budget would be planned anew in every cell: not drawn in the fit map.
+        if (req_.strategies[s].kind == sim::StrategyKind::kBudget)
+          throw sim::ConfigError("--strategy", "budget", "budget: plans are not drawn in the fit map");
         const sim::Result res = sim::simulate_plan(g, sim::resolve(req_.strategies[s], g.n_blocks), req_.device);
         c.ok = true;
         c.fits = res.fits;

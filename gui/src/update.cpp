@@ -5,6 +5,7 @@
 
 #include "categories.hpp"
 #include "sim/error.hpp"
+#include "sim/planner.hpp"
 
 namespace gui {
 namespace {
@@ -22,7 +23,10 @@ std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> gr
                                             const sim::Device& device) {
   const auto t0 = Clock::now();
   auto d = std::make_shared<RunData>();
-  d->plan = sim::resolve(strategy, graph->n_blocks);
+  // budget: shows the planner's plan (sim/planner.hpp), simulated like any other.
+  d->plan = strategy.kind == sim::StrategyKind::kBudget
+                ? sim::plan_budget(*graph, device, strategy.k).plan
+                : sim::resolve(strategy, graph->n_blocks);
   sim::SimOptions options;
   options.record_timeline = true;
   d->result = sim::simulate_plan(*graph, d->plan, device, options);
@@ -59,7 +63,8 @@ void apply_edits(AppState& st) {
     e.error.clear();
     try {
       sim::Strategy s = sim::parse_strategy(e.spec);
-      if (st.graph) sim::resolve(s, st.graph->n_blocks);  // range errors show in the panel
+      // Range errors show in the panel; a budget is planned when the run is simulated.
+      if (st.graph && s.kind != sim::StrategyKind::kBudget) sim::resolve(s, st.graph->n_blocks);
       e.strategy = std::move(s);
     } catch (const sim::ConfigError& err) {
       e.error = err.what();
