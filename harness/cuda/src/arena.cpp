@@ -1,9 +1,12 @@
 #include "cuda_harness/arena.hpp"
 
+#include <algorithm>
 #include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "sim/graph.hpp"
 
 namespace cuda_harness {
 
@@ -89,6 +92,67 @@ int64_t arena_capacity(const std::vector<int64_t>& storage_bytes, int64_t max_sc
     total += r;
   }
   return total;
+}
+
+namespace {
+
+int64_t step_capacity(const sim::Graph& g, int64_t alignment) {
+  std::vector<int64_t> bytes;
+  bytes.reserve(g.storages.size());
+  for (const sim::Storage& s : g.storages) bytes.push_back(s.bytes);
+  int64_t scratch = g.optimizer_transient_bytes;
+  for (const sim::Op& op : g.ops) {
+    scratch = std::max(scratch, op.fwd_transient_bytes);
+    scratch = std::max(scratch, op.bwd_transient_bytes + op.bwd_accum_bytes);
+  }
+  return arena_capacity(bytes, scratch, alignment);
+}
+
+}  // namespace
+
+StorageArena::StorageArena(const sim::Graph& g, int64_t alignment)
+    : state_(g.storages.size(), kDead), planner_(step_capacity(g, alignment), alignment) {
+  bytes_.reserve(g.storages.size());
+  for (const sim::Storage& s : g.storages) bytes_.push_back(s.bytes);
+}
+
+int64_t StorageArena::place(int32_t s) {
+  if (live(s)) remove(s);
+  const int64_t bytes = bytes_[static_cast<size_t>(s)];
+  const int64_t off = planner_.allocate(bytes);
+  if (off < 0) planner_.count_outside(bytes);
+  state_[static_cast<size_t>(s)] = off >= 0 ? off : kOutside;
+  return off;
+}
+
+void StorageArena::remove(int32_t s) {
+  const int64_t st = state_.at(static_cast<size_t>(s));
+  if (st == kDead)
+    throw std::logic_error("arena: storage " + std::to_string(s) + " is removed while not live");
+  if (st == kOutside) planner_.count_outside(-bytes_[static_cast<size_t>(s)]);
+  else planner_.release(st);
+  state_[static_cast<size_t>(s)] = kDead;
+}
+
+int64_t StorageArena::offset(int32_t s) const {
+  const int64_t st = state_.at(static_cast<size_t>(s));
+  return st >= 0 ? st : -1;
+}
+
+int64_t StorageArena::place_scratch(int64_t bytes) {
+  remove_scratch();
+  const int64_t off = planner_.allocate(bytes);
+  if (off < 0) planner_.count_outside(bytes);
+  scratch_ = off >= 0 ? off : kOutside;
+  scratch_bytes_ = bytes;
+  return off;
+}
+
+void StorageArena::remove_scratch() {
+  if (scratch_ == kOutside) planner_.count_outside(-scratch_bytes_);
+  else if (scratch_ >= 0) planner_.release(scratch_);
+  scratch_ = kDead;
+  scratch_bytes_ = 0;
 }
 
 }  // namespace cuda_harness

@@ -641,19 +641,11 @@ struct Mat {
 class CudaBackend final : public executor::Backend {
  public:
   CudaBackend(const sim::Graph& g, const executor::StepOptions& o)
-      : g_(g), opt_(o), phases_(g.ops.size()) {
-    std::vector<int64_t> bytes;
-    int64_t max_scratch = g.optimizer_transient_bytes;
-    for (const sim::Storage& s : g.storages) bytes.push_back(s.bytes);
-    for (const sim::Op& op : g.ops)
-      max_scratch = std::max({max_scratch, op.fwd_transient_bytes,
-                              op.bwd_transient_bytes + op.bwd_accum_bytes});
-    arena_ = std::make_unique<ArenaPlanner>(arena_capacity(bytes, max_scratch, kAlignment), kAlignment);
-    check(cudaMalloc(&base_, static_cast<size_t>(arena_->capacity())), "cudaMalloc (arena)");
+      : g_(g), opt_(o), phases_(g.ops.size()), arena_(g, kAlignment) {
+    check(cudaMalloc(&base_, static_cast<size_t>(arena_.planner().capacity())), "cudaMalloc (arena)");
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cublasCreate(&blas_), "cublasCreate");
     check(cublasSetStream(blas_, stream_), "cublasSetStream");
-    offset_.assign(g.storages.size(), -1);
     outside_.assign(g.storages.size(), nullptr);
     int64_t at = 0;
     for (int32_t s : g.param_storages) {
@@ -679,50 +671,42 @@ class CudaBackend final : public executor::Backend {
 
   // ---- the walker's contract ----
   void allocate(int32_t s, int64_t bytes) override {
-    if (live(s)) release(s);  // a second step re-makes the persistent storages
-    const int64_t off = arena_->allocate(bytes);
+    if (bytes != g_.storages[s].bytes)
+      throw executor::ExecutionError("cuda: storage " + std::to_string(s) + " allocated with " +
+                                     std::to_string(bytes) + " B, the graph says " +
+                                     std::to_string(g_.storages[s].bytes));
+    if (arena_.live(s)) release(s);  // a second step re-makes the persistent storages
+    const int64_t off = arena_.place(s);
     char* p;
     if (off >= 0) {
-      offset_[s] = off;
       p = base_ + off;
     } else {  // fragmentation: a buffer of its own, counted the same
       check(cudaMalloc(&outside_[s], static_cast<size_t>(std::max<int64_t>(bytes, 1))), "cudaMalloc");
-      arena_->count_outside(bytes);
       p = outside_[s];
     }
     if (bytes > 0) check(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), stream_), "cudaMemsetAsync");
   }
   void release(int32_t s) override {
-    if (offset_[s] >= 0) {
-      arena_->release(offset_[s]);
-      offset_[s] = -1;
-    } else if (outside_[s]) {
+    if (arena_.outside(s)) {
       check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
       check(cudaFree(outside_[s]), "cudaFree");
       outside_[s] = nullptr;
-      arena_->count_outside(-g_.storages[s].bytes);
     }
+    arena_.remove(s);
   }
   void scratch(int64_t bytes) override {
     // The transient workspace is counted and placed; no kernel of this backend uses it (cuBLAS
-    // gets its own workspace, as in the simulator's model where it is a persistent storage).
-    scratch_off_ = arena_->allocate(bytes);
-    if (scratch_off_ < 0) {
+    // keeps its own workspace, which the simulator models as a persistent storage).
+    if (arena_.place_scratch(bytes) < 0)
       check(cudaMalloc(&scratch_outside_, static_cast<size_t>(std::max<int64_t>(bytes, 1))), "cudaMalloc");
-      arena_->count_outside(bytes);
-      scratch_bytes_ = bytes;
-    }
   }
   void release_scratch() override {
-    if (scratch_off_ >= 0) {
-      arena_->release(scratch_off_);
-    } else if (scratch_outside_) {
+    if (arena_.scratch_outside()) {
       check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
       check(cudaFree(scratch_outside_), "cudaFree");
       scratch_outside_ = nullptr;
-      arena_->count_outside(-scratch_bytes_);
     }
-    scratch_off_ = -1;
+    arena_.remove_scratch();
   }
 
   void initialize_persistent() override {
@@ -794,8 +778,8 @@ class CudaBackend final : public executor::Backend {
   }
 
   // ---- measurements ----
-  const ArenaPlanner& arena() const { return *arena_; }
-  void reset_measurements() { arena_->reset_peaks(); }
+  const ArenaPlanner& arena() const { return arena_.planner(); }
+  void reset_measurements() { arena_.planner().reset_peaks(); }
   int64_t work_bytes() const {
     int64_t t = 0;
     for (const Work& w : work_) t += w.bytes;
@@ -840,7 +824,7 @@ class CudaBackend final : public executor::Backend {
   }
 
   // ---- storages and operands ----
-  bool live(int32_t s) const { return offset_[s] >= 0 || outside_[s] != nullptr; }
+  bool live(int32_t s) const { return arena_.live(s); }
   int64_t numel(int32_t s) const { return g_.storages[s].bytes / sim::bytes_of(g_.storages[s].dtype); }
   int64_t numel(const TensorRef& r) const { return r.cols == 0 ? numel(r.storage) : numel(r.storage) / r.stride * r.cols; }
   int dt(int32_t s) const { return static_cast<int>(g_.storages[s].dtype); }
@@ -850,7 +834,7 @@ class CudaBackend final : public executor::Backend {
                                      (op_ >= 0 ? g_.ops[op_].name : "") + ") uses storage " +
                                      std::to_string(s) + " (" + g_.storages[s].role +
                                      "), whose buffer has been freed");
-    return offset_[s] >= 0 ? base_ + offset_[s] : outside_[s];
+    return arena_.outside(s) ? outside_[s] : base_ + arena_.offset(s);
   }
   DView view(const TensorRef& r) const {
     DView v;
@@ -1012,13 +996,11 @@ class CudaBackend final : public executor::Backend {
   const sim::Graph& g_;
   executor::StepOptions opt_;
   PhaseTracker phases_;
-  std::unique_ptr<ArenaPlanner> arena_;
+  StorageArena arena_;
   char* base_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  std::vector<int64_t> offset_;
-  std::vector<char*> outside_;
-  int64_t scratch_off_ = -1, scratch_bytes_ = 0;
+  std::vector<char*> outside_;  // storages the arena could not place (fragmentation)
   char* scratch_outside_ = nullptr;
   std::vector<Work> work_;
   size_t n_work_ = 0;

@@ -6,9 +6,14 @@
 // to place buffers, and the arena's high-water mark (reserved-like) is reported beside it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <vector>
+
+namespace sim {
+struct Graph;
+}
 
 namespace cuda_harness {
 
@@ -53,5 +58,37 @@ class ArenaPlanner {
 // fallback buffer is counted the same.
 int64_t arena_capacity(const std::vector<int64_t>& storage_bytes, int64_t max_scratch_bytes,
                        int64_t alignment);
+
+// Where each storage of one step's graph sits: the CUDA backend keeps one, and the host tests
+// drive one through the executor's walker over the CPU backend, so the accounting a GPU run
+// reports is the accounting CI checks.
+// Contract: place(s) gives storage s (its graph bytes) an arena offset, or -1 when the caller must
+// give it a buffer of its own (outside(s) then holds; its bytes are counted all the same); a
+// storage placed while live is released first (a second step re-makes the persistent ones).
+// remove(s) drops a live storage. place_scratch()/remove_scratch(): the running event's one
+// transient workspace, likewise.
+class StorageArena {
+ public:
+  StorageArena(const sim::Graph& g, int64_t alignment);
+
+  int64_t place(int32_t s);
+  void remove(int32_t s);                  // throws std::logic_error when s is not live
+  bool live(int32_t s) const { return state_.at(static_cast<std::size_t>(s)) != kDead; }
+  bool outside(int32_t s) const { return state_.at(static_cast<std::size_t>(s)) == kOutside; }
+  int64_t offset(int32_t s) const;         // arena offset of a placed storage, else -1
+  int64_t place_scratch(int64_t bytes);    // offset, or -1 (outside, counted)
+  void remove_scratch();                   // no-op when no scratch is placed
+  bool scratch_outside() const { return scratch_ == kOutside; }
+
+  const ArenaPlanner& planner() const { return planner_; }
+  ArenaPlanner& planner() { return planner_; }
+
+ private:
+  static constexpr int64_t kDead = -1, kOutside = -2;
+  std::vector<int64_t> bytes_;
+  std::vector<int64_t> state_;  // offset, kDead or kOutside, per storage
+  int64_t scratch_ = kDead, scratch_bytes_ = 0;
+  ArenaPlanner planner_;
+};
 
 }  // namespace cuda_harness
