@@ -133,7 +133,7 @@ int harness_main(int argc, char** argv) {
 #else
       throw Unavailable(
           "--backend cuda: this build has no CUDA backend (no CUDA compiler was found when it was "
-          "configured; see harness/README.md)");
+          "configured)");
 #endif
     }
     const int64_t n = cli_common::point_count(axes);
