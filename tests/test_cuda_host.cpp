@@ -2,7 +2,9 @@
 // placement and exact-byte ledger, the StorageArena the CUDA backend keeps, driven here by the
 // executor's walker over the CPU backend for every strategy (its peak must be the walker's and
 // the simulator's, to the byte, on the first and on a second step as run_cuda() measures it), the
-// phase each call is timed under, and the timing table's rows and CSV.
+// cuBLAS calls planned for every matmul (run through a column-major emulation of cuBLAS and held
+// against the CPU backend's loops, with GQA and column views), the phase each call is timed
+// under, and the timing table's rows and CSV.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "cuda_harness/arena.hpp"
+#include "cuda_harness/gemm_plan.hpp"
 #include "cuda_harness/timing.hpp"
 #include "executor/executor.hpp"
 #include "executor_configs.hpp"
@@ -285,4 +288,121 @@ TEST_CASE("cuda host: the timing table's CSV and event times") {
   CHECK_THROWS_AS(cuda_harness::elapsed_ns(-1.0f), std::domain_error);
   CHECK_THROWS_AS(cuda_harness::elapsed_ns(std::nanf("")), std::domain_error);
   CHECK_THROWS_AS(cuda_harness::elapsed_ns(INFINITY), std::domain_error);
+}
+
+namespace {
+
+using cuda_harness::AttnDims;
+using cuda_harness::CublasGemm;
+using cuda_harness::RowMajorGemm;
+using Buf = std::vector<double>;
+
+// cublasGemmStridedBatchedEx as its documentation defines it (column-major): for batch entry e,
+// C[i + j ldc] = alpha sum_l op(A)(i, l) op(B)(l, j) + beta C[i + j ldc], with op(A)(i, l) =
+// A[i + l lda] (N) or A[l + i lda] (T), every operand offset by e * its stride; with beta 0, C is
+// not read.
+void emulate(const std::vector<RowMajorGemm>& plan, const Buf& a, const Buf& b, Buf& c) {
+  const Buf* buf[3] = {&a, &b, &c};
+  for (const RowMajorGemm& rm : plan) {
+    const CublasGemm g = cuda_harness::to_cublas(rm);
+    const Buf& A = *buf[g.a.buffer];
+    const Buf& B = *buf[g.b.buffer];
+    REQUIRE(g.c.buffer == 2);
+    for (int64_t e = 0; e < g.batch; ++e)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) {
+          double acc = 0;
+          for (int64_t l = 0; l < g.k; ++l) {
+            const int64_t ai = g.a.offset + e * g.a.stride + (g.trans_a ? l + i * g.a.ld : i + l * g.a.ld);
+            const int64_t bi = g.b.offset + e * g.b.stride + (g.trans_b ? j + l * g.b.ld : l + j * g.b.ld);
+            acc += A.at(static_cast<size_t>(ai)) * B.at(static_cast<size_t>(bi));
+          }
+          double& out = c.at(static_cast<size_t>(g.c.offset + e * g.c.stride + i + j * g.c.ld));
+          out = g.alpha * acc + (g.beta == 0.0f ? 0.0 : g.beta * out);
+        }
+  }
+}
+
+Buf random_buf(size_t n, uint64_t salt) {
+  Buf v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 7919 + salt * 104729) % 23) / 11.0 - 1.0;
+  return v;
+}
+
+void check_close(const Buf& got, const Buf& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(got[i] - want[i]) <= 1e-12 * (1 + std::abs(want[i])));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda host: the linear layer's cuBLAS calls compute y = x w^T, dx = dy w, dw = dy^T x") {
+  const int64_t rows = 5, in = 3, out = 4, ld_x = 7, ld_dy = 6;  // x and dy as column views
+  const Buf x = random_buf(rows * ld_x, 1), w = random_buf(out * in, 2), dy = random_buf(rows * ld_dy, 3);
+  Buf y(rows * out, 99.0), dx(rows * in, 99.0), dw(out * in, 99.0);  // beta 0: old C is ignored
+  emulate(cuda_harness::linear_forward(rows, in, out, ld_x), x, w, y);
+  emulate(cuda_harness::linear_dx(rows, in, out, ld_dy), dy, w, dx);
+  emulate(cuda_harness::linear_dw(rows, in, out, ld_dy, ld_x), dy, x, dw);
+  // The CPU backend's loops (cpu_backend.cpp, Exec::kLinear).
+  Buf ry(rows * out, 0.0), rdx(rows * in, 0.0), rdw(out * in, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < in; ++k) {
+        ry[r * out + o] += x[r * ld_x + k] * w[o * in + k];
+        rdx[r * in + k] += dy[r * ld_dy + o] * w[o * in + k];
+        rdw[o * in + k] += dy[r * ld_dy + o] * x[r * ld_x + k];
+      }
+  check_close(y, ry);
+  check_close(dx, rdx);
+  check_close(dw, rdw);
+}
+
+TEST_CASE("cuda host: attention's cuBLAS calls match the CPU backend with GQA and fused-qkv views") {
+  for (const int64_t grp : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+    CAPTURE(grp);
+    const AttnDims a{2, 4, 3, 2, grp};
+    const int64_t b = a.b, heads = a.heads, s = a.s, d = a.d, kvh = a.kv_heads();
+    const int64_t qw = heads * d, kw = kvh * d, tokens = b * s;
+    const int64_t ld_q = qw + 2 * kw + 1, ld_k = kw + 3, ld_v = kw + 5, ld_do = qw;  // views
+    const float scale = 0.5f;
+    const Buf q = random_buf(tokens * ld_q, 4), k = random_buf(tokens * ld_k, 5),
+              v = random_buf(tokens * ld_v, 6), ds = random_buf(b * heads * s * s, 7),
+              p = random_buf(b * heads * s * s, 8), dout = random_buf(tokens * ld_do, 9);
+    Buf sc(b * heads * s * s, 99.0), dq(tokens * qw, 99.0), dk(tokens * kw, 99.0),
+        o(tokens * qw, 99.0), dp(b * heads * s * s, 99.0), dv(tokens * kw, 99.0);
+    emulate(cuda_harness::qk_forward(a, ld_q, ld_k, scale), q, k, sc);
+    emulate(cuda_harness::qk_dq(a, ld_k, scale), ds, k, dq);
+    emulate(cuda_harness::qk_dk(a, ld_q, scale), ds, q, dk);
+    emulate(cuda_harness::av_forward(a, ld_v), p, v, o);
+    emulate(cuda_harness::av_dp(a, ld_do, ld_v), dout, v, dp);
+    emulate(cuda_harness::av_dv(a, ld_do), p, dout, dv);
+    // The CPU backend's index maps and loops (cpu_backend.cpp, Exec::kQk and Exec::kAv).
+    auto sidx = [&](int64_t bi, int64_t h, int64_t i, int64_t j) { return ((bi * heads + h) * s + i) * s + j; };
+    auto qrow = [&](int64_t bi, int64_t i) { return bi * s + i; };
+    Buf rsc(sc.size(), 0.0), rdq(dq.size(), 0.0), rdk(dk.size(), 0.0), ro(o.size(), 0.0),
+        rdp(dp.size(), 0.0), rdv(dv.size(), 0.0);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < s; ++j)
+            for (int64_t e = 0; e < d; ++e) {
+              const int64_t qi = qrow(bi, i) * ld_q + h * d + e, kj = qrow(bi, j) * ld_k + (h / grp) * d + e;
+              const int64_t vj = qrow(bi, j) * ld_v + (h / grp) * d + e;
+              rsc[sidx(bi, h, i, j)] += scale * q[qi] * k[kj];
+              rdq[qrow(bi, i) * qw + h * d + e] += scale * ds[sidx(bi, h, i, j)] * k[kj];
+              rdk[qrow(bi, j) * kw + (h / grp) * d + e] += scale * ds[sidx(bi, h, i, j)] * q[qi];
+              ro[qrow(bi, i) * qw + h * d + e] += p[sidx(bi, h, i, j)] * v[vj];
+              rdp[sidx(bi, h, i, j)] += dout[qrow(bi, i) * ld_do + h * d + e] * v[vj];
+              rdv[qrow(bi, j) * kw + (h / grp) * d + e] += p[sidx(bi, h, i, j)] * dout[qrow(bi, i) * ld_do + h * d + e];
+            }
+    check_close(sc, rsc);
+    check_close(dq, rdq);
+    check_close(dk, rdk);
+    check_close(o, ro);
+    check_close(dp, rdp);
+    check_close(dv, rdv);
+  }
 }

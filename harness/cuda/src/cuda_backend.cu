@@ -32,6 +32,7 @@
 
 #include "cuda_harness/arena.hpp"
 #include "cuda_harness/cuda_backend.hpp"
+#include "cuda_harness/gemm_plan.hpp"
 #include "numeric.hpp"
 #include "sim/error.hpp"
 
@@ -630,12 +631,11 @@ cudaDataType_t cuda_type(int dt) {
 bool gemm_dtype(int dt) { return dt == kF16 || dt == kBF16 || dt == kF32; }
 int64_t esize(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
-// A row-major matrix operand for cuBLAS: element (r, c) at p + (r * ld + c) * esize(t).
+// A row-major matrix buffer for cuBLAS: element (r, c) at p + (r * ld + c) * esize(t).
 struct Mat {
   char* p = nullptr;
   cudaDataType_t t = CUDA_R_32F;
   int64_t ld = 0;
-  Mat at(int64_t r, int64_t c) const { return {p + (r * ld + c) * esize(t), t, ld}; }
 };
 
 class CudaBackend final : public executor::Backend {
@@ -941,17 +941,23 @@ class CudaBackend final : public executor::Backend {
     return {Mat{reinterpret_cast<char*>(to_f32(a, ra * ca)), CUDA_R_32F, ca},
             Mat{reinterpret_cast<char*>(to_f32(b, rb * cb)), CUDA_R_32F, cb}};
   }
-  // Row-major C[M, N] = alpha op(A) op(B) + beta C, batched with element strides; as cuBLAS's
-  // column-major C^T = op(B)^T op(A)^T.
-  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const Mat& a,
-            int64_t sa, const Mat& b, int64_t sb, float beta, const Mat& c, int64_t sc,
-            int64_t batch) {
-    check(cublasGemmStridedBatchedEx(
-              blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, "n"),
-              as_int(m, "m"), as_int(k, "k"), &alpha, b.p, b.t, as_int(b.ld, "ldb"), sb, a.p, a.t,
-              as_int(a.ld, "lda"), sa, &beta, c.p, c.t, as_int(c.ld, "ldc"), sc,
-              as_int(batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmStridedBatchedEx");
+  // Issues a planned sequence of GEMMs (gemm_plan.hpp) over buffers 0, 1 (operands) and 2 (C).
+  void gemms(const std::vector<RowMajorGemm>& plan, const Mat& a, const Mat& b, const Mat& c) {
+    const Mat* buf[3] = {&a, &b, &c};
+    for (const RowMajorGemm& rm : plan) {
+      const CublasGemm g = to_cublas(rm);
+      const Mat& A = *buf[g.a.buffer];
+      const Mat& B = *buf[g.b.buffer];
+      const Mat& C = *buf[g.c.buffer];
+      check(cublasGemmStridedBatchedEx(
+                blas_, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                as_int(g.m, "m"), as_int(g.n, "n"), as_int(g.k, "k"), &g.alpha,
+                A.p + g.a.offset * esize(A.t), A.t, as_int(g.a.ld, "lda"), g.a.stride,
+                B.p + g.b.offset * esize(B.t), B.t, as_int(g.b.ld, "ldb"), g.b.stride, &g.beta,
+                C.p + g.c.offset * esize(C.t), C.t, as_int(g.c.ld, "ldc"), g.c.stride,
+                as_int(g.batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmStridedBatchedEx");
+    }
   }
   // The output matrix of a forward GEMM: the storage itself when cuBLAS can write its dtype from
   // these operands, else an fp32 work buffer (then finish() converts).
@@ -1168,7 +1174,7 @@ void CudaBackend::linear(const sim::OpArgs& a, bool bwd) {
     const auto [X, W] = operands(x, rows, in_f, w, out_f, in_f);
     const Mat Y = bias ? Mat{reinterpret_cast<char*>(work(rows * out_f)), CUDA_R_32F, out_f}
                        : result(a.out[0], X.t, rows, out_f);
-    gemm(false, true, rows, out_f, in_f, 1.0f, X, 0, W, 0, 0.0f, Y, 0, 1);
+    gemms(linear_forward(rows, in_f, out_f, X.ld), X, W, Y);
     if (bias) {
       DView b = bias == 2 ? load(a.in[2]) : w;
       if (bias == 1) b.off += out_f * in_f;  // stored after the weight
@@ -1182,14 +1188,14 @@ void CudaBackend::linear(const sim::OpArgs& a, bool bwd) {
   if (wanted(a.in[0])) {
     const auto [DY, W] = operands(dy, rows, out_f, w, out_f, in_f);
     const Mat DX{reinterpret_cast<char*>(work(rows * in_f)), CUDA_R_32F, in_f};
-    gemm(false, false, rows, in_f, out_f, 1.0f, DY, 0, W, 0, 0.0f, DX, 0, 1);
+    gemms(linear_dx(rows, in_f, out_f, DY.ld), DY, W, DX);
     deliver(a, 0, f32(reinterpret_cast<float*>(DX.p)));
   }
   if (wanted(a.in[1]) || (bias == 2 && wanted(a.in[2]))) {
     float* dw = work(numel(a.in[1]));
     const auto [DY, X] = operands(dy, rows, out_f, x, rows, in_f);
-    gemm(true, false, out_f, in_f, rows, 1.0f, DY, 0, X, 0, 0.0f,
-         Mat{reinterpret_cast<char*>(dw), CUDA_R_32F, in_f}, 0, 1);
+    gemms(linear_dw(rows, in_f, out_f, DY.ld, X.ld), DY, X,
+          Mat{reinterpret_cast<char*>(dw), CUDA_R_32F, in_f});
     float* db = bias == 1 ? dw + out_f * in_f : work(out_f);
     if (bias) {
       k_colsum<<<grid_for(out_f), kThreads, 0, stream_>>>(dy, db, rows, out_f);
@@ -1227,9 +1233,10 @@ void CudaBackend::attention(const sim::OpArgs& a, bool bwd) {
     launched("k_softmax_bwd");
     return deliver(a, 0, f32(dx));
   }
-  const int64_t b = d[0], heads = d[1], s = d[2], hd = d[3], grp = d[4], kvh = heads / grp;
+  const AttnDims ad{d[0], d[1], d[2], d[3], d[4]};
+  const int64_t b = ad.b, heads = ad.heads, s = ad.s, hd = ad.d;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const int64_t qw = heads * hd, kw = kvh * hd;  // row widths of q-like and k-like tensors
+  const int64_t qw = heads * hd, kw = ad.kv_heads() * hd;  // row widths of q-like, k-like tensors
   if (a.exec == Exec::kQk) {
     const int qc = (d[5] & 1) ? 1 : 0, kc = (d[5] & 2) ? 1 + qc : 0;
     DView q, k;
@@ -1240,10 +1247,7 @@ void CudaBackend::attention(const sim::OpArgs& a, bool bwd) {
       if (kc) convert(k, a.out[kc]), k = view(a.out[kc]);
       const auto [Q, K] = operands(q, b * s, qw, k, b * s, kw);
       const Mat S = result(a.out[0], Q.t, b * heads * s, s);
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t g = 0; g < kvh; ++g)
-          gemm(false, true, s, s, hd, scale, Q.at(bi * s, g * grp * hd), hd, K.at(bi * s, g * hd), 0,
-               0.0f, S.at((bi * heads + g * grp) * s, 0), s * s, grp);
+      gemms(qk_forward(ad, Q.ld, K.ld, scale), Q, K, S);
       return finish(a.out[0], S, b * heads * s * s);
     }
     q = saved(qc ? a.out[qc] : a.in[0]);
@@ -1252,19 +1256,13 @@ void CudaBackend::attention(const sim::OpArgs& a, bool bwd) {
     if (wanted(a.in[0])) {
       const auto [DS, K] = operands(ds, b * heads * s, s, k, b * s, kw);
       const Mat DQ{reinterpret_cast<char*>(work(b * s * qw)), CUDA_R_32F, qw};
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t g = 0; g < kvh; ++g)
-          gemm(false, false, s, hd, s, scale, DS.at((bi * heads + g * grp) * s, 0), s * s,
-               K.at(bi * s, g * hd), 0, 0.0f, DQ.at(bi * s, g * grp * hd), hd, grp);
+      gemms(qk_dq(ad, K.ld, scale), DS, K, DQ);
       deliver(a, 0, f32(reinterpret_cast<float*>(DQ.p)));
     }
     if (wanted(a.in[1])) {
       const auto [DS, Q] = operands(ds, b * heads * s, s, q, b * s, qw);
       const Mat DK{reinterpret_cast<char*>(work(b * s * kw)), CUDA_R_32F, kw};
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t h = 0; h < heads; ++h)
-          gemm(true, false, s, hd, s, scale, DS.at((bi * heads + h) * s, 0), 0, Q.at(bi * s, h * hd), 0,
-               h % grp == 0 ? 0.0f : 1.0f, DK.at(bi * s, (h / grp) * hd), 0, 1);
+      gemms(qk_dk(ad, Q.ld, scale), DS, Q, DK);
       deliver(a, 1, f32(reinterpret_cast<float*>(DK.p)));
     }
     return;
@@ -1277,29 +1275,20 @@ void CudaBackend::attention(const sim::OpArgs& a, bool bwd) {
     if (vc) convert(v, a.out[vc]), v = view(a.out[vc]);
     const auto [P, V] = operands(p, b * heads * s, s, v, b * s, kw);
     const Mat O = result(a.out[0], P.t, b * s, qw);
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t g = 0; g < kvh; ++g)
-        gemm(false, false, s, hd, s, 1.0f, P.at((bi * heads + g * grp) * s, 0), s * s, V.at(bi * s, g * hd), 0,
-             0.0f, O.at(bi * s, g * grp * hd), hd, grp);
+    gemms(av_forward(ad, V.ld), P, V, O);
     return finish(a.out[0], O, b * s * qw);
   }
   const DView p = saved(a.in[0]), v = saved(vc ? a.out[vc] : a.in[1]), dout = grad_out(a, 0);
   if (wanted(a.in[0])) {
     const auto [DO, V] = operands(dout, b * s, qw, v, b * s, kw);
     const Mat DP{reinterpret_cast<char*>(work(b * heads * s * s)), CUDA_R_32F, s};
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t g = 0; g < kvh; ++g)
-        gemm(false, true, s, s, hd, 1.0f, DO.at(bi * s, g * grp * hd), hd, V.at(bi * s, g * hd), 0, 0.0f,
-             DP.at((bi * heads + g * grp) * s, 0), s * s, grp);
+    gemms(av_dp(ad, DO.ld, V.ld), DO, V, DP);
     deliver(a, 0, f32(reinterpret_cast<float*>(DP.p)));
   }
   if (wanted(a.in[1])) {
     const auto [P, DO] = operands(p, b * heads * s, s, dout, b * s, qw);
     const Mat DV{reinterpret_cast<char*>(work(b * s * kw)), CUDA_R_32F, kw};
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t h = 0; h < heads; ++h)
-        gemm(true, false, s, hd, s, 1.0f, P.at((bi * heads + h) * s, 0), 0, DO.at(bi * s, h * hd), 0,
-             h % grp == 0 ? 0.0f : 1.0f, DV.at(bi * s, (h / grp) * hd), 0, 1);
+    gemms(av_dv(ad, DO.ld), P, DO, DV);
     deliver(a, 1, f32(reinterpret_cast<float*>(DV.p)));
   }
 }
