@@ -3,7 +3,8 @@
 // executor's walker over the CPU backend for every strategy (its peak must be the walker's and
 // the simulator's, to the byte, on the first and on a second step as run_cuda() measures it), the
 // cuBLAS calls planned for every matmul (run through a column-major emulation of cuBLAS and held
-// against the CPU backend's loops, with GQA and column views), the phase each call is timed
+// against the CPU backend's loops, with GQA and column views), the kernels' shared element math
+// (the dropout generator bit for bit with the CPU backend's), the phase each call is timed
 // under, and the timing table's rows and CSV.
 #include <doctest/doctest.h>
 
@@ -16,9 +17,11 @@
 
 #include "cuda_harness/arena.hpp"
 #include "cuda_harness/gemm_plan.hpp"
+#include "cuda_harness/kernel_math.hpp"
 #include "cuda_harness/timing.hpp"
 #include "executor/executor.hpp"
 #include "executor_configs.hpp"
+#include "numeric.hpp"
 
 using namespace sim;
 using cuda_harness::ArenaPlanner;
@@ -404,5 +407,46 @@ TEST_CASE("cuda host: attention's cuBLAS calls match the CPU backend with GQA an
     check_close(o, ro);
     check_close(dp, rdp);
     check_close(dv, rdv);
+  }
+}
+
+TEST_CASE("cuda host: the kernels' generator, dropout masks, weights and tokens are the CPU backend's") {
+  namespace m = cuda_harness::math;
+  using executor::detail::uniform;
+  int kept = 0;
+  for (uint64_t op = 0; op < 40; ++op)
+    for (uint64_t i = 0; i < 200; ++i) {
+      const uint64_t step = i % 3, seed = 1 + op % 2;
+      REQUIRE(m::uniform(seed, op, i, step) == uniform(seed, op, i, step));
+      // cpu_backend's keep_scale: 1 / (1 - p) where uniform >= p, else 0.
+      const double p = 0.1;
+      const float k = m::keep_scale(seed, op, i, step, p);
+      CHECK(k == (uniform(seed, op, i, step) >= p ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f));
+      kept += k != 0.0f;
+      // Weights (before rounding) and token ids, as cpu_backend draws them.
+      const double u = uniform(seed, 0x5eed, op, i) - 0.5;
+      CHECK(m::param_value(seed, op, i, false) == 0.8 * u);
+      CHECK(m::param_value(seed, op, i, true) == 1.0 + 0.4 * u);
+      CHECK(m::token(seed, 0x1d5, i, 40) ==
+            static_cast<int64_t>(std::floor(uniform(seed, 0x1d5, i) * 40.0)));
+    }
+  // p = 0.1 keeps about 90% (8,000 draws: the count is within a few standard deviations).
+  CHECK(kept > 7000);
+  CHECK(kept < 7400);
+}
+
+TEST_CASE("cuda host: GeLU and SiLU and their derivatives in fp32 match the double formulas") {
+  namespace m = cuda_harness::math;
+  for (double x = -6.0; x <= 6.0; x += 0.125) {
+    CAPTURE(x);
+    const float v = static_cast<float>(x);
+    const double th = std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    const double gelu = 0.5 * x * (1 + th);
+    const double dgelu = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+    const double sg = 1.0 / (1.0 + std::exp(-x));
+    CHECK(std::abs(m::gelu(v) - gelu) <= 1e-6 * (1 + std::abs(gelu)));
+    CHECK(std::abs(m::gelu_grad(v) - dgelu) <= 1e-6 * (1 + std::abs(dgelu)));
+    CHECK(std::abs(m::silu(v) - x * sg) <= 1e-6 * (1 + std::abs(x * sg)));
+    CHECK(std::abs(m::silu_grad(v) - sg * (1 + x * (1 - sg))) <= 1e-6);
   }
 }

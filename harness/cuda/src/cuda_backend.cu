@@ -33,6 +33,7 @@
 #include "cuda_harness/arena.hpp"
 #include "cuda_harness/cuda_backend.hpp"
 #include "cuda_harness/gemm_plan.hpp"
+#include "cuda_harness/kernel_math.hpp"
 #include "numeric.hpp"
 #include "sim/error.hpp"
 
@@ -47,7 +48,6 @@ using sim::TensorRef;
 constexpr float kLayerNormEps = 1e-5f;  // torch.nn.LayerNorm eps
 constexpr float kRmsNormEps = 1e-6f;    // HF LlamaConfig rms_norm_eps
 constexpr double kRopeTheta = 10000.0;  // HF LlamaConfig rope_theta (Llama 2)
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi): GPT-2's tanh GeLU (gelu_new)
 
 constexpr int kThreads = 256;
 constexpr int kMaxHeadDim = 256;     // flash kernel's per-thread accumulator
@@ -107,22 +107,7 @@ __device__ __forceinline__ int64_t ldi(const DView& v, int64_t i) {
   return static_cast<int64_t>(ldv(v, i));
 }
 
-// numeric.hpp's generator, bit for bit (splitmix64; uniform from the top 53 bits, in double).
-__device__ __forceinline__ uint64_t dmix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-__device__ __forceinline__ double duniform(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  const uint64_t z = dmix(dmix(dmix(dmix(a) ^ b) ^ c) ^ d);
-  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
-}
-// cpu_backend's keep_scale: 1 / (1 - p) where kept, else 0.
-__device__ __forceinline__ float keep_scale(uint64_t seed, uint64_t op, uint64_t i, uint64_t step,
-                                            double p) {
-  return duniform(seed, op, i, step) >= p ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
-}
+using math::keep_scale;
 
 // Sum and max over a block of kThreads threads (every thread gets the result).
 __device__ float block_sum(float v) {
@@ -157,8 +142,7 @@ __device__ float block_max(float v) {
 __global__ void k_init_param(char* p, int dt, int64_t n, uint64_t seed, uint64_t pidx, int norm,
                              int64_t perturb, double delta) {
   GRID_STRIDE(i, n) {
-    const double u = duniform(seed, 0x5eed, pidx, static_cast<uint64_t>(i)) - 0.5;
-    double v = norm ? 1.0 + 0.4 * u : 0.8 * u;
+    double v = math::param_value(seed, pidx, static_cast<uint64_t>(i), norm != 0);
     if (i == perturb) v += delta;
     st(p, dt, i, static_cast<float>(v));
   }
@@ -169,11 +153,11 @@ __global__ void k_causal_mask(char* m, int64_t s) {
 __global__ void k_batch(char* ids, int ids_dt, char* labels, int labels_dt, int64_t n,
                         int64_t vocab, uint64_t seed) {
   GRID_STRIDE(t, n) {
-    const double id = floor(duniform(seed, 0x1d5, static_cast<uint64_t>(t), 0) * static_cast<double>(vocab));
-    const double lb = floor(duniform(seed, 0x1abe1, static_cast<uint64_t>(t), 0) * static_cast<double>(vocab));
-    if (ids_dt == kI64) reinterpret_cast<int64_t*>(ids)[t] = static_cast<int64_t>(id);
+    const int64_t id = math::token(seed, 0x1d5, static_cast<uint64_t>(t), vocab);
+    const int64_t lb = math::token(seed, 0x1abe1, static_cast<uint64_t>(t), vocab);
+    if (ids_dt == kI64) reinterpret_cast<int64_t*>(ids)[t] = id;
     else st(ids, ids_dt, t, static_cast<float>(id));
-    if (labels_dt == kI64) reinterpret_cast<int64_t*>(labels)[t] = static_cast<int64_t>(lb);
+    if (labels_dt == kI64) reinterpret_cast<int64_t*>(labels)[t] = lb;
     else st(labels, labels_dt, t, static_cast<float>(lb));
   }
 }
@@ -309,16 +293,8 @@ __global__ void k_rope_bwd(DView dy, DView cs, float* dx, int64_t n, int64_t hea
 __global__ void k_act(DView x, DView dy, int bwd, int gelu, char* y, int dt, float* dx, int64_t n) {
   GRID_STRIDE(i, n) {
     const float v = ldv(x, i);
-    float r;
-    if (gelu) {
-      const float th = tanhf(kGeluC * (v + 0.044715f * v * v * v));
-      r = bwd ? ldv(dy, i) * (0.5f * (1 + th) +
-                              0.5f * v * (1 - th * th) * kGeluC * (1 + 3 * 0.044715f * v * v))
-              : 0.5f * v * (1 + th);
-    } else {
-      const float sg = 1.0f / (1.0f + expf(-v));
-      r = bwd ? ldv(dy, i) * sg * (1 + v * (1 - sg)) : v * sg;
-    }
+    const float r = bwd ? ldv(dy, i) * (gelu ? math::gelu_grad(v) : math::silu_grad(v))
+                        : (gelu ? math::gelu(v) : math::silu(v));
     if (bwd) dx[i] = r; else st(y, dt, i, r);
   }
 }
