@@ -161,6 +161,17 @@ TEST_CASE("cuda host: storages that no hole fits go outside the arena and are st
   CHECK(a.offset(2) == -1);
   CHECK_THROWS_AS(a.remove(2), std::logic_error);
   CHECK(a.planner().peak_live_bytes() == 768 + 512);
+  // A device with too little memory: the arena is capped (to the alignment), and what does not
+  // fit goes outside, counted the same.
+  StorageArena small(g, 256, 600);
+  CHECK(small.planner().capacity() == 512);
+  CHECK(small.place(0) == 0);
+  CHECK(small.place(1) == 256);
+  CHECK(small.place(2) == -1);
+  CHECK(small.outside(2));
+  CHECK(small.planner().live_bytes() == 768);
+  small.remove(2);
+  CHECK(small.planner().live_bytes() == 512);
 }
 
 TEST_CASE("cuda host: the device ledger's peak is the walker's and the simulator's, every strategy") {

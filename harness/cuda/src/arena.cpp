@@ -110,8 +110,11 @@ int64_t step_capacity(const sim::Graph& g, int64_t alignment) {
 
 }  // namespace
 
-StorageArena::StorageArena(const sim::Graph& g, int64_t alignment)
-    : state_(g.storages.size(), kDead), planner_(step_capacity(g, alignment), alignment) {
+StorageArena::StorageArena(const sim::Graph& g, int64_t alignment, int64_t max_capacity)
+    : state_(g.storages.size(), kDead),
+      planner_(std::min(step_capacity(g, alignment),
+                        std::max<int64_t>(0, max_capacity) / alignment * alignment),
+               alignment) {
   bytes_.reserve(g.storages.size());
   for (const sim::Storage& s : g.storages) bytes_.push_back(s.bytes);
 }

@@ -617,7 +617,7 @@ struct Mat {
 class CudaBackend final : public executor::Backend {
  public:
   CudaBackend(const sim::Graph& g, const executor::StepOptions& o)
-      : g_(g), opt_(o), phases_(g.ops.size()), arena_(g, kAlignment) {
+      : g_(g), opt_(o), phases_(g.ops.size()), arena_(g, kAlignment, arena_limit()) {
     check(cudaMalloc(&base_, static_cast<size_t>(arena_.planner().capacity())), "cudaMalloc (arena)");
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cublasCreate(&blas_), "cublasCreate");
@@ -643,6 +643,15 @@ class CudaBackend final : public executor::Backend {
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
     if (base_) cudaFree(base_);
+  }
+
+  // The arena takes at most three quarters of the free device memory: the rest is for the fp32
+  // work buffers (the largest is a [tokens, vocab] gradient), cuBLAS and any storage the arena
+  // cannot place.
+  static int64_t arena_limit() {
+    size_t free_bytes = 0, total = 0;
+    check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+    return static_cast<int64_t>(free_bytes / 4 * 3);
   }
 
   // ---- the walker's contract ----
@@ -939,7 +948,8 @@ class CudaBackend final : public executor::Backend {
   // these operands, else an fp32 work buffer (then finish() converts).
   Mat result(const TensorRef& r, cudaDataType_t operand, int64_t rows, int64_t cols) {
     const int d = dt(r.storage);
-    if (gemm_dtype(d) && cuda_type(d) == operand) return Mat{out(r), operand, cols};
+    // cublasGemmEx's combinations: C in the operands' type, or fp32 C from 16-bit operands.
+    if (gemm_dtype(d) && (cuda_type(d) == operand || d == kF32)) return Mat{out(r), cuda_type(d), cols};
     return Mat{reinterpret_cast<char*>(work(rows * cols)), CUDA_R_32F, cols};
   }
   void finish(const TensorRef& r, const Mat& c, int64_t n) {

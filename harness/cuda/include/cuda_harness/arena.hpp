@@ -69,7 +69,10 @@ int64_t arena_capacity(const std::vector<int64_t>& storage_bytes, int64_t max_sc
 // transient workspace, likewise.
 class StorageArena {
  public:
-  StorageArena(const sim::Graph& g, int64_t alignment);
+  // The arena holds every storage of the graph at once (arena_capacity()), or `max_capacity`
+  // (rounded down to the alignment) when that is less: a device with too little memory for all
+  // of them places what fits and the caller makes buffers of their own for the rest.
+  StorageArena(const sim::Graph& g, int64_t alignment, int64_t max_capacity = INT64_MAX);
 
   int64_t place(int32_t s);
   void remove(int32_t s);                  // throws std::logic_error when s is not live
