@@ -75,6 +75,8 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
     for (const cuda_harness::TimingRow& t : step.timings) timings += cuda_harness::timing_csv_row(t);
     reserved = step.arena_high_water;
     run = std::move(step.step);
+#else
+    (void)timings;  // unreachable: main() refuses --backend cuda in a build without it
 #endif
   } else {
     run = executor::run_cpu(g, plan, schedule, opt);
