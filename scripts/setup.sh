@@ -29,5 +29,11 @@ fi
 
 build=${1:-build}
 shift || true
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+# The CUDA harness (harness/cuda) is built when CMake finds a CUDA compiler: nvcc on PATH, or
+# else the CUDA toolkit's standard install location (CMake does not look there by itself).
+cuda=()
+if [[ -z ${CUDACXX:-} ]] && ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  cuda=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cuda[@]}" "$@" >/dev/null
 cmake --build "$build" -j "$(nproc)"

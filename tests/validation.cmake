@@ -27,12 +27,46 @@ test "$status" -eq 3
 ]=] sh $<TARGET_FILE:actsim> ${ACTSIM_VALIDATION_DIR}
     ${CMAKE_CURRENT_BINARY_DIR}/tampered.csv)
 
-add_test(NAME validation.cuda_backend_not_built
-         COMMAND sh -c [=[
+# actsim-harness --backend cuda. Built with the CUDA backend (nvcc found): with no usable GPU
+# (CI) it exits 3 with one line naming cudaGetDeviceCount's error and writes nothing; on a
+# machine with a GPU it measures the committed configs' first points (source cuda) and its rows
+# validate exactly (the device ledger counts exact bytes), with a timing table row per call.
+# Built without it: exit 3, saying so.
+if(TARGET cuda_backend)
+  add_test(NAME validation.cuda_backend
+           COMMAND sh -c [=[
+rm -f "$3" "$3.timings" "$3.err"
+# (in sanitizer builds on a GPU machine, the CUDA driver needs ASan's shadow gap unprotected)
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}protect_shadow_gap=0" \
+"$1" --backend cuda --model exec-gpt,exec-llama --strategy none,full,selective \
+  --attention standard,flash --batch 2 --seq 8 -o "$3" --timings "$3.timings" 2> "$3.err"
+status=$?
+cat "$3.err"
+if [ "$status" -eq 3 ]; then
+  test "$(wc -l < "$3.err")" -eq 1 || exit 1
+  grep -q '^actsim-harness: error: --backend cuda: no usable CUDA device (cudaGetDeviceCount: cuda' "$3.err" \
+    || grep -q '^actsim-harness: error: --backend cuda: no CUDA device (cudaGetDeviceCount found 0)$' "$3.err" \
+    || exit 1
+  test ! -e "$3" && test ! -e "$3.timings"
+  exit
+fi
+test "$status" -eq 0 || exit 1
+test "$(grep -c '^1,cuda,' "$3")" -eq 12 || exit 1
+head -n 1 "$3.timings" | grep -q '^row_index,op_index,kind,block,phase,name,flops,bytes,measured_ns$'
+test "$(grep -c '^[0-9]*,-1,step,-1,step,step,' "$3.timings")" -eq 12 || exit 1
+"$4" validate "$3" --tolerance 0
+]=] sh $<TARGET_FILE:actsim-harness> ${ACTSIM_VALIDATION_DIR}
+      ${CMAKE_CURRENT_BINARY_DIR}/measured-cuda.csv $<TARGET_FILE:actsim>)
+  set(actsim_cuda_test validation.cuda_backend)
+else()
+  add_test(NAME validation.cuda_backend_not_built
+           COMMAND sh -c [=[
 "$1" --backend cuda --model exec-gpt 2> "$2"
 status=$?
-grep -q "CUDA backend is not built yet" "$2" && test "$status" -eq 2
+grep -q "^actsim-harness: error: --backend cuda: this build has no CUDA backend" "$2" && test "$status" -eq 3
 ]=] sh $<TARGET_FILE:actsim-harness> ${CMAKE_CURRENT_BINARY_DIR}/cuda.err)
+  set(actsim_cuda_test validation.cuda_backend_not_built)
+endif()
 
 # Torch rows are compared on the figure matching their allocator: simulated rows relabelled
 # `torch`, with the figure that must not be read spoiled (exact: peak_allocated_bytes; caching:
@@ -64,6 +98,6 @@ test $? -eq 2 && grep -q -- "--tolerance" "$2.err"
 ]=] sh $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/bad.csv ${ACTSIM_VALIDATION_DIR})
 
 set_tests_properties(validation.harness_regenerate validation.exact validation.tampered_row_fails
-                     validation.cuda_backend_not_built validation.torch_rows_use_the_allocator_figure
+                     ${actsim_cuda_test} validation.torch_rows_use_the_allocator_figure
                      validation.bad_input
                      PROPERTIES ENVIRONMENT "ACTSIM_MODELS=${ACTSIM_VALIDATION_DIR}")
