@@ -111,7 +111,9 @@ int cmd_validate(const Invocation& inv) {
   std::map<std::string, sim::Device> devices;
   std::vector<Checked> rows;
   for (size_t r = 1; r < records.size(); ++r) {
-    const auto& [line, rec] = records[r];
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const auto& line = records[r].first;
+    const auto& rec = records[r].second;
     const std::string where = path + ":" + std::to_string(line);
     if (rec.size() != header.size())
       throw sim::ConfigError(where, "row", fmt::format("{} fields, the header has {}", rec.size(),
