@@ -1,0 +1,110 @@
+# The PyTorch reference (DESIGN.md §6 step 5, harness/torch_reference.py) and the GPU script
+# (harness/gpu_validate.sh), include()d by tests/CMakeLists.txt after census.cmake (which sets
+# ACTSIM_CENSUS_PYTHON). No GPU in CI: the reference's CPU dry run runs the same model and
+# strategy code on the tiny models of tests/validation and requires every strategy's loss and
+# gradients to be bitwise identical to `none`'s; the GPU measurement itself is not run here.
+get_filename_component(ACTSIM_TREF_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+set(ACTSIM_TREF_STRATEGIES
+    "none,full,every:2,sqrt,block:1,selective,custom:none@0-0+full@1-2+sel@3-3+seg@4-4/1")
+
+# Byte-compiles it (no torch needed; compile() writes no __pycache__ into the source tree).
+add_test(NAME torch_reference.compiles
+         COMMAND ${ACTSIM_CENSUS_PYTHON} -c
+                 "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')"
+                 ${ACTSIM_TREF_ROOT}/harness/torch_reference.py)
+
+# $1 python, $2 source root, $3 strategies, $4 actsim, $5 work folder. Exit 77 without torch.
+set(ACTSIM_TREF_PRELUDE [=[
+set -e
+if ! "$1" -c "import torch" > /dev/null 2>&1
+then
+  echo "torch_reference: $1 cannot import torch: skipped"
+  exit 77
+fi
+mkdir -p "$5"
+export ACTSIM_MODELS="$2/tests/validation"
+ref="$2/harness/torch_reference.py"
+]=])
+
+# GPT (dropout 0.1 at all three sites, fused QKV, LayerNorm) and Llama (GQA 4/2, SwiGLU,
+# RMSNorm, rotary) under fp32 and bf16-mixed, every strategy torch 1.13 can express: each
+# strategy's loss and all gradients equal `none`'s bitwise (the script exits 1 otherwise).
+add_test(NAME torch_reference.dry_run_gradients
+         COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
+\"$1\" \"$ref\" --device cpu --model exec-gpt,exec-llama --strategy \"$3\" --batch 2 --seq 8 \\
+  --precision fp32,bf16-mixed -o \"$5/dry.csv\" > \"$5/dry.txt\"
+cat \"$5/dry.txt\"
+test \"$(grep -c 'bitwise identical' \"$5/dry.txt\")\" -eq 24
+! grep -q DIFFERS \"$5/dry.txt\"
+"
+         sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
+         $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference)
+
+# The comparison can fail: recomputing without restoring the RNG state draws new dropout masks,
+# so every checkpointing strategy must be reported as differing, with exit status 1.
+add_test(NAME torch_reference.dry_run_detects_new_masks
+         COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
+set +e
+\"$1\" \"$ref\" --device cpu --model exec-gpt --strategy none,full,selective --batch 2 --seq 8 \\
+  --precision fp32 --no-preserve-rng -o \"$5/rng.csv\" > \"$5/rng.txt\"
+status=$?
+cat \"$5/rng.txt\"
+test $status -eq 1 && test \"$(grep -c DIFFERS \"$5/rng.txt\")\" -eq 2
+"
+         sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
+         $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference/rng)
+
+# Its rows are the CSV schema v1: the header is actsim's own, `actsim validate` reads the file
+# (dry-run rows carry an error, so nothing is compared), and the profile table has a row per
+# forward op region with the calibration columns.
+add_test(NAME torch_reference.rows_and_profile_schema
+         COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
+\"$1\" \"$ref\" --device cpu --model exec-llama --strategy none,sqrt --batch 2 --seq 8 \\
+  --precision fp32 -o \"$5/rows.csv\" --profile \"$5/profile.csv\" > /dev/null
+\"$4\" run --model exec-gpt --seq 8 --format csv | head -n 1 > \"$5/header.txt\"
+head -n 1 \"$5/rows.csv\" | cmp - \"$5/header.txt\"
+test \"$(wc -l < \"$5/rows.csv\")\" -eq 5
+grep -q '\"environment\"' \"$5/rows.env.json\"
+\"$4\" validate \"$5/rows.csv\" > \"$5/validate.txt\"
+grep -q '^0 rows' \"$5/validate.txt\"
+head -n 1 \"$5/profile.csv\" | grep -q '^model,precision,attention,batch,seq,op,kind,block,phase,name,math16,flops,bytes,kernels,measured_ns$'
+grep -q ',linear,4,forward,gate proj,0,' \"$5/profile.csv\"
+"
+         sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
+         $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference/schema)
+
+# Bad input: one line on stderr naming the flag, exit status 2, no output file.
+add_test(NAME torch_reference.bad_input
+         COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
+for args in '--strategy bogus' '--strategy every:9' '--model no-such-model' '--precision fp8' \\
+  '--strategy custom:none@0-1+full@3-4'
+do
+  rm -f \"$5/bad.csv\"
+  set +e
+  \"$1\" \"$ref\" --device cpu --model exec-gpt --seq 8 $args -o \"$5/bad.csv\" > /dev/null 2> \"$5/err.txt\"
+  status=$?
+  set -e
+  test $status -eq 2
+  test \"$(wc -l < \"$5/err.txt\")\" -eq 1
+  grep -q '^torch_reference: error: --' \"$5/err.txt\"
+  test ! -e \"$5/bad.csv\"
+done
+"
+         sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
+         $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference/bad)
+
+set_tests_properties(torch_reference.dry_run_gradients torch_reference.dry_run_detects_new_masks
+                     torch_reference.rows_and_profile_schema torch_reference.bad_input
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# harness/gpu_validate.sh: CI has no GPU, so its syntax (bash -n) and, where installed,
+# shellcheck.
+add_test(NAME gpu_validate.syntax
+         COMMAND sh -c [=[
+set -e
+bash -n "$1"
+if command -v shellcheck > /dev/null 2>&1
+then
+  shellcheck "$1"
+fi
+]=] sh ${ACTSIM_TREF_ROOT}/harness/gpu_validate.sh)
