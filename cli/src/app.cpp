@@ -73,6 +73,24 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   validate->add_option("--tolerance", inv.tolerance, "largest |error| in percent; 0: exact")
       ->capture_default_str();
   validate->callback([&verb] { verb = Verb::kValidate; });
+
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "fit a device's compute and memory efficiencies and launch overhead to per-op "
+                   "timing tables (CUDA harness, torch_reference.py --profile) and write them, "
+                   "with their provenance, into a device file");
+  calibrate->add_option("tables", inv.calibrate.tables, "timing tables (harness/README.md)")
+      ->required();
+  calibrate->add_option("--device", inv.calibrate.device, "device file to start from")
+      ->capture_default_str();
+  calibrate->add_option("--validation-grid", inv.calibrate.validation_grid,
+                        "the measured CSV actsim validate checks: its grid points are refused")
+      ->required();
+  calibrate->add_option("--provenance", inv.calibrate.provenance,
+                        "where and when the tables were measured (GPU, date)")
+      ->required();
+  calibrate->add_option("-o,--output", inv.flags.output, "new device file (must not exist)");
+  calibrate->add_flag("--in-place", inv.calibrate.in_place, "rewrite the device file itself");
+  calibrate->callback([&verb] { verb = Verb::kCalibrate; });
 }
 
 }  // namespace
@@ -94,7 +112,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, merge, valley, trace, models or validate (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, trace, models, validate or calibrate (see --help)"
                            : e.what();
     }
     return parsed;
@@ -121,6 +139,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kModels: return cmd_models(inv);
     case Verb::kMerge: return cmd_merge(inv);
     case Verb::kValidate: return cmd_validate(inv);
+    case Verb::kCalibrate: return cmd_calibrate(inv);
   }
   return 1;
 }

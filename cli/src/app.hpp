@@ -13,7 +13,16 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate, kCalibrate };
+
+// actsim calibrate's own flags (cmd_calibrate.cpp); -o is flags.output.
+struct CalibrateFlags {
+  std::vector<std::string> tables;  // per-op timing tables
+  std::string device = "h100-sxm";  // the device file to start from
+  std::string validation_grid;      // the measured CSV actsim validate checks: refused grid points
+  std::string provenance;           // where and when the tables were measured (GPU, date)
+  bool in_place = false;            // rewrite the device file itself
+};
 
 // A parsed command line, ready to run.
 struct Invocation {
@@ -26,6 +35,7 @@ struct Invocation {
   std::optional<int64_t> rows;      // merge --rows: the unsharded sweep's row count
   std::string validate_file;  // validate: the measured CSV
   double tolerance = 1.0;     // validate --tolerance, percent (0: exact)
+  CalibrateFlags calibrate;   // calibrate
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

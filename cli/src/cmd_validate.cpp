@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "csv_read.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
 #include "sim/simulate.hpp"
@@ -25,57 +26,7 @@
 namespace actsim_cli {
 namespace {
 
-using Record = std::vector<std::string>;
-
-// RFC 4180 records with the line each starts on; throws ConfigError for an unterminated quote.
-std::vector<std::pair<int64_t, Record>> read_csv(const std::string& path, const std::string& text) {
-  std::vector<std::pair<int64_t, Record>> out;
-  Record rec;
-  std::string field;
-  bool quoted = false, any = false;
-  int64_t line = 1, start = 1;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        if (c == '\n') ++line;
-        field += c;
-      }
-      continue;
-    }
-    if (c == '"' && field.empty()) {
-      quoted = any = true;
-    } else if (c == ',') {
-      rec.push_back(std::move(field));
-      field.clear();
-      any = true;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (any || !field.empty()) {
-        rec.push_back(std::move(field));
-        out.emplace_back(start, std::move(rec));
-      }
-      rec.clear();
-      field.clear();
-      any = false;
-      start = ++line;
-    } else {
-      field += c;
-      any = true;
-    }
-  }
-  if (quoted) throw sim::ConfigError(path, "line " + std::to_string(start), "unterminated quote");
-  if (any || !field.empty()) {
-    rec.push_back(std::move(field));
-    out.emplace_back(start, std::move(rec));
-  }
-  return out;
-}
+using Record = CsvRecord;
 
 struct Checked {
   int64_t index = 0;

@@ -13,5 +13,6 @@ int cmd_trace(const Invocation& inv);   // one configuration's step as a Chrome/
 int cmd_models(const Invocation& inv);  // the models and devices that names resolve to
 int cmd_merge(const Invocation& inv);   // join a sharded sweep's CSV files
 int cmd_validate(const Invocation& inv);  // measured rows against re-simulation (exit 3: misses)
+int cmd_calibrate(const Invocation& inv);  // fit a device's efficiencies to per-op timings
 
 }  // namespace actsim_cli
