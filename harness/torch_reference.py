@@ -259,7 +259,7 @@ def resolve_strategy(text, n):
     return canon, modes, segs
 
 
-def sac_context_fn():
+def sac_context_fn(log=None):
     """torchtitan's selective-AC policy: save the outputs of matmuls (aten.mm; addmm too, which
     F.linear with a bias dispatches to) and of SDPA; recompute everything else (the memory
     model's sac:mm: linears and SDPA are sac_save, the standard-attention bmm's recompute)."""
@@ -276,8 +276,10 @@ def sac_context_fn():
             save.add(getattr(aten, name).default)
 
     def policy(ctx, op, *args, **kwargs):  # pylint: disable=unused-argument
-        return (tuc.CheckpointPolicy.MUST_SAVE if op in save
-                else tuc.CheckpointPolicy.PREFER_RECOMPUTE)
+        keep = op in save
+        if log is not None and not ctx.is_recompute:  # the census: what the policy saw
+            log.append((str(op), "save" if keep else "recompute"))
+        return tuc.CheckpointPolicy.MUST_SAVE if keep else tuc.CheckpointPolicy.PREFER_RECOMPUTE
 
     return functools.partial(create, policy)
 
@@ -364,14 +366,18 @@ class Model:
 
     def __init__(self, m, dtype, device, seed):
         self.m = m
-        gen = torch.Generator(device="cpu").manual_seed(seed)
+        # drawn on the device itself: a billion CPU draws per configuration would dominate
+        gen = torch.Generator(device=device).manual_seed(seed)
         h, a, g, d, f, v = (m["hidden"], m["heads"], m["kv_heads"], m["head_dim"], m["ffn"],
                             m["vocab"])
         self.params = {}
 
         def p(name, *shape, scale=0.02, ones=False):
-            t = torch.ones(*shape) if ones else torch.randn(*shape, generator=gen) * scale
-            self.params[name] = t.to(device=device, dtype=dtype).requires_grad_()
+            if ones:
+                t = torch.ones(*shape, device=device, dtype=dtype)
+            else:
+                t = (torch.randn(*shape, generator=gen, device=device) * scale).to(dtype)
+            self.params[name] = t.requires_grad_()
             return self.params[name]
 
         p("wte", v, h)
@@ -415,14 +421,14 @@ class Model:
 class Runner:
     """One forward (and the loss) of a model under a strategy, with the knobs of a row."""
 
-    def __init__(self, model, cfg, strategy, R, preserve_rng=True):
+    def __init__(self, model, cfg, strategy, R, preserve_rng=True, sac_log=None):
         self.P = model.params
         self.m = model.m
         self.cfg = cfg
         self.R = R
         self.canon, self.modes, self.segs = resolve_strategy(strategy, self.m["layers"])
         self.preserve_rng = preserve_rng
-        self.sac = sac_context_fn() if "sac" in self.modes else None
+        self.sac = sac_context_fn(sac_log) if "sac" in self.modes else None
         m = self.m
         p = cfg["dropout"]
         self.p_attn = m["attn_dropout"] if p is None else p
@@ -962,6 +968,72 @@ def same(a, b):
     return a.dtype == b.dtype and torch.equal(a, b)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# Census of what only a recent CUDA torch can show (harness/census.py covers the rest on the CPU)
+
+CENSUS_GPT = dict(name="census-gpt", family="gpt2", layers=1, hidden=256, heads=4, kv_heads=4,
+                  head_dim=64, ffn=1024, vocab=512, max_positions=256, tied=True, qkv_bias=True,
+                  linear_bias=True, norm="layernorm", positions="learned", attn_dropout=0.1,
+                  hidden_dropout=0.1, embd_dropout=0.1, eps=1e-5)
+CENSUS_LLAMA = dict(name="census-llama", family="llama", layers=1, hidden=256, heads=4,
+                    kv_heads=2, head_dim=64, ffn=704, vocab=512, max_positions=256, tied=False,
+                    qkv_bias=False, linear_bias=False, norm="rmsnorm", positions="rope",
+                    attn_dropout=0.0, hidden_dropout=0.0, embd_dropout=0.0, eps=1e-6)
+
+
+def census_gpu(path):
+    """SDPA flash's saves (docs/memory-model.md: q, k, v, O and the fp32 logsumexp; the 16-bit
+    casts of fp32 operands under autocast) and the aten ops the sac:mm policy saves, on CUDA."""
+    if not torch.cuda.is_available():
+        raise UsageError("--census: needs a CUDA device (harness/census.py is the CPU census)")
+    dev = torch.device("cuda")
+    doc = {"torch": torch.__version__, "cuda": torch.version.cuda,
+           "gpu": torch.cuda.get_device_name(dev), "flash": {}, "sac:mm": {}}
+    b, s, a, d = 2, 256, 8, 64
+    for case, g, in_dtype, p in (("mha-bf16", a, torch.bfloat16, 0.0),
+                                 ("mha-bf16-dropout", a, torch.bfloat16, 0.1),
+                                 ("gqa-fp32-operands-autocast", 2, torch.float32, 0.0)):
+        gen = torch.Generator(device=dev).manual_seed(0)
+
+        def leaf(heads):
+            return torch.randn(b, s, heads, d, generator=gen, device=dev).to(
+                in_dtype).requires_grad_()
+        q0, k0, v0 = leaf(a), leaf(g), leaf(g)
+        q, k, v = (t.transpose(1, 2) for t in (q0, k0, v0))
+        packs = []
+        kw = {"enable_gqa": True} if g != a else {}
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packs.append(t) or t,
+                                                      lambda t: t), \
+                torch.autocast("cuda", dtype=torch.bfloat16), flash_context()():
+            o = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, **kw)
+        ptr = {storage_ptr(t): n for n, t in (("q", q0), ("k", k0), ("v", v0), ("output", o))}
+        doc["flash"][case] = [{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
+                               "storage_bytes": storage_nbytes(t),
+                               "is": ptr.get(storage_ptr(t), "new")} for t in packs]
+        o.float().sum().backward()  # every save is usable
+    for mcfg in (CENSUS_GPT, CENSUS_LLAMA):
+        log = []
+        cfg = dict(regime("bf16-amp", dev), precision="bf16-amp", attention="standard",
+                   dropout=None, batch=2, seq=128, optimizer="adam", autocast_device="cuda")
+        tr = Trainer(mcfg, cfg, "sac:mm", dev, Regions(), train=False)
+        tr.runner.sac = sac_context_fn(log)
+        tr.forward_backward()
+        counts = {}
+        for op, what in log:
+            counts.setdefault(op, {}).setdefault(what, 0)
+            counts[op][what] += 1
+        doc["sac:mm"][mcfg["family"]] = counts
+    write_file(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def storage_ptr(t):
+    return (t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()).data_ptr()
+
+
+def storage_nbytes(t):
+    return (t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()).nbytes()
+
 # ---------------------------------------------------------------------------------------------
 
 def int_list(flag):
@@ -992,7 +1064,9 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--model", type=str_list, required=True, help="model names or files, comma list")
+    ap.add_argument("--model", type=str_list, help="model names or files, comma list")
+    ap.add_argument("--census", metavar="FILE", help="instead of rows: what SDPA flash saves and "
+                    "which aten ops the sac:mm policy saves, on CUDA (JSON)")
     ap.add_argument("--device", default="auto",
                     help="actsim device name for the rows (auto: from the GPU's name), or cpu "
                          "for the dry run")
@@ -1017,6 +1091,11 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
+    if args.census:
+        census_gpu(args.census)
+        return 0
+    if not args.model:
+        raise UsageError("--model: required (a comma list of model names or files)")
     for a in args.allocator:
         if a not in ("exact", "caching"):
             raise UsageError("--allocator: %s is not exact or caching" % a)

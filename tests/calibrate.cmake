@@ -70,3 +70,23 @@ check 'validation-grid' t.csv --provenance x -o new.json
 check 'in-place' t.csv --validation-grid val.csv --provenance x
 check 'h200x' t.csv --device h200x --validation-grid val.csv --provenance x -o new.json
 " sh $<TARGET_FILE:actsim> ${ACTSIM_CALIBRATE_DIR}/bad)
+
+# actsim validate reports step time where rows measured it (not gated by --tolerance), on the
+# rows' device or on --device (a calibrated file): simulated rows relabelled `torch` with their
+# step time stretched by 1.25 read -20.00 %, and another device predicts other times.
+add_test(NAME calibrate.validate_reports_step_time
+         COMMAND sh -c [=[
+set -e
+mkdir -p "$2"
+cd "$2"
+"$1" sweep --model gpt2-small --strategy none,full --batch 2 --seq 256 --format csv -o sim.csv
+awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "step_time_ns") c = i }
+  NR > 1 { $2 = "torch"; $c = sprintf("%d", $c * 5 / 4) } { print }' sim.csv > torch.csv
+"$1" validate torch.csv > h100.txt
+test "$(grep -c -- '-20.00 %' h100.txt)" -ge 2
+grep -q 'Step time' h100.txt
+"$1" validate torch.csv --device h200 > h200.txt
+grep 'ms' h100.txt > a.txt
+grep 'ms' h200.txt > b.txt
+! cmp -s a.txt b.txt
+]=] sh $<TARGET_FILE:actsim> ${ACTSIM_CALIBRATE_DIR}/time)

@@ -72,6 +72,9 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   validate->add_option("file", inv.validate_file, "the measured CSV (schema v1)")->required();
   validate->add_option("--tolerance", inv.tolerance, "largest |error| in percent; 0: exact")
       ->capture_default_str();
+  validate->add_option("--device", inv.validate_device,
+                       "re-simulate every row on this device (name or file) instead of the "
+                       "row's, e.g. one actsim calibrate wrote");
   validate->callback([&verb] { verb = Verb::kValidate; });
 
   CLI::App* calibrate = app.add_subcommand(

@@ -35,6 +35,7 @@ struct Invocation {
   std::optional<int64_t> rows;      // merge --rows: the unsharded sweep's row count
   std::string validate_file;  // validate: the measured CSV
   double tolerance = 1.0;     // validate --tolerance, percent (0: exact)
+  std::string validate_device;  // validate --device: re-simulate every row on this device
   CalibrateFlags calibrate;   // calibrate
 };
 

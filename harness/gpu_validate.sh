@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# The GPU validation in one call (DESIGN.md §6; harness/README.md "GPU runs").
+#
+#   harness/gpu_validate.sh --quick|--full [--out DIR] [--build DIR] [--python PY] [--device NAME]
+#
+# 1. builds actsim and actsim-harness (the CUDA backend too where the build finds nvcc);
+# 2. records the environment (nvidia-smi, torch, CUDA) and runs the census of the ops only a
+#    recent torch has (torch_reference.py --census: SDPA flash saves, the selective-AC policy's
+#    saved ops) next to the CPU census of harness/census.py under this torch;
+# 3. runs the PyTorch reference (and the CUDA harness, when built) over two disjoint grids:
+#    calibration (per-op timing tables) and validation (GPT-2 small/medium and a Llama-style
+#    model with GQA, SwiGLU and RMSNorm; several micro-batches and sequence lengths; every
+#    strategy);
+# 4. fits the device's efficiencies on the calibration grid (actsim calibrate) and checks the
+#    validation grid (actsim validate, on the committed device file and on the calibrated one),
+#    printing the error summary.
+# Everything goes under one folder (default harness/results/<gpu>-<date>). --quick is sized to
+# finish within 8 minutes on an H100 (harness/README.md has the budget); --full runs the larger
+# grid. Exit status: 0 when every validation row is within --tolerance (default 1 %), 3 when a
+# row misses, 2 on bad arguments, 1 when a step fails.
+set -euo pipefail
+
+usage() {
+  echo "usage: $0 --quick|--full [--out DIR] [--build DIR] [--python PY] [--device NAME] [--tolerance PCT]" >&2
+  exit 2
+}
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mode=""
+out=""
+build="$root/build-gpu"
+python=python3
+device=""
+tolerance=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) mode=quick ;;
+    --full) mode=full ;;
+    --out) out=${2:?--out needs a folder}; shift ;;
+    --build) build=${2:?--build needs a folder}; shift ;;
+    --python) python=${2:?--python needs an interpreter}; shift ;;
+    --device) device=${2:?--device needs an actsim device name}; shift ;;
+    --tolerance) tolerance=${2:?--tolerance needs a percentage}; shift ;;
+    -h|--help) usage ;;
+    *) echo "gpu_validate: error: unknown argument $1" >&2; usage ;;
+  esac
+  shift
+done
+[ -n "$mode" ] || usage
+
+if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
+  echo "gpu_validate: error: no NVIDIA GPU (nvidia-smi -L fails); the CPU checks run in ctest" >&2
+  exit 1
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+day=$(date -u +%Y-%m-%d)
+if [ -z "$out" ]; then
+  slug=$(printf '%s' "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
+  out="$root/harness/results/$slug-$day-$mode"
+fi
+mkdir -p "$out/calibration" "$out/validation"
+log="$out/log.txt"
+: > "$log"
+start=$(date +%s)
+step() { echo "== $* ($(( $(date +%s) - start )) s)" | tee -a "$log"; }
+
+# --- 1. build ------------------------------------------------------------------------------
+step "build"
+generator=()
+command -v ninja > /dev/null 2>&1 && generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DACTSIM_BUILD_GUI=OFF \
+  -DACTSIM_BUILD_BENCH=OFF -DACTSIM_BUILD_TESTS=OFF >> "$log" 2>&1
+cmake --build "$build" --target actsim actsim-harness -j "$(nproc)" >> "$log" 2>&1
+actsim="$build/cli/actsim"
+harness="$build/harness/actsim-harness"
+export ACTSIM_MODELS="$root/harness/models"  # the Llama-style validation model
+cuda_harness=0
+if "$harness" --backend cuda --help > /dev/null 2>&1 && "$harness" --help 2>&1 | grep -q -- '--timing'; then
+  cuda_harness=1
+fi
+
+# --- 2. environment and census -------------------------------------------------------------
+step "environment"
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
+"$python" -c 'import sys, torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])' \
+  > "$out/environment.txt"
+echo "gpu $gpu" >> "$out/environment.txt"
+tee -a "$log" < "$out/environment.txt"
+if [ -z "$device" ]; then
+  case "$gpu" in
+    *H200*) device=h200 ;;
+    *H100*) device=h100-sxm ;;
+    *A100*80GB*) device=a100-80gb ;;
+    *A100*) device=a100-40gb ;;
+    *) echo "gpu_validate: error: no actsim device file for $gpu: pass --device" >&2; exit 2 ;;
+  esac
+fi
+step "census (flash and selective-AC saves on CUDA; the CPU census under this torch)"
+"$python" "$root/harness/torch_reference.py" --census "$out/census-gpu.json" 2>> "$log"
+if "$python" "$root/harness/census.py" -o "$out/census-cpu.json" >> "$log" 2>&1; then
+  if diff -q "$root/harness/census/census.json" "$out/census-cpu.json" > /dev/null; then
+    echo "CPU census under this torch: identical to the committed one" | tee -a "$log"
+  else
+    echo "CPU census under this torch differs from the committed one (see census-cpu.json)" | tee -a "$log"
+  fi
+fi
+
+# --- 3. grids ------------------------------------------------------------------------------
+# Calibration and validation grids share no (model, precision, attention, batch, seq) point:
+# actsim calibrate refuses a timing row on the validation grid (DESIGN.md §6).
+strategies="none,full,every:2,block:4,sqrt,selective,sac:mm"
+if [ "$mode" = quick ]; then
+  calib=(  # model batch seq attention
+    "gpt2-small 2 512 standard,flash"
+    "tinyllama-1.1b 1 512 standard,flash"
+  )
+  valid=(
+    "gpt2-small 1,4 1024 standard"
+    "gpt2-medium 2 1024 standard"
+    "tinyllama-1.1b 1 1024,2048 standard"
+    "tinyllama-1.1b 2 1024 flash"
+  )
+  timed=3
+else
+  calib=(
+    "gpt2-small 1,2,8 256,512 standard,flash"
+    "gpt2-medium 1,4 512 standard,flash"
+    "tinyllama-1.1b 1,2 256,512 standard,flash"
+  )
+  valid=(
+    "gpt2-small 1,2,4,8 1024 standard,flash"
+    "gpt2-medium 1,2,4 1024 standard,flash"
+    "tinyllama-1.1b 1,2 1024,2048 standard,flash"
+    "tinyllama-1.1b 4 1024 standard,flash"
+  )
+  timed=5
+fi
+
+run_reference() {  # $1 folder, $2 index, $3 strategies, $4 "model batch seq attention", $5 profile
+  local dir=$1 i=$2 st=$3 model batch seq attn
+  read -r model batch seq attn <<< "$4"
+  local args=(--model "$model" --batch "$batch" --seq "$seq" --attention "$attn"
+              --strategy "$st" --precision bf16-amp --device "$device" --timed-steps "$timed"
+              -o "$dir/torch-$i.csv")
+  [ "$5" = profile ] && args+=(--profile "$dir/torch-$i.timing.csv")
+  "$python" "$root/harness/torch_reference.py" "${args[@]}" 2>> "$log"
+  if [ "$cuda_harness" = 1 ]; then
+    "$harness" --backend cuda --model "$model" --batch "$batch" --seq "$seq" --attention "$attn" \
+      --strategy "$st" --precision bf16-amp --device "$device" -o "$dir/cuda-$i.csv" \
+      --timing "$dir/cuda-$i.timing.csv" 2>> "$log"
+  fi
+}
+
+step "calibration grid"
+for i in "${!calib[@]}"; do
+  run_reference "$out/calibration" "$i" none "${calib[$i]}" profile
+done
+step "validation grid"
+for i in "${!valid[@]}"; do
+  run_reference "$out/validation" "$i" "$strategies" "${valid[$i]}" noprofile
+done
+
+# One measured CSV per grid and source: the header once, then every part's rows.
+join_csv() {  # $1 output, $2... parts
+  local target=$1
+  shift
+  [ $# -gt 0 ] || return 0
+  head -n 1 "$1" > "$target"
+  for part in "$@"; do tail -n +2 "$part" >> "$target"; done
+}
+join_csv "$out/validation/torch.csv" "$out"/validation/torch-[0-9]*.csv
+join_csv "$out/calibration/torch.csv" "$out"/calibration/torch-[0-9]*.csv
+if [ "$cuda_harness" = 1 ]; then
+  join_csv "$out/validation/cuda.csv" "$out"/validation/cuda-[0-9]*.csv
+fi
+
+# --- 4. calibrate and validate -------------------------------------------------------------
+step "calibrate ($device) on the calibration grid"
+timing=("$out"/calibration/*.timing.csv)
+"$actsim" calibrate "${timing[@]}" --device "$device" --validation-grid "$out/validation/torch.csv" \
+  --provenance "$gpu, $day, harness/gpu_validate.sh --$mode" -o "$out/$device-calibrated.json" \
+  | tee "$out/calibrate.txt"
+
+status=0
+step "validate: peak memory on the validation grid (device file as committed)"
+"$actsim" validate "$out/validation/torch.csv" --tolerance "$tolerance" > "$out/validate-torch.txt" || status=$?
+cat "$out/validate-torch.txt"
+step "validate: the same rows on the calibrated device (step time)"
+"$actsim" validate "$out/validation/torch.csv" --tolerance "$tolerance" \
+  --device "$out/$device-calibrated.json" > "$out/validate-torch-calibrated.txt" || true
+cat "$out/validate-torch-calibrated.txt"
+if [ "$cuda_harness" = 1 ]; then
+  step "validate: the CUDA harness's rows"
+  "$actsim" validate "$out/validation/cuda.csv" --tolerance 0 > "$out/validate-cuda.txt" || status=$?
+  cat "$out/validate-cuda.txt"
+fi
+step "done: everything is under $out (exit $status)"
+exit "$status"
