@@ -480,14 +480,24 @@ class Runner:
         with self.R.op("flash attention", "flash_attention", q, k, v,
                        flops=4 * b * a * s * s * d) as out, self.sdpa_kernel():
             kw = {"enable_gqa": True} if k.shape[1] != a else {}
-            return out(F.scaled_dot_product_attention(
-                q, k, v, dropout_p=self.p_attn, is_causal=True, **kw))
+            try:
+                return out(F.scaled_dot_product_attention(
+                    q, k, v, dropout_p=self.p_attn, is_causal=True, **kw))
+            except RuntimeError as e:  # the flash backend refused (no fallback: forced)
+                raise UsageError("--attention flash: SDPA's flash backend cannot run here (%s)"
+                                 % str(e).splitlines()[0])
 
     def attention(self, i, x, q, k, v):
         """q [b, a, s, d], k and v [b, g, s, d] (views); returns [tokens, a*d] in x's layout."""
         b, a, s, d = q.shape
         sel = self.modes[i] == "sel"
         if self.flash:
+            if self.cfg["amp"]:
+                # SDPA is on autocast's lower-precision list: the fp32 rotated q and k of rotary
+                # models are cast to 16 bits, and the casts are what flash saves. Cast here, so
+                # that the casts stay outside the selective region as the simulator's "q cast",
+                # "k cast" ops do (only the logsumexp is freed and recomputed).
+                q, k, v = (t.to(self.cfg["half"]) for t in (q, k, v))
             o = self.ckpt(self.core_flash, q, k, v) if sel else self.core_flash(q, k, v)
             # [b, a, s, d] over [b, s, a, d] memory: transpose(1, 2).contiguous() copies nothing
             return o.transpose(1, 2).contiguous().view(b, s, a * d)
@@ -894,8 +904,11 @@ def profile_step(trainer, R):
     finally:
         R.enabled = False
     times = {}
+    cpu_type = torch.autograd.DeviceType.CPU
     for ev in prof.events():
-        if not ev.name.startswith("actsim#"):
+        # the ranges as the host opened them (their kernels are their children's); kineto also
+        # puts a copy of each range on the GPU timeline, which is not what is summed here
+        if not ev.name.startswith("actsim#") or getattr(ev, "device_type", cpu_type) != cpu_type:
             continue
         idx = int(ev.name[len("actsim#"):])
         if trainer.device.type == "cuda":
