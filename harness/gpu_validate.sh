@@ -96,7 +96,8 @@ if [ -z "$device" ]; then
   esac
 fi
 step "census (flash and selective-AC saves on CUDA; the CPU census under this torch)"
-"$python" "$root/harness/torch_reference.py" --census "$out/census-gpu.json" 2>> "$log"
+"$python" "$root/harness/torch_reference.py" --census "$out/census-gpu.json" 2>> "$log" \
+  || echo "torch_reference.py --census failed (see log.txt)" | tee -a "$log"
 if "$python" "$root/harness/census.py" -o "$out/census-cpu.json" >> "$log" 2>&1; then
   if diff -q "$root/harness/census/census.json" "$out/census-cpu.json" > /dev/null; then
     echo "CPU census under this torch: identical to the committed one" | tee -a "$log"
@@ -142,12 +143,12 @@ run_reference() {  # $1 folder, $2 index, $3 strategies, $4 "model batch seq att
   local args=(--model "$model" --batch "$batch" --seq "$seq" --attention "$attn"
               --strategy "$st" --precision bf16-amp --device "$device" --timed-steps "$timed"
               -o "$dir/torch-$i.csv")
-  [ "$5" = profile ] && args+=(--profile "$dir/torch-$i.timing.csv")
+  [ "$5" = profile ] && args+=(--profile "$dir/timing-torch-$i.csv")
   "$python" "$root/harness/torch_reference.py" "${args[@]}" 2>> "$log"
   if [ "$cuda_harness" = 1 ]; then
     "$harness" --backend cuda --model "$model" --batch "$batch" --seq "$seq" --attention "$attn" \
       --strategy "$st" --precision bf16-amp --device "$device" -o "$dir/cuda-$i.csv" \
-      --timing "$dir/cuda-$i.timing.csv" 2>> "$log"
+      --timing "$dir/timing-cuda-$i.csv" 2>> "$log"
   fi
 }
 
@@ -176,7 +177,7 @@ fi
 
 # --- 4. calibrate and validate -------------------------------------------------------------
 step "calibrate ($device) on the calibration grid"
-timing=("$out"/calibration/*.timing.csv)
+timing=("$out"/calibration/timing-*.csv)
 "$actsim" calibrate "${timing[@]}" --device "$device" --validation-grid "$out/validation/torch.csv" \
   --provenance "$gpu, $day, harness/gpu_validate.sh --$mode" -o "$out/$device-calibrated.json" \
   | tee "$out/calibrate.txt"

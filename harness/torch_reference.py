@@ -1146,8 +1146,9 @@ def main(argv):
                                      for st in args.strategy]
                             report, bad = dry_run(mcfg, cfg, args.strategy,
                                                   not args.no_preserve_rng)
-                            print("dry run %s %s %s b=%d s=%d:" % (name, precision, attention,
-                                                                    b, s))
+                            params = Model(mcfg, torch.float32, device, 0).param_count()
+                            print("dry run %s %s %s b=%d s=%d (params %d):"
+                                  % (name, precision, attention, b, s, params))
                             for line in report:
                                 print("  " + line)
                             failed = failed or bool(bad)

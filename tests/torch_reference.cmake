@@ -108,3 +108,22 @@ then
   shellcheck "$1"
 fi
 ]=] sh ${ACTSIM_TREF_ROOT}/harness/gpu_validate.sh)
+
+# The reference builds the simulator's parameters: its count equals `actsim run`'s `params`
+# (tied embeddings, biases, positions, GQA projections) for the GPT and the Llama model.
+add_test(NAME torch_reference.parameters_match_the_simulator
+         COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
+for m in exec-gpt exec-llama
+do
+  \"$1\" \"$ref\" --device cpu --model $m --strategy none --batch 2 --seq 8 --precision fp32 \\
+    -o \"$5/$m.csv\" > \"$5/$m.txt\"
+  torch=$(sed -n 's/.*(params \\([0-9]*\\)).*/\\1/p' \"$5/$m.txt\")
+  sim=$(\"$4\" run --model $m --seq 8 --format csv | awk -F, 'NR == 2 { print $20 }')
+  echo \"$m: torch $torch, simulator $sim\"
+  test -n \"$torch\" && test \"$torch\" = \"$sim\"
+done
+"
+         sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
+         $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference/params)
+set_tests_properties(torch_reference.parameters_match_the_simulator
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
