@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU validation in one call (DESIGN.md §6; harness/README.md "GPU runs").
 #
-#   harness/gpu_validate.sh --quick|--full [--out DIR] [--build DIR] [--python PY] [--device NAME]
+#   harness/gpu_validate.sh --quick|--full [--out DIR] [--build DIR] [--no-build] [--python PY]
+#                           [--device NAME] [--tolerance PCT] [--cpu-smoke]
 #
 # 1. builds actsim and actsim-harness (the CUDA backend too where the build finds nvcc);
 # 2. records the environment (nvidia-smi, torch, CUDA) and runs the census of the ops only a
@@ -18,10 +19,14 @@
 # finish within 8 minutes on an H100 (harness/README.md has the budget); --full runs the larger
 # grid. Exit status: 0 when every validation row is within --tolerance (default 1 %), 3 when a
 # row misses, 2 on bad arguments, 1 when a step fails.
+#
+# --cpu-smoke (CI, tests/torch_reference.cmake): the same plumbing without a GPU, on the tiny
+# models of tests/validation: the reference's CPU dry run (rows without figures), its CPU
+# profile as the timing tables, calibrate and validate. It measures nothing.
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 --quick|--full [--out DIR] [--build DIR] [--python PY] [--device NAME] [--tolerance PCT]" >&2
+  echo "usage: $0 --quick|--full [--out DIR] [--build DIR] [--no-build] [--python PY] [--device NAME] [--tolerance PCT] [--cpu-smoke]" >&2
   exit 2
 }
 
@@ -32,6 +37,8 @@ build="$root/build-gpu"
 python=python3
 device=""
 tolerance=1
+build_it=1
+smoke=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) mode=quick ;;
@@ -41,6 +48,8 @@ while [ $# -gt 0 ]; do
     --python) python=${2:?--python needs an interpreter}; shift ;;
     --device) device=${2:?--device needs an actsim device name}; shift ;;
     --tolerance) tolerance=${2:?--tolerance needs a percentage}; shift ;;
+    --no-build) build_it=0 ;;
+    --cpu-smoke) smoke=1 ;;
     -h|--help) usage ;;
     *) echo "gpu_validate: error: unknown argument $1" >&2; usage ;;
   esac
@@ -48,11 +57,15 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$mode" ] || usage
 
-if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
+if [ "$smoke" = 1 ]; then
+  gpu="cpu smoke"
+  device=${device:-h100-sxm}
+elif ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
   echo "gpu_validate: error: no NVIDIA GPU (nvidia-smi -L fails); the CPU checks run in ctest" >&2
   exit 1
+else
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 fi
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 day=$(date -u +%Y-%m-%d)
 if [ -z "$out" ]; then
   slug=$(printf '%s' "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
@@ -65,15 +78,21 @@ start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start )) s)" | tee -a "$log"; }
 
 # --- 1. build ------------------------------------------------------------------------------
-step "build"
-generator=()
-command -v ninja > /dev/null 2>&1 && generator=(-G Ninja)
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DACTSIM_BUILD_GUI=OFF \
-  -DACTSIM_BUILD_BENCH=OFF -DACTSIM_BUILD_TESTS=OFF >> "$log" 2>&1
-cmake --build "$build" --target actsim actsim-harness -j "$(nproc)" >> "$log" 2>&1
+if [ "$build_it" = 1 ]; then
+  step "build"
+  generator=()
+  if command -v ninja > /dev/null 2>&1; then generator=(-G Ninja); fi
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DACTSIM_BUILD_GUI=OFF \
+    -DACTSIM_BUILD_BENCH=OFF -DACTSIM_BUILD_TESTS=OFF >> "$log" 2>&1
+  cmake --build "$build" --target actsim actsim-harness -j "$(nproc)" >> "$log" 2>&1
+fi
 actsim="$build/cli/actsim"
 harness="$build/harness/actsim-harness"
-export ACTSIM_MODELS="$root/harness/models"  # the Llama-style validation model
+if [ "$smoke" = 1 ]; then
+  export ACTSIM_MODELS="$root/tests/validation"  # exec-gpt, exec-llama
+else
+  export ACTSIM_MODELS="$root/harness/models"  # the Llama-style validation model
+fi
 cuda_harness=0
 if "$harness" --backend cuda --help > /dev/null 2>&1 && "$harness" --help 2>&1 | grep -q -- '--timing'; then
   cuda_harness=1
@@ -81,7 +100,7 @@ fi
 
 # --- 2. environment and census -------------------------------------------------------------
 step "environment"
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
+[ "$smoke" = 1 ] || nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
 "$python" -c 'import sys, torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])' \
   > "$out/environment.txt"
 echo "gpu $gpu" >> "$out/environment.txt"
@@ -96,9 +115,9 @@ if [ -z "$device" ]; then
   esac
 fi
 step "census (flash and selective-AC saves on CUDA; the CPU census under this torch)"
-"$python" "$root/harness/torch_reference.py" --census "$out/census-gpu.json" 2>> "$log" \
+[ "$smoke" = 1 ] || "$python" "$root/harness/torch_reference.py" --census "$out/census-gpu.json" 2>> "$log" \
   || echo "torch_reference.py --census failed (see log.txt)" | tee -a "$log"
-if "$python" "$root/harness/census.py" -o "$out/census-cpu.json" >> "$log" 2>&1; then
+if [ "$smoke" = 0 ] && "$python" "$root/harness/census.py" -o "$out/census-cpu.json" >> "$log" 2>&1; then
   if diff -q "$root/harness/census/census.json" "$out/census-cpu.json" > /dev/null; then
     echo "CPU census under this torch: identical to the committed one" | tee -a "$log"
   else
@@ -110,7 +129,12 @@ fi
 # Calibration and validation grids share no (model, precision, attention, batch, seq) point:
 # actsim calibrate refuses a timing row on the validation grid (DESIGN.md §6).
 strategies="none,full,every:2,block:4,sqrt,selective,sac:mm"
-if [ "$mode" = quick ]; then
+if [ "$smoke" = 1 ]; then
+  strategies="none,full,every:2,sqrt,selective"  # what torch 1.13 on the CPU can express
+  calib=("exec-gpt 2 16 standard" "exec-llama 1 16 standard")
+  valid=("exec-gpt 1,2 8 standard" "exec-llama 2 8 standard")
+  timed=1
+elif [ "$mode" = quick ]; then
   calib=(  # model batch seq attention
     "gpt2-small 2 512 standard,flash"
     "tinyllama-1.1b 1 512 standard,flash"
@@ -137,17 +161,25 @@ else
   timed=5
 fi
 
+precision=bf16-amp
+reference_device=$device
+if [ "$smoke" = 1 ]; then
+  precision=fp32  # CPU autocast is not CUDA autocast
+  reference_device=cpu
+fi
+
 run_reference() {  # $1 folder, $2 index, $3 strategies, $4 "model batch seq attention", $5 profile
   local dir=$1 i=$2 st=$3 model batch seq attn
   read -r model batch seq attn <<< "$4"
   local args=(--model "$model" --batch "$batch" --seq "$seq" --attention "$attn"
-              --strategy "$st" --precision bf16-amp --device "$device" --timed-steps "$timed"
+              --strategy "$st" --precision "$precision" --device "$reference_device"
+              --timed-steps "$timed"
               -o "$dir/torch-$i.csv")
   [ "$5" = profile ] && args+=(--profile "$dir/timing-torch-$i.csv")
   "$python" "$root/harness/torch_reference.py" "${args[@]}" 2>> "$log"
   if [ "$cuda_harness" = 1 ]; then
     "$harness" --backend cuda --model "$model" --batch "$batch" --seq "$seq" --attention "$attn" \
-      --strategy "$st" --precision bf16-amp --device "$device" -o "$dir/cuda-$i.csv" \
+      --strategy "$st" --precision "$precision" --device "$device" -o "$dir/cuda-$i.csv" \
       --timing "$dir/timing-cuda-$i.csv" 2>> "$log"
   fi
 }
@@ -177,7 +209,13 @@ fi
 
 # --- 4. calibrate and validate -------------------------------------------------------------
 step "calibrate ($device) on the calibration grid"
-timing=("$out"/calibration/timing-*.csv)
+timing=()
+for f in "$out"/calibration/timing-*.csv; do
+  case "$f" in
+    *.kernels.csv) ;;  # torch_reference's per-kernel table: for reading, not a timing table
+    *) timing+=("$f") ;;
+  esac
+done
 "$actsim" calibrate "${timing[@]}" --device "$device" --validation-grid "$out/validation/torch.csv" \
   --provenance "$gpu, $day, harness/gpu_validate.sh --$mode" -o "$out/$device-calibrated.json" \
   | tee "$out/calibrate.txt"

@@ -67,7 +67,11 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
 
 # The per-op timing table (`actsim calibrate`; harness/README.md "Timing tables").
 TIMING_COLUMNS = ["model", "precision", "attention", "batch", "seq", "op", "kind", "block",
-                  "phase", "name", "math16", "flops", "bytes", "kernels", "measured_ns"]
+                  "phase", "name", "math16", "flops", "bytes", "kernels", "measured_ns",
+                  "shape_class"]
+# --profile's per-kernel table beside it (FILE.kernels.csv): the kernels of each op region.
+KERNEL_COLUMNS = ["model", "precision", "attention", "batch", "seq", "op", "kind", "block",
+                  "phase", "name", "shape_class", "kernel", "device_ns"]
 
 
 class UsageError(Exception):
@@ -858,7 +862,7 @@ def memory_figures():
     return st
 
 
-def measure(trainer, timed_steps, profile_regions):
+def measure(trainer, timed_steps, profile_regions, kernel_table=None):
     dev = trainer.device
     trainer.step()  # warm-up: creates the optimizer state (and the cuBLAS workspace)
     torch.cuda.synchronize(dev)
@@ -876,7 +880,8 @@ def measure(trainer, timed_steps, profile_regions):
         end.record()
         torch.cuda.synchronize(dev)
         times.append(int(round(start.elapsed_time(end) * 1e6)))  # ms -> ns
-    table = profile_step(trainer, profile_regions) if profile_regions is not None else None
+    table = (profile_step(trainer, profile_regions, kernel_table)
+             if profile_regions is not None else None)
     return {
         "peak_requested_bytes": after["requested_bytes.all.peak"],
         "peak_allocated_bytes": after["allocated_bytes.all.peak"],
@@ -889,8 +894,17 @@ def measure(trainer, timed_steps, profile_regions):
     }, table
 
 
-def profile_step(trainer, R):
-    """One steady-state step under torch.profiler: device time per forward op region."""
+def shape_class(flops, nbytes):
+    """Ops grouped by size for per-shape efficiencies: the power of two of their matmul FLOPs,
+    or of their bytes when they have none."""
+    if flops > 0:
+        return "flops:2^%d" % int(math.floor(math.log2(flops)))
+    return "bytes:2^%d" % int(math.floor(math.log2(nbytes))) if nbytes > 0 else "none"
+
+
+def profile_step(trainer, R, kernel_rows=None):
+    """One steady-state step under torch.profiler: device time per forward op region (and, into
+    kernel_rows, every kernel of those regions: name and device time)."""
     acts = [torch.profiler.ProfilerActivity.CPU]
     if trainer.device.type == "cuda":
         acts.append(torch.profiler.ProfilerActivity.CUDA)
@@ -915,7 +929,7 @@ def profile_step(trainer, R):
             t_us = getattr(ev, "device_time_total", None)
             if t_us is None:
                 t_us = ev.cuda_time_total
-            kernels = count_kernels(ev)
+            kernels = count_kernels(ev, idx, kernel_rows)
         else:
             t_us, kernels = ev.cpu_time_total, 1
         times[idx] = (int(round(t_us * 1000)), kernels)
@@ -924,18 +938,30 @@ def profile_step(trainer, R):
         if idx not in times or rec["phase"] != "forward":
             continue  # recompute regions are forward kernels again; backward is not attributed
         ns, kernels = times[idx]
-        rows.append({"op": idx, "kind": rec["kind"], "block": rec["block"],
+        rows.append({"shape_class": shape_class(rec["flops"], rec["in"] + rec["out"]),
+                     "op": idx, "kind": rec["kind"], "block": rec["block"],
                      "phase": rec["phase"], "name": rec["name"], "math16": rec["math16"],
                      "flops": rec["flops"], "bytes": rec["in"] + rec["out"],
                      "kernels": kernels, "measured_ns": ns})
+    if kernel_rows is not None:
+        for k in kernel_rows:
+            rec = R.ops[k["op"]]
+            k.update(kind=rec["kind"], block=rec["block"], phase=rec["phase"], name=rec["name"],
+                     shape_class=shape_class(rec["flops"], rec["in"] + rec["out"]))
+        kernel_rows[:] = [k for k in kernel_rows if k["phase"] == "forward"]
     return rows
 
 
-def count_kernels(ev):
+def count_kernels(ev, idx, kernel_rows):
+    """Kernels launched inside a host range (by its ops, at any depth)."""
     n, todo = 0, [ev]
     while todo:
         e = todo.pop()
-        n += len(getattr(e, "kernels", []) or [])
+        for k in getattr(e, "kernels", []) or []:
+            n += 1
+            if kernel_rows is not None:
+                kernel_rows.append({"op": idx, "kernel": k.name,
+                                    "device_ns": int(round(k.duration * 1000))})
         todo.extend(getattr(e, "cpu_children", []) or [])
     return max(n, 1)
 
@@ -1127,7 +1153,7 @@ def main(argv):
         device_name = (device_name_for(torch.cuda.get_device_name(device))
                        if args.device == "auto" else args.device)
     models = [(name, load_model(name)) for name in args.model]
-    rows, sidecar, timing, failed = [], [], [], False
+    rows, sidecar, timing, kernel_table, failed = [], [], [], [], False
     for name, mcfg in models:
         for precision in args.precision:
             for attention in args.attention:
@@ -1168,15 +1194,17 @@ def main(argv):
                                     rows.append(r)
                             continue
                         for st in args.strategy:
+                            kern = []
                             rows_for, env_row, table = run_gpu(name, mcfg, cfg, st, device,
-                                                               device_name, args)
+                                                               device_name, args, kern)
                             rows.extend(rows_for(a) for a in args.allocator)
                             sidecar.append(env_row)
                             if table:
-                                for t in table:
+                                for t in table + kern:
                                     t.update(model=name, precision=precision,
                                              attention=attention, batch=b, seq=s)
                                 timing.extend(table)
+                                kernel_table.extend(kern)
     for i, r in enumerate(rows):
         r["row_index"] = i
     write_csv(args.output, rows)
@@ -1187,17 +1215,20 @@ def main(argv):
     if args.profile:
         write_file(args.profile, ",".join(TIMING_COLUMNS) + "\n" + "".join(
             ",".join(csv_field(t[c]) for c in TIMING_COLUMNS) + "\n" for t in timing))
+        stem = args.profile[:-4] if args.profile.endswith(".csv") else args.profile
+        write_file(stem + ".kernels.csv", ",".join(KERNEL_COLUMNS) + "\n" + "".join(
+            ",".join(csv_field(k[c]) for c in KERNEL_COLUMNS) + "\n" for k in kernel_table))
     return 1 if failed else 0
 
 
-def run_gpu(name, mcfg, cfg, strategy, device, device_name, args):
+def run_gpu(name, mcfg, cfg, strategy, device, device_name, args, kernels):
     R = Regions()
     env_row = {"model": name, "strategy": strategy, "precision": cfg["precision"],
                "attention": cfg["attention"], "batch": cfg["batch"], "seq": cfg["seq"]}
     trainer, fig, table, err = None, None, None, ""
     try:
         trainer = Trainer(mcfg, cfg, strategy, device, R)
-        fig, table = measure(trainer, args.timed_steps, R if args.profile else None)
+        fig, table = measure(trainer, args.timed_steps, R if args.profile else None, kernels)
         params = trainer.model.param_count()
     except torch.cuda.OutOfMemoryError as e:  # a row, not the end of the run
         err = "out of memory: " + str(e).splitlines()[0]

@@ -56,7 +56,9 @@ test $status -eq 1 && test \"$(grep -c DIFFERS \"$5/rng.txt\")\" -eq 2
 
 # Its rows are the CSV schema v1: the header is actsim's own, `actsim validate` reads the file
 # (dry-run rows carry an error, so nothing is compared), and the profile table has a row per
-# forward op region with the calibration columns.
+# forward op region with the calibration columns. exec-llama's gate proj in block 0 (fp32, b 2,
+# s 8, h 16, f 24): FLOPs 2 x 16 tokens x 16 x 24 = 12,288 (class 2^13), bytes 4 x (16 x 16 in
+# + 24 x 16 weight + 16 x 24 out) = 4,096.
 add_test(NAME torch_reference.rows_and_profile_schema
          COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
 \"$1\" \"$ref\" --device cpu --model exec-llama --strategy none,sqrt --batch 2 --seq 8 \\
@@ -67,8 +69,9 @@ test \"$(wc -l < \"$5/rows.csv\")\" -eq 5
 grep -q '\"environment\"' \"$5/rows.env.json\"
 \"$4\" validate \"$5/rows.csv\" > \"$5/validate.txt\"
 grep -q '^0 rows' \"$5/validate.txt\"
-head -n 1 \"$5/profile.csv\" | grep -q '^model,precision,attention,batch,seq,op,kind,block,phase,name,math16,flops,bytes,kernels,measured_ns$'
-grep -q ',linear,4,forward,gate proj,0,' \"$5/profile.csv\"
+head -n 1 \"$5/profile.csv\" | grep -q '^model,precision,attention,batch,seq,op,kind,block,phase,name,math16,flops,bytes,kernels,measured_ns,shape_class$'
+grep -q ',linear,0,forward,gate proj,0,12288,4096,1,[0-9]*,flops:2^13$' \"$5/profile.csv\"
+head -n 1 \"$5/profile.kernels.csv\" | grep -q '^model,.*,shape_class,kernel,device_ns$'
 "
          sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
          $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference/schema)
@@ -127,3 +130,24 @@ done
          $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference/params)
 set_tests_properties(torch_reference.parameters_match_the_simulator
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# The script's plumbing without a GPU (--cpu-smoke: tiny models, the reference's CPU dry run
+# and profile, calibrate, validate; nothing measured): it finishes with status 0, joins one row
+# file per grid (header once: 2 GPT batches x 5 strategies x 2 allocators + 5 Llama x 2), keeps
+# timing tables apart from row files, and writes a calibrated device file that loads.
+add_test(NAME gpu_validate.cpu_smoke
+         COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
+rm -rf \"$5\"
+bash \"$2/harness/gpu_validate.sh\" --quick --cpu-smoke --no-build --build \"$6\" --python \"$1\" \\
+  --out \"$5\" > \"$5.log\"
+test \"$(wc -l < \"$5/validation/torch.csv\")\" -eq 31
+test \"$(grep -c '^schema_version' \"$5/validation/torch.csv\")\" -eq 1
+test \"$(grep -c '^schema_version' \"$5/calibration/torch.csv\")\" -eq 1
+test -s \"$5/calibration/timing-torch-0.csv\"
+\"$4\" run --device \"$5/h100-sxm-calibrated.json\" --model exec-gpt --seq 8 > /dev/null
+grep -q 'within the tolerance' \"$5/validate-torch.txt\"
+"
+         sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
+         $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/gpu_validate_smoke ${CMAKE_BINARY_DIR})
+set_tests_properties(gpu_validate.cpu_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                     DEPENDS "torch_reference.compiles")
