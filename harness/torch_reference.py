@@ -748,7 +748,9 @@ class Trainer:
         labels = torch.randint(0, v, shape, generator=self.gen, device=self.device)
         return ids, labels
 
-    def forward_backward(self):
+    def forward_backward(self, hold=None):
+        """Forward and backward; the ids, labels and loss go into `hold` (the training loop's
+        references, released after the optimizer as the simulator's protocol has it)."""
         ids, labels = self.batch()
         ctx = (torch.autocast(self.cfg["autocast_device"], dtype=self.cfg["half"])
                if self.cfg["amp"] else contextlib.nullcontext())
@@ -757,18 +759,25 @@ class Trainer:
             loss = self.runner.forward(ids, labels)
         self.runner.R.phase = "backward"
         loss.backward()
-        return loss.detach()
+        loss = loss.detach()
+        if hold is not None:
+            hold.extend((ids, labels, loss))
+        return loss
 
     def step(self):
-        if self.main_grads is None:
-            self.opt.zero_grad(set_to_none=True)
-        loss = self.forward_backward()
+        """One step: forward, backward, optimizer; then zero_grad(set_to_none) releases the lazy
+        gradients, so that the state between steps is the simulator's baseline."""
+        hold = []
+        loss = self.forward_backward(hold)
         self.opt.step()
         if self.main_grads is not None:
             with torch.no_grad():
                 for p, mp, mg in zip(self.params, self.masters, self.main_grads):
                     p.copy_(mp)
                     mg.zero_()
+        else:
+            self.opt.zero_grad(set_to_none=True)
+        del hold
         return loss
 
 
