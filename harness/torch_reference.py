@@ -352,13 +352,13 @@ def linear(R, name, x, w, b=None):
 
 
 def layer_norm(R, name, x, w, b, eps):
-    with R.op(name, "layernorm", x) as out:
+    with R.op(name, "layer_norm", x) as out:
         return out(F.layer_norm(x, (x.shape[-1],), w, b, eps))
 
 
 def rms_norm(R, name, x, w, eps):
     """HF LlamaRMSNorm.forward, eager: one region, the simulator's six ops inside."""
-    with R.op(name, "rmsnorm", x) as out:
+    with R.op(name, "rms_norm", x) as out:
         hs = x.to(torch.float32)
         var = hs.pow(2).mean(-1, keepdim=True)
         hn = hs * torch.rsqrt(var + eps)

@@ -3,7 +3,8 @@
 # (calibrate_tests), and the verb through the real binary: a fit written to a new device file
 # that loads, the grids kept apart, and bad input (one line, exit 2, no output file).
 add_executable(calibrate_tests ${CMAKE_CURRENT_LIST_DIR}/test_calibrate.cpp)
-target_link_libraries(calibrate_tests PRIVATE actsim_cli test_main actsim_options)
+target_link_libraries(calibrate_tests PRIVATE actsim_cli nlohmann_json::nlohmann_json test_main
+                      actsim_options)
 target_compile_definitions(calibrate_tests PRIVATE ACTSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 doctest_discover_tests(calibrate_tests)
 
@@ -37,6 +38,13 @@ grep -q '\"memory_efficiency\": 0.5,' new.json
 grep -q '\"launch_overhead_ns\": 5000,' new.json
 grep -q 'actsim calibrate.*from t.csv; test table' new.json
 \"$1\" run --device ./new.json --model gpt2-small > run.txt
+grep -q 'efficiency_by_kind' new.json && exit 1
+rm -f kinds.json
+\"$1\" calibrate t.csv --by-kind 3 --validation-grid val.csv --provenance 'test table' -o kinds.json > kinds.txt
+grep -q '\"linear\": {' kinds.json
+grep -q '\"add\": {' kinds.json
+grep -q 'per op kind with at least 3 rows' kinds.json
+\"$1\" run --device ./kinds.json --model gpt2-small > run.txt
 set +e
 \"$1\" calibrate t.csv --device h100-sxm --validation-grid val.csv --provenance x -o new.json 2> err.txt
 test $? -eq 2 && grep -q 'exists' err.txt

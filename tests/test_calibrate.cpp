@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -203,4 +206,92 @@ TEST_CASE("calibrate: timing table parsing") {
   bad(head + "m,bf16-amp,standard,1,128,4,linear,0,forward,qkv,2,10,20,1,3\n", "math16");
   bad(head + "m,bf16-amp,standard,1,12x,4,linear,0,forward,qkv,1,10,20,1,3\n", "seq");
   bad(head + "m,bf16-amp,standard,1,128,4,linear,0,forward,qkv,1,10,20,1\n", "fields");
+}
+
+TEST_CASE("calibrate: the engine times each op kind with its own efficiencies when given") {
+  const sim::Device base = truth_device();
+  sim::Device slow = base;
+  slow.kind_efficiencies = {{"linear", base.compute_efficiency / 2, base.memory_efficiency}};
+  const std::vector<TimingRow> a = grid(base, 0.0), b = grid(slow, 0.0);
+  REQUIRE(a.size() == b.size());
+  int64_t slower = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].name == b[i].name);
+    const double fa = static_cast<double>(a[i].flops) / (a[i].math16 ? base.peak_bf16_flops_per_s
+                                                                      : base.peak_fp32_flops_per_s);
+    const double ma = static_cast<double>(a[i].bytes) / base.hbm_bytes_per_s;
+    const bool compute_bound = fa / base.compute_efficiency > ma / base.memory_efficiency;
+    if (a[i].kind == "linear" && compute_bound) {
+      // at half the efficiency the compute term doubles (and still dominates)
+      const double want = 2 * (static_cast<double>(a[i].measured_ns) -
+                               static_cast<double>(base.launch_overhead_ns * a[i].kernels)) +
+                          static_cast<double>(base.launch_overhead_ns * a[i].kernels);
+      CHECK(std::abs(static_cast<double>(b[i].measured_ns) - want) <= 1.0);
+      ++slower;
+    } else if (a[i].kind != "linear") {
+      CHECK(b[i].measured_ns == a[i].measured_ns);
+    }
+  }
+  CHECK(slower > 100);
+}
+
+TEST_CASE("calibrate: per-kind efficiencies are recovered from the engine's own timings") {
+  sim::Device truth = truth_device();
+  truth.kind_efficiencies = {{"bmm", 0.41, 0.77}, {"linear", 0.71, 0.66}, {"softmax", 0.62, 0.52}};
+  const std::vector<TimingRow> rows = grid(truth, 0.0);
+  const actsim_cli::FitReport rep = actsim_cli::fit_efficiencies(rows, truth_device(), "t", 8);
+  CHECK(rep.by_kind_launch_ns == doctest::Approx(4200).epsilon(1e-4));
+  CHECK(rep.by_kind_rms_rel_error < 1e-4);
+  int checked = 0;
+  for (const actsim_cli::KindFit& k : rep.kinds) {
+    INFO(k.kind);
+    if (k.rows < 8) {
+      CHECK(!k.fitted);
+      continue;
+    }
+    REQUIRE(k.fitted);
+    double c = truth.compute_efficiency, m = truth.memory_efficiency;
+    for (const sim::KindEfficiency& e : truth.kind_efficiencies)
+      if (e.kind == k.kind) c = e.compute_efficiency, m = e.memory_efficiency;
+    // A kind whose rows are all memory-bound does not determine its compute side (and the
+    // reverse): that side reports the device-wide fit. linear and bmm have both.
+    if (k.kind == "linear" || k.kind == "bmm") CHECK(k.compute == doctest::Approx(c).epsilon(1e-3));
+    if (k.kind != "linear") CHECK(k.memory == doctest::Approx(m).epsilon(1e-3));
+    ++checked;
+  }
+  CHECK(checked >= 8);
+}
+
+TEST_CASE("calibrate: device files with a per-kind table") {
+  std::ifstream in(std::filesystem::path(ACTSIM_SOURCE_DIR) / "models" / "devices" / "h100-sxm.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::ordered_json base = nlohmann::ordered_json::parse(ss.str());
+  auto with = [&](const nlohmann::ordered_json& table, bool provenance) {
+    nlohmann::ordered_json doc = base;
+    doc["efficiency_by_kind"] = table;
+    if (provenance) doc["provenance"]["efficiency_by_kind"] = "test";
+    return doc.dump(2);
+  };
+  const nlohmann::ordered_json good = {{"bmm", {{"compute_efficiency", 0.4}, {"memory_efficiency", 0.7}}},
+                                       {"linear", {{"compute_efficiency", 0.75}, {"memory_efficiency", 0.8}}}};
+  const sim::Device d = sim_io::parse_device(with(good, true), "h100-sxm", "d.json");
+  REQUIRE(d.kind_efficiencies.size() == 2);
+  CHECK(d.kind_efficiencies[0] == sim::KindEfficiency{"bmm", 0.4, 0.7});
+  CHECK(d.kind_efficiencies[1] == sim::KindEfficiency{"linear", 0.75, 0.8});
+  CHECK(sim_io::parse_device(base.dump(2), "h100-sxm", "d.json").kind_efficiencies.empty());
+  auto bad = [&](const std::string& text, const char* what) {
+    CHECK_THROWS_WITH_AS(sim_io::parse_device(text, "h100-sxm", "d.json"), doctest::Contains(what),
+                         sim::ConfigError);
+  };
+  bad(with(good, false), "efficiency_by_kind: no provenance");
+  bad(with({{"matmul", {{"compute_efficiency", 0.4}, {"memory_efficiency", 0.7}}}}, true),
+      "efficiency_by_kind.matmul: not an op kind");
+  bad(with({{"bmm", {{"compute_efficiency", 1.4}, {"memory_efficiency", 0.7}}}}, true),
+      "efficiency_by_kind.bmm: efficiencies must be in (0, 1]");
+  bad(with({{"bmm", {{"compute_efficiency", 0.4}}}}, true),
+      "efficiency_by_kind.bmm.memory_efficiency: missing");
+  bad(with({{"bmm", {{"compute_efficiency", 0.4}, {"memory_efficiency", 0.7}, {"x", 1}}}}, true),
+      "efficiency_by_kind.bmm.x: unknown key");
+  bad(with(7, true), "efficiency_by_kind: expected an object");
 }

@@ -93,6 +93,10 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
       ->required();
   calibrate->add_option("-o,--output", inv.flags.output, "new device file (must not exist)");
   calibrate->add_flag("--in-place", inv.calibrate.in_place, "rewrite the device file itself");
+  calibrate->add_option("--by-kind", inv.calibrate.min_kind_rows,
+                        "rows an op kind needs for efficiencies of its own (0: one pair for all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   calibrate->callback([&verb] { verb = Verb::kCalibrate; });
 }
 

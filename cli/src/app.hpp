@@ -22,6 +22,7 @@ struct CalibrateFlags {
   std::string validation_grid;      // the measured CSV actsim validate checks: refused grid points
   std::string provenance;           // where and when the tables were measured (GPU, date)
   bool in_place = false;            // rewrite the device file itself
+  int64_t min_kind_rows = 8;        // --by-kind: rows a kind needs for its own efficiencies (0: none)
 };
 
 // A parsed command line, ready to run.

@@ -16,84 +16,120 @@ namespace actsim_cli {
 namespace {
 
 // Per row, in nanoseconds at efficiency 1: a = compute time, b = memory time; k kernels; t the
-// measured time.
+// measured time; g its group (one efficiency pair per group).
 struct Point {
   double a, b, k, t;
+  int g;
 };
 
-constexpr int kX = 0, kY = 1, kL = 2;  // unknowns: 1/compute eff., 1/memory eff., launch ns
+// Unknowns: per group g, x = 1/compute efficiency at 2g and y = 1/memory efficiency at 2g + 1;
+// the launch overhead (ns, shared) last.
+using Theta = std::vector<double>;
 
-// The relative residual's sum of squares at (x, y, l).
-double objective(const std::vector<Point>& pts, const std::array<double, 3>& th) {
+bool compute_bound(const Point& p, const Theta& th) {
+  return p.a * th[2 * p.g] >= p.b * th[2 * p.g + 1];
+}
+
+// The relative residuals' sum of squares.
+double objective(const std::vector<Point>& pts, const Theta& th) {
   double s = 0;
   for (const Point& p : pts) {
-    const double r = (std::max(p.a * th[kX], p.b * th[kY]) + p.k * th[kL] - p.t) / p.t;
+    const double r =
+        (std::max(p.a * th[2 * p.g], p.b * th[2 * p.g + 1]) + p.k * th.back() - p.t) / p.t;
     s += r * r;
   }
   return s;
 }
 
-// Least squares for the unknowns marked in `free` with the others held at th; rows assigned
-// compute-bound (bound[i]) contribute a*x, the others b*y. Returns false when singular.
+// Least squares for the unknowns marked free with the others held at th, rows assigned
+// compute-bound (bound[i]) contributing a x, the others b y. Returns false when singular.
 bool solve(const std::vector<Point>& pts, const std::vector<char>& bound,
-           const std::array<bool, 3>& free, std::array<double, 3>& th) {
-  std::array<int, 3> idx{};
-  int n = 0;
-  for (int j = 0; j < 3; ++j)
-    if (free[j]) idx[n++] = j;
+           const std::vector<char>& free, Theta& th) {
+  std::vector<int> idx, pos(th.size(), -1);
+  for (size_t j = 0; j < th.size(); ++j)
+    if (free[j]) pos[j] = static_cast<int>(idx.size()), idx.push_back(static_cast<int>(j));
+  const size_t n = idx.size();
   if (n == 0) return true;
-  double m[3][4] = {};
+  std::vector<double> m(n * (n + 1), 0.0);  // [n x n | rhs]
+  auto at = [&](size_t r, size_t c) -> double& { return m[r * (n + 1) + c]; };
   for (size_t i = 0; i < pts.size(); ++i) {
     const Point& p = pts[i];
     const double w = 1.0 / (p.t * p.t);
-    const std::array<double, 3> u = {bound[i] ? p.a : 0.0, bound[i] ? 0.0 : p.b, p.k};
+    const int jv = bound[i] ? 2 * p.g : 2 * p.g + 1;
+    const double uv = bound[i] ? p.a : p.b;
+    const int jl = static_cast<int>(th.size()) - 1;
     double rhs = p.t;
-    for (int j = 0; j < 3; ++j)
-      if (!free[j]) rhs -= u[j] * th[j];
-    for (int r = 0; r < n; ++r) {
-      for (int c = 0; c < n; ++c) m[r][c] += w * u[idx[r]] * u[idx[c]];
-      m[r][n] += w * u[idx[r]] * rhs;
+    if (!free[jv]) rhs -= uv * th[jv];
+    if (!free[jl]) rhs -= p.k * th[jl];
+    // the row's two non-zero entries
+    const std::pair<int, double> u[2] = {{pos[jv], uv}, {pos[jl], p.k}};
+    for (const auto& [r, ur] : u) {
+      if (r < 0) continue;
+      for (const auto& [c, uc] : u)
+        if (c >= 0) at(r, c) += w * ur * uc;
+      at(r, n) += w * ur * rhs;
     }
   }
-  for (int c = 0; c < n; ++c) {  // Gaussian elimination, partial pivoting
-    int piv = c;
-    for (int r = c + 1; r < n; ++r)
-      if (std::abs(m[r][c]) > std::abs(m[piv][c])) piv = r;
-    if (!(std::abs(m[piv][c]) > 1e-300)) return false;
-    for (int k = 0; k <= n; ++k) std::swap(m[c][k], m[piv][k]);
-    for (int r = 0; r < n; ++r) {
+  for (size_t c = 0; c < n; ++c) {  // Gauss-Jordan, partial pivoting
+    size_t piv = c;
+    for (size_t r = c + 1; r < n; ++r)
+      if (std::abs(at(r, c)) > std::abs(at(piv, c))) piv = r;
+    if (!(std::abs(at(piv, c)) > 1e-300)) return false;
+    for (size_t k = 0; k <= n; ++k) std::swap(at(c, k), at(piv, k));
+    for (size_t r = 0; r < n; ++r) {
       if (r == c) continue;
-      const double f = m[r][c] / m[c][c];
-      for (int k = c; k <= n; ++k) m[r][k] -= f * m[c][k];
+      const double f = at(r, c) / at(c, c);
+      if (f != 0)
+        for (size_t k = c; k <= n; ++k) at(r, k) -= f * at(c, k);
     }
   }
-  for (int r = 0; r < n; ++r) th[idx[r]] = m[r][n] / m[r][r];
+  for (size_t r = 0; r < n; ++r) th[idx[r]] = at(r, n) / at(r, r);
   return true;
 }
 
 // From one start: alternate the bound assignment and the linear solution until the assignment
-// is stable. The launch overhead is kept >= 0 (re-solved at 0 when negative), and x, y > 0.
-bool descend(const std::vector<Point>& pts, std::array<double, 3>& th) {
+// is stable. The launch overhead is kept >= 0 (re-solved at 0 when negative); x, y > 0. A
+// group's x (y) is free only while it has compute-bound (memory-bound) rows.
+bool descend(const std::vector<Point>& pts, Theta& th) {
   std::vector<char> bound(pts.size(), 0), next(pts.size(), 0);
-  for (size_t i = 0; i < pts.size(); ++i) bound[i] = pts[i].a * th[kX] >= pts[i].b * th[kY];
+  for (size_t i = 0; i < pts.size(); ++i) bound[i] = compute_bound(pts[i], th);
   for (int iter = 0; iter < 100; ++iter) {
-    bool any_c = false, any_m = false;
-    for (size_t i = 0; i < pts.size(); ++i) (bound[i] ? any_c : any_m) = true;
-    std::array<double, 3> t = th;
-    if (!solve(pts, bound, {any_c, any_m, true}, t)) return false;
-    if (t[kL] < 0) {
+    std::vector<char> free(th.size(), 0);
+    for (size_t i = 0; i < pts.size(); ++i) free[bound[i] ? 2 * pts[i].g : 2 * pts[i].g + 1] = 1;
+    free.back() = 1;
+    Theta t = th;
+    if (!solve(pts, bound, free, t)) return false;
+    if (t.back() < 0) {
       t = th;
-      t[kL] = 0;
-      if (!solve(pts, bound, {any_c, any_m, false}, t)) return false;
+      t.back() = 0;
+      free.back() = 0;
+      if (!solve(pts, bound, free, t)) return false;
     }
-    if (!(t[kX] > 0) || !(t[kY] > 0) || !std::isfinite(t[kX]) || !std::isfinite(t[kY]))
-      return false;
+    for (size_t j = 0; j + 1 < t.size(); ++j)
+      if (!(t[j] > 0) || !std::isfinite(t[j])) return false;
     th = t;
-    for (size_t i = 0; i < pts.size(); ++i) next[i] = pts[i].a * th[kX] >= pts[i].b * th[kY];
+    for (size_t i = 0; i < pts.size(); ++i) next[i] = compute_bound(pts[i], th);
     if (next == bound) return true;
     bound.swap(next);
   }
   return true;
+}
+
+// The best of 25 starts (efficiencies 1 down to 0.1, the same for every group).
+Theta best_fit(const std::vector<Point>& pts, int groups, double launch0, double* best_obj) {
+  Theta best;
+  *best_obj = std::numeric_limits<double>::infinity();
+  for (double x0 : {1.0, 1.25, 2.0, 4.0, 10.0}) {
+    for (double y0 : {1.0, 1.25, 2.0, 4.0, 10.0}) {
+      Theta th(2 * static_cast<size_t>(groups) + 1);
+      for (int g = 0; g < groups; ++g) th[2 * g] = x0, th[2 * g + 1] = y0;
+      th.back() = launch0;
+      if (!descend(pts, th)) continue;
+      const double obj = objective(pts, th);
+      if (obj < *best_obj) *best_obj = obj, best = th;
+    }
+  }
+  return best;
 }
 
 int64_t parse_int(const std::string& where, const std::string& column, const std::string& v) {
@@ -185,7 +221,7 @@ double roofline_ns(const TimingRow& row, const sim::Device& d, const Efficiencie
 }
 
 FitReport fit_efficiencies(const std::vector<TimingRow>& rows, const sim::Device& d,
-                           const std::string& source) {
+                           const std::string& source, int64_t min_kind_rows) {
   FitReport rep;
   std::vector<Point> pts;
   std::vector<const TimingRow*> used;
@@ -198,32 +234,23 @@ FitReport fit_efficiencies(const std::vector<TimingRow>& rows, const sim::Device
     const double peak = r.math16 ? d.peak_bf16_flops_per_s : d.peak_fp32_flops_per_s;
     pts.push_back({static_cast<double>(r.flops) / peak * 1e9,
                    static_cast<double>(r.bytes) / d.hbm_bytes_per_s * 1e9,
-                   static_cast<double>(r.kernels), static_cast<double>(r.measured_ns)});
+                   static_cast<double>(r.kernels), static_cast<double>(r.measured_ns), 0});
     used.push_back(&r);
   }
   if (pts.size() < 3)
     throw sim::ConfigError(source, "rows",
                            fmt::format("{} rows with a measured time, FLOPs or bytes: at least 3 "
                                        "are needed to fit three parameters", pts.size()));
-  // Starts: efficiencies from 1 down to 0.1 for both, the launch overhead at the device's value.
-  std::array<double, 3> best{};
-  double best_obj = std::numeric_limits<double>::infinity();
-  for (double x0 : {1.0, 1.25, 2.0, 4.0, 10.0}) {
-    for (double y0 : {1.0, 1.25, 2.0, 4.0, 10.0}) {
-      std::array<double, 3> th = {x0, y0, static_cast<double>(d.launch_overhead_ns)};
-      if (!descend(pts, th)) continue;
-      const double obj = objective(pts, th);
-      if (obj < best_obj) best_obj = obj, best = th;
-    }
-  }
-  if (!std::isfinite(best_obj))
-    throw sim::ConfigError(source, "rows", "the fit did not converge (degenerate table)");
-  for (const Point& p : pts) (p.a * best[kX] >= p.b * best[kY] ? rep.compute_bound : rep.memory_bound)++;
+  // 1. One efficiency pair for every op and the launch overhead: the device's two fields.
+  double obj = 0;
+  const Theta th = best_fit(pts, 1, static_cast<double>(d.launch_overhead_ns), &obj);
+  if (th.empty()) throw sim::ConfigError(source, "rows", "the fit did not converge (degenerate table)");
+  for (const Point& p : pts) (compute_bound(p, th) ? rep.compute_bound : rep.memory_bound)++;
   rep.compute_fitted = rep.compute_bound > 0;
   rep.memory_fitted = rep.memory_bound > 0;
-  rep.fit.compute = rep.compute_fitted ? 1.0 / best[kX] : d.compute_efficiency;
-  rep.fit.memory = rep.memory_fitted ? 1.0 / best[kY] : d.memory_efficiency;
-  rep.fit.launch_ns = best[kL];
+  rep.fit.compute = rep.compute_fitted ? 1.0 / th[0] : d.compute_efficiency;
+  rep.fit.memory = rep.memory_fitted ? 1.0 / th[1] : d.memory_efficiency;
+  rep.fit.launch_ns = th.back();
   // An efficiency above 1 means a row runs faster than the device's peak allows: its FLOPs or
   // bytes are overstated, or the device file's peak is too low. Refuse rather than write it.
   if (rep.fit.compute > 1)
@@ -235,18 +262,47 @@ FitReport fit_efficiencies(const std::vector<TimingRow>& rows, const sim::Device
                            fmt::format("fitted {:.4f} > 1: the table's bytes or the device's "
                                        "bandwidth are wrong", rep.fit.memory));
   rep.rows = static_cast<int64_t>(pts.size());
-  rep.rms_rel_error = std::sqrt(best_obj / static_cast<double>(pts.size()));
+  rep.rms_rel_error = std::sqrt(obj / static_cast<double>(pts.size()));
+
+  // 2. Per op kind (sim::op_kind_name): kinds with at least min_kind_rows rows get their own
+  // pair, the rest share one; the launch overhead stays shared. Kinds in order of appearance.
   std::map<std::string, size_t> at;
-  std::vector<double> sums;
-  for (const TimingRow* r : used) {
-    auto [it, fresh] = at.emplace(r->kind, rep.kinds.size());
-    if (fresh) rep.kinds.push_back({r->kind, 0, 0}), sums.push_back(0);
-    KindFit& k = rep.kinds[it->second];
-    ++k.rows;
-    sums[it->second] += static_cast<double>(r->measured_ns) / roofline_ns(*r, d, rep.fit);
+  for (const TimingRow* r : used)
+    if (at.emplace(r->kind, rep.kinds.size()).second) rep.kinds.push_back({r->kind});
+  for (const TimingRow* r : used) ++rep.kinds[at[r->kind]].rows;
+  std::vector<int> group_of(rep.kinds.size(), -1);
+  int groups = 0;
+  for (size_t k = 0; k < rep.kinds.size(); ++k)
+    if (min_kind_rows > 0 && rep.kinds[k].rows >= min_kind_rows) group_of[k] = groups++;
+  const int rest = groups;
+  std::vector<Point> kp = pts;
+  for (size_t i = 0; i < kp.size(); ++i) {
+    const int g = group_of[at[used[i]->kind]];
+    kp[i].g = g < 0 ? rest : g;
   }
-  for (size_t i = 0; i < rep.kinds.size(); ++i)
-    rep.kinds[i].mean_ratio = sums[i] / static_cast<double>(rep.kinds[i].rows);
+  double kobj = 0;
+  const Theta kth = groups > 0 ? best_fit(kp, groups + 1, rep.fit.launch_ns, &kobj) : Theta{};
+  if (!kth.empty()) {
+    rep.by_kind_launch_ns = kth.back();
+    rep.by_kind_rms_rel_error = std::sqrt(kobj / static_cast<double>(kp.size()));
+  }
+  std::vector<double> sums(rep.kinds.size(), 0.0);
+  std::vector<char> any_c(rep.kinds.size(), 0), any_m(rep.kinds.size(), 0);
+  for (size_t i = 0; i < used.size(); ++i) {
+    const size_t k = at[used[i]->kind];
+    sums[k] += static_cast<double>(used[i]->measured_ns) / roofline_ns(*used[i], d, rep.fit);
+    if (!kth.empty()) (compute_bound(kp[i], kth) ? any_c : any_m)[k] = 1;
+  }
+  for (size_t k = 0; k < rep.kinds.size(); ++k) {
+    KindFit& kf = rep.kinds[k];
+    kf.mean_ratio = sums[k] / static_cast<double>(kf.rows);
+    if (kth.empty() || group_of[k] < 0) continue;
+    const int g = group_of[k];
+    // a side with no bound row is not determined by this kind: the device-wide value
+    kf.compute = any_c[k] ? 1.0 / kth[2 * g] : rep.fit.compute;
+    kf.memory = any_m[k] ? 1.0 / kth[2 * g + 1] : rep.fit.memory;
+    kf.fitted = kf.compute <= 1 && kf.memory <= 1;  // above 1: the kind's FLOPs or bytes are off
+  }
   return rep;
 }
 

@@ -61,7 +61,9 @@ double roofline_ns(const TimingRow& row, const sim::Device& device, const Effici
 struct KindFit {
   std::string kind;
   int64_t rows = 0;
-  double mean_ratio = 0;  // mean of measured / fitted prediction
+  double mean_ratio = 0;  // mean of measured / prediction of the device-wide fit
+  bool fitted = false;    // its own efficiencies (enough rows, both <= 1)
+  double compute = 0, memory = 0;  // when fitted
 };
 
 struct FitReport {
@@ -74,12 +76,16 @@ struct FitReport {
   int64_t memory_bound = 0;
   double rms_rel_error = 0;     // sqrt(mean(((pred - measured) / measured)^2))
   std::vector<KindFit> kinds;   // per op kind, in order of first appearance
+  double by_kind_launch_ns = 0;     // the shared launch overhead of the per-kind fit
+  double by_kind_rms_rel_error = 0; // and its RMS relative error (0: no per-kind fit)
 };
 
-// Fits the three parameters. `source` names the table(s) in errors. Throws sim::ConfigError
-// when nothing can be fitted or a fitted efficiency exceeds 1 (the table's FLOPs or bytes, or
-// the device's peaks, are wrong).
+// Fits the three parameters (one efficiency pair for all ops), then, with a shared launch
+// overhead, one pair per op kind that has at least min_kind_rows rows (0: no per-kind fit; the
+// other kinds share one pair). `source` names the table(s) in errors. Throws sim::ConfigError
+// when nothing can be fitted or a device-wide efficiency exceeds 1 (the table's FLOPs or bytes,
+// or the device's peaks, are wrong); a kind fitted above 1 is only left out.
 FitReport fit_efficiencies(const std::vector<TimingRow>& rows, const sim::Device& device,
-                           const std::string& source);
+                           const std::string& source, int64_t min_kind_rows = 0);
 
 }  // namespace actsim_cli

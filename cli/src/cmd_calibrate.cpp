@@ -12,6 +12,7 @@
 // file itself). Everything is checked before anything is written, and the written file must load
 // as a device. Same inputs, same bytes: no date is added; --provenance says where and when the
 // tables were measured.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -25,6 +26,7 @@
 #include "csv_read.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
+#include "sim/graph.hpp"
 #include "sim_io/load.hpp"
 #include "sweep.hpp"
 
@@ -88,7 +90,18 @@ int cmd_calibrate(const Invocation& inv) {
     rows.insert(rows.end(), part.begin(), part.end());
     names += (names.empty() ? "" : ", ") + std::filesystem::path(path).filename().string();
   }
-  const FitReport rep = fit_efficiencies(rows, device, names);
+  const FitReport rep = fit_efficiencies(rows, device, names, c.min_kind_rows);
+  // Kinds the simulator knows (sim::op_kind_name) and fitted: the device's per-kind table.
+  std::vector<const KindFit*> by_kind;
+  for (const KindFit& k : rep.kinds) {
+    bool known = false;
+    for (int j = 0; j < sim::kOpKindCount; ++j)
+      known = known || sim::op_kind_name(static_cast<sim::OpKind>(j)) == k.kind;
+    if (k.fitted && known) by_kind.push_back(&k);
+  }
+  std::sort(by_kind.begin(), by_kind.end(),
+            [](const KindFit* a, const KindFit* b) { return a->kind < b->kind; });
+  const double launch_ns = by_kind.empty() ? rep.fit.launch_ns : rep.by_kind_launch_ns;
 
   // The device file with the three fields and their provenance replaced; key order kept.
   nlohmann::ordered_json doc;
@@ -109,8 +122,24 @@ int cmd_calibrate(const Invocation& inv) {
     doc["memory_efficiency"] = rounded(rep.fit.memory, 1e4);
     doc["provenance"]["memory_efficiency"] = how;
   }
-  doc["launch_overhead_ns"] = static_cast<int64_t>(std::llround(rep.fit.launch_ns));
-  doc["provenance"]["launch_overhead_ns"] = how;
+  doc["launch_overhead_ns"] = static_cast<int64_t>(std::llround(launch_ns));
+  doc["provenance"]["launch_overhead_ns"] =
+      by_kind.empty() ? how
+                      : how + fmt::format(" (shared by the per-kind fit, RMS relative error "
+                                          "{:.1f} %)", 100 * rep.by_kind_rms_rel_error);
+  // A per-kind table from an earlier calibration would no longer match: replaced or removed.
+  doc.erase("efficiency_by_kind");
+  doc["provenance"].erase("efficiency_by_kind");
+  if (!by_kind.empty()) {
+    nlohmann::ordered_json table = nlohmann::ordered_json::object();
+    for (const KindFit* k : by_kind)
+      table[k->kind] = {{"compute_efficiency", rounded(k->compute, 1e4)},
+                        {"memory_efficiency", rounded(k->memory, 1e4)}};
+    doc["efficiency_by_kind"] = table;
+    doc["provenance"]["efficiency_by_kind"] = fmt::format(
+        "{}; per op kind with at least {} rows, launch overhead shared (RMS relative error "
+        "{:.1f} %)", how, c.min_kind_rows, 100 * rep.by_kind_rms_rel_error);
+  }
   const std::string text = doc.dump(2) + "\n";
   (void)sim_io::parse_device(text, device.name, out_path);  // it must load (throws otherwise)
 
@@ -123,10 +152,17 @@ int cmd_calibrate(const Invocation& inv) {
       rep.memory_fitted ? fmt::format("{:.4f}", rep.fit.memory) : "not fitted (kept)",
       std::llround(rep.fit.launch_ns), 100 * rep.rms_rel_error);
   // One efficiency pair cannot fit every kind: the per-kind ratio shows where it misses.
-  TextTable kinds({"op kind", "rows", "measured / fitted"}, "lrr");
-  for (const KindFit& k : rep.kinds)
-    kinds.add({k.kind, fmt::format("{}", k.rows), fmt::format("{:.3f}", k.mean_ratio)});
+  TextTable kinds({"op kind", "rows", "measured / fitted", "own compute", "own memory"}, "lrrrr");
+  for (const KindFit& k : rep.kinds) {
+    const bool own = std::find(by_kind.begin(), by_kind.end(), &k) != by_kind.end();
+    kinds.add({k.kind, fmt::format("{}", k.rows), fmt::format("{:.3f}", k.mean_ratio),
+               own ? fmt::format("{:.4f}", k.compute) : "-",
+               own ? fmt::format("{:.4f}", k.memory) : "-"});
+  }
   report += kinds.render();
+  if (!by_kind.empty())
+    report += fmt::format("per-kind fit: launch_overhead_ns {} (written), RMS relative error "
+                          "{:.2f} %\n", std::llround(launch_ns), 100 * rep.by_kind_rms_rel_error);
   report += fmt::format("\nwrote {}\n", out_path);
 
   Output file(out_path);
