@@ -151,3 +151,31 @@ grep -q 'within the tolerance' \"$5/validate-torch.txt\"
          $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/gpu_validate_smoke ${CMAKE_BINARY_DIR})
 set_tests_properties(gpu_validate.cpu_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
                      DEPENDS "torch_reference.compiles")
+
+# Segments per strategy, against DESIGN.md §4 worked by hand: sqrt over n blocks is
+# m = round(sqrt(n)) segments, the first n mod m one block longer (n = 5: m = 2, sizes 3 + 2;
+# n = 12: m = 3, 4 + 4 + 4; n = 24: m = 5, 5 + 5 + 5 + 5 + 4; n = 2: m = 1); every:k groups of k,
+# the last smaller; block:k the first k blocks one by one; custom clauses as written.
+add_test(NAME torch_reference.segments
+         COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
+cd \"$2/harness\"
+\"$1\" -B -c '
+import torch_reference as T
+seg = lambda s, n: T.resolve_strategy(s, n)[2]
+assert seg(\"sqrt\", 5) == [(0, 2), (3, 4)], seg(\"sqrt\", 5)
+assert seg(\"sqrt\", 12) == [(0, 3), (4, 7), (8, 11)]
+assert seg(\"sqrt\", 24) == [(0, 4), (5, 9), (10, 14), (15, 19), (20, 23)]
+assert seg(\"sqrt\", 2) == [(0, 1)]
+assert seg(\"every:2\", 5) == [(0, 1), (2, 3), (4, 4)]
+assert seg(\"block:2\", 5) == [(0, 0), (1, 1)]
+assert seg(\"full\", 3) == [(0, 0), (1, 1), (2, 2)]
+assert seg(\"none\", 3) == [] and seg(\"selective\", 3) == []
+c = T.resolve_strategy(\"custom:none@0-1+seg@2-6/2+sel@7-7+sac@8-9\", 10)
+assert c[2] == [(2, 3), (4, 5), (6, 6)], c[2]
+assert c[1] == [\"store\"] * 2 + [\"ckpt\"] * 5 + [\"sel\"] + [\"sac\"] * 2, c[1]
+print(\"segments as DESIGN.md 4 defines them\")
+'
+"
+         sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_TREF_ROOT} ${ACTSIM_TREF_STRATEGIES}
+         $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/torch_reference/segments)
+set_tests_properties(torch_reference.segments PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
