@@ -45,6 +45,11 @@ grep -q '\"linear\": {' kinds.json
 grep -q '\"add\": {' kinds.json
 grep -q 'per op kind with at least 3 rows' kinds.json
 \"$1\" run --device ./kinds.json --model gpt2-small > run.txt
+cp kinds.json copy.json
+\"$1\" calibrate t.csv --device ./copy.json --by-kind 0 --validation-grid val.csv --provenance 'in place' --in-place > inplace.txt
+grep -q 'from t.csv; in place' copy.json
+grep -q 'efficiency_by_kind' copy.json && exit 1
+\"$1\" run --device ./copy.json --model gpt2-small > run.txt
 set +e
 \"$1\" calibrate t.csv --device h100-sxm --validation-grid val.csv --provenance x -o new.json 2> err.txt
 test $? -eq 2 && grep -q 'exists' err.txt
