@@ -7,11 +7,16 @@ get_filename_component(ACTSIM_TREF_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 set(ACTSIM_TREF_STRATEGIES
     "none,full,every:2,sqrt,block:1,selective,custom:none@0-0+full@1-2+sel@3-3+seg@4-4/1")
 
-# Byte-compiles it (no torch needed; compile() writes no __pycache__ into the source tree).
+# Byte-compiles it and its modules (no torch needed; compile() writes no __pycache__ into the
+# source tree).
 add_test(NAME torch_reference.compiles
          COMMAND ${ACTSIM_CENSUS_PYTHON} -c
-                 "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')"
-                 ${ACTSIM_TREF_ROOT}/harness/torch_reference.py)
+                 "import sys; [compile(open(f).read(), f, 'exec') for f in sys.argv[1:]]"
+                 ${ACTSIM_TREF_ROOT}/harness/torch_reference.py
+                 ${ACTSIM_TREF_ROOT}/harness/torchref/__init__.py
+                 ${ACTSIM_TREF_ROOT}/harness/torchref/config.py
+                 ${ACTSIM_TREF_ROOT}/harness/torchref/model.py
+                 ${ACTSIM_TREF_ROOT}/harness/torchref/train.py)
 
 # $1 python, $2 source root, $3 strategies, $4 actsim, $5 work folder. Exit 77 without torch.
 set(ACTSIM_TREF_PRELUDE [=[
@@ -160,7 +165,7 @@ add_test(NAME torch_reference.segments
          COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
 cd \"$2/harness\"
 \"$1\" -B -c '
-import torch_reference as T
+import torchref.config as T
 seg = lambda s, n: T.resolve_strategy(s, n)[2]
 assert seg(\"sqrt\", 5) == [(0, 2), (3, 4)], seg(\"sqrt\", 5)
 assert seg(\"sqrt\", 12) == [(0, 3), (4, 7), (8, 11)]
