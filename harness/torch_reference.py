@@ -163,8 +163,15 @@ def split_strategies(text):
     return str_list(text)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as UsageError: one line, exit status 2."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
 def parse_args(argv):
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--model", type=str_list, help="model names or files, comma list")
@@ -202,6 +209,8 @@ def main(argv):
     for a in args.allocator:
         if a not in ("exact", "caching"):
             raise UsageError("--allocator: %s is not exact or caching" % a)
+    if args.timed_steps < 1:
+        raise UsageError("--timed-steps: must be at least 1")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         raise UsageError("--dropout: must be in [0, 1)")
     cpu = args.device == "cpu"

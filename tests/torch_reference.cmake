@@ -85,7 +85,7 @@ head -n 1 \"$5/profile.kernels.csv\" | grep -q '^model,.*,shape_class,kernel,dev
 add_test(NAME torch_reference.bad_input
          COMMAND sh -c "${ACTSIM_TREF_PRELUDE}
 for args in '--strategy bogus' '--strategy every:9' '--model no-such-model' '--precision fp8' \\
-  '--strategy custom:none@0-1+full@3-4'
+  '--strategy custom:none@0-1+full@3-4' '--batch 2,x' '--timed-steps 0' '--bogus'
 do
   rm -f \"$5/bad.csv\"
   set +e
@@ -94,7 +94,7 @@ do
   set -e
   test $status -eq 2
   test \"$(wc -l < \"$5/err.txt\")\" -eq 1
-  grep -q '^torch_reference: error: --' \"$5/err.txt\"
+  grep -q '^torch_reference: error: .*--' \"$5/err.txt\"
   test ! -e \"$5/bad.csv\"
 done
 "
