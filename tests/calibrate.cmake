@@ -45,6 +45,11 @@ grep -q '\"linear\": {' kinds.json
 grep -q '\"add\": {' kinds.json
 grep -q 'per op kind with at least 3 rows' kinds.json
 \"$1\" run --device ./kinds.json --model gpt2-small > run.txt
+awk -F, -v OFS=, 'NR > 1 { $15 = $15 \"00000\" } 1' t.csv > slow.csv
+rm -f slow.json
+\"$1\" calibrate slow.csv --by-kind 3 --validation-grid val.csv --provenance 'slow' -o slow.json > slow.txt
+grep -q '\"compute_efficiency\": 5e-06,' slow.json
+\"$1\" run --device ./slow.json --model gpt2-small > run.txt
 cp kinds.json copy.json
 \"$1\" calibrate t.csv --device ./copy.json --by-kind 0 --validation-grid val.csv --provenance 'in place' --in-place > inplace.txt
 grep -q 'from t.csv; in place' copy.json

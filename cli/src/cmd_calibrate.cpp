@@ -54,7 +54,10 @@ std::set<std::string> validation_grid(const std::string& path) {
   return keys;
 }
 
-double rounded(double v, double scale) { return std::round(v * scale) / scale; }
+// Four significant digits (far below the fit's own error), never rounded to 0: a device whose
+// kernels reach a tiny share of its peak (a CPU table against a GPU's figures) keeps a valid,
+// positive efficiency.
+double rounded(double v) { return std::stod(fmt::format("{:.4g}", v)); }
 
 }  // namespace
 
@@ -115,11 +118,11 @@ int cmd_calibrate(const Invocation& inv) {
       "{} op timings ({} compute-bound, {} memory-bound; RMS relative error {:.1f} %) from {}; {}",
       rep.rows, rep.compute_bound, rep.memory_bound, 100 * rep.rms_rel_error, names, c.provenance);
   if (rep.compute_fitted) {
-    doc["compute_efficiency"] = rounded(rep.fit.compute, 1e4);
+    doc["compute_efficiency"] = rounded(rep.fit.compute);
     doc["provenance"]["compute_efficiency"] = how;
   }
   if (rep.memory_fitted) {
-    doc["memory_efficiency"] = rounded(rep.fit.memory, 1e4);
+    doc["memory_efficiency"] = rounded(rep.fit.memory);
     doc["provenance"]["memory_efficiency"] = how;
   }
   doc["launch_overhead_ns"] = static_cast<int64_t>(std::llround(launch_ns));
@@ -133,8 +136,8 @@ int cmd_calibrate(const Invocation& inv) {
   if (!by_kind.empty()) {
     nlohmann::ordered_json table = nlohmann::ordered_json::object();
     for (const KindFit* k : by_kind)
-      table[k->kind] = {{"compute_efficiency", rounded(k->compute, 1e4)},
-                        {"memory_efficiency", rounded(k->memory, 1e4)}};
+      table[k->kind] = {{"compute_efficiency", rounded(k->compute)},
+                        {"memory_efficiency", rounded(k->memory)}};
     doc["efficiency_by_kind"] = table;
     doc["provenance"]["efficiency_by_kind"] = fmt::format(
         "{}; per op kind with at least {} rows, launch overhead shared (RMS relative error "
@@ -148,16 +151,16 @@ int cmd_calibrate(const Invocation& inv) {
       "compute_efficiency {}  memory_efficiency {}  launch_overhead_ns {}\n"
       "RMS relative error {:.2f} %\n\n",
       rep.rows, rep.skipped, rep.compute_bound, rep.memory_bound,
-      rep.compute_fitted ? fmt::format("{:.4f}", rep.fit.compute) : "not fitted (kept)",
-      rep.memory_fitted ? fmt::format("{:.4f}", rep.fit.memory) : "not fitted (kept)",
+      rep.compute_fitted ? fmt::format("{:.4g}", rep.fit.compute) : "not fitted (kept)",
+      rep.memory_fitted ? fmt::format("{:.4g}", rep.fit.memory) : "not fitted (kept)",
       std::llround(rep.fit.launch_ns), 100 * rep.rms_rel_error);
   // One efficiency pair cannot fit every kind: the per-kind ratio shows where it misses.
   TextTable kinds({"op kind", "rows", "measured / fitted", "own compute", "own memory"}, "lrrrr");
   for (const KindFit& k : rep.kinds) {
     const bool own = std::find(by_kind.begin(), by_kind.end(), &k) != by_kind.end();
     kinds.add({k.kind, fmt::format("{}", k.rows), fmt::format("{:.3f}", k.mean_ratio),
-               own ? fmt::format("{:.4f}", k.compute) : "-",
-               own ? fmt::format("{:.4f}", k.memory) : "-"});
+               own ? fmt::format("{:.4g}", k.compute) : "-",
+               own ? fmt::format("{:.4g}", k.memory) : "-"});
   }
   report += kinds.render();
   if (!by_kind.empty())
