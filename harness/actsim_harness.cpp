@@ -72,7 +72,17 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
   if (cuda) {
 #ifdef ACTSIM_HAVE_CUDA
     cuda_harness::CudaStep step = cuda_harness::run_cuda(g, plan, schedule, opt, index);
-    for (const cuda_harness::TimingRow& t : step.timings) timings += cuda_harness::timing_csv_row(t);
+    // The calibration table: per-op calls keyed by the point (the whole-step row is not a
+    // kernel's and stays out; actsim calibrate reads forward, recompute and backward rows).
+    for (cuda_harness::TimingRow t : step.timings) {
+      if (t.op < 0) continue;
+      t.model = axes.models[static_cast<size_t>(p.model)];
+      t.precision = std::string(sim::name(sim::resolved_precision(p.setup)));
+      t.attention = std::string(sim::name(p.setup.attention));
+      t.batch = p.setup.micro_batch;
+      t.seq = p.setup.seq;
+      timings += cuda_harness::timing_csv_row(t);
+    }
     reserved = step.arena_high_water;
     run = std::move(step.step);
 #else

@@ -252,6 +252,8 @@ TEST_CASE("cuda host: timing rows carry the op's kind, block, name and cost for 
   CHECK(f.flops == op.fwd.flops);
   CHECK(f.bytes == op.fwd.bytes);
   CHECK(f.measured_ns == 1234);
+  CHECK(f.kernels == op.fwd.kernels);
+  CHECK(f.math16 == op.math16);  // bf16-amp: the op's own rule
   const cuda_harness::TimingRow r = cuda_harness::timing_row(g, 7, lin, Phase::kRecompute, 1);
   CHECK(r.phase == "recompute");
   CHECK(r.flops == op.fwd.flops);
@@ -282,8 +284,16 @@ TEST_CASE("cuda host: timing rows carry the op's kind, block, name and cost for 
 
 TEST_CASE("cuda host: the timing table's CSV and event times") {
   CHECK(cuda_harness::timing_header() ==
-        "row_index,op_index,kind,block,phase,name,flops,bytes,measured_ns\n");
+        "model,precision,attention,batch,seq,op,kind,block,phase,name,math16,flops,bytes,"
+        "kernels,measured_ns\n");
   cuda_harness::TimingRow r;
+  r.model = "exec-gpt";
+  r.precision = "bf16-amp";
+  r.attention = "flash";
+  r.batch = 2;
+  r.seq = 8;
+  r.math16 = false;
+  r.kernels = 3;
   r.row_index = 3;
   r.op = 12;
   r.kind = "linear";
@@ -294,7 +304,7 @@ TEST_CASE("cuda host: the timing table's CSV and event times") {
   r.bytes = 512;
   r.measured_ns = 1500;
   CHECK(cuda_harness::timing_csv_row(r) ==
-        "3,12,linear,-1,backward,\"fc1, \"\"up\"\"\",4096,512,1500\n");
+        "exec-gpt,bf16-amp,flash,2,8,12,linear,-1,backward,\"fc1, \"\"up\"\"\",0,4096,512,3,1500\n");
   // cudaEventElapsedTime gives float milliseconds.
   CHECK(cuda_harness::elapsed_ns(0.0f) == 0);
   CHECK(cuda_harness::elapsed_ns(0.5f) == 500000);

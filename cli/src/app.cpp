@@ -82,7 +82,32 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   validate->add_option("file", inv.validate_file, "the measured CSV (schema v1)")->required();
   validate->add_option("--tolerance", inv.tolerance, "largest |error| in percent; 0: exact")
       ->capture_default_str();
+  validate->add_option("--device", inv.validate_device,
+                       "re-simulate every row on this device (name or file) instead of the "
+                       "row's, e.g. one actsim calibrate wrote");
   validate->callback([&verb] { verb = Verb::kValidate; });
+
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "fit a device's compute and memory efficiencies and launch overhead to per-op "
+                   "timing tables (CUDA harness, torch_reference.py --profile) and write them, "
+                   "with their provenance, into a device file");
+  calibrate->add_option("tables", inv.calibrate.tables, "timing tables (harness/README.md)")
+      ->required();
+  calibrate->add_option("--device", inv.calibrate.device, "device file to start from")
+      ->capture_default_str();
+  calibrate->add_option("--validation-grid", inv.calibrate.validation_grid,
+                        "the measured CSV actsim validate checks: its grid points are refused")
+      ->required();
+  calibrate->add_option("--provenance", inv.calibrate.provenance,
+                        "where and when the tables were measured (GPU, date)")
+      ->required();
+  calibrate->add_option("-o,--output", inv.flags.output, "new device file (must not exist)");
+  calibrate->add_flag("--in-place", inv.calibrate.in_place, "rewrite the device file itself");
+  calibrate->add_option("--by-kind", inv.calibrate.min_kind_rows,
+                        "rows an op kind needs for efficiencies of its own (0: one pair for all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  calibrate->callback([&verb] { verb = Verb::kCalibrate; });
 }
 
 }  // namespace
@@ -104,7 +129,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models or validate (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models, validate or calibrate (see --help)"
                            : e.what();
     }
     return parsed;
@@ -132,6 +157,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kMerge: return cmd_merge(inv);
     case Verb::kValidate: return cmd_validate(inv);
     case Verb::kPlan: return cmd_plan(inv);
+    case Verb::kCalibrate: return cmd_calibrate(inv);
   }
   return 1;
 }

@@ -13,7 +13,17 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate, kPlan };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate, kPlan, kCalibrate };
+
+// actsim calibrate's own flags (cmd_calibrate.cpp); -o is flags.output.
+struct CalibrateFlags {
+  std::vector<std::string> tables;  // per-op timing tables
+  std::string device = "h100-sxm";  // the device file to start from
+  std::string validation_grid;      // the measured CSV actsim validate checks: refused grid points
+  std::string provenance;           // where and when the tables were measured (GPU, date)
+  bool in_place = false;            // rewrite the device file itself
+  int64_t min_kind_rows = 8;        // --by-kind: rows a kind needs for its own efficiencies (0: none)
+};
 
 // A parsed command line, ready to run.
 struct Invocation {
@@ -27,6 +37,8 @@ struct Invocation {
   std::string validate_file;  // validate: the measured CSV
   double tolerance = 1.0;     // validate --tolerance, percent (0: exact)
   std::string budget;  // plan --budget, as typed (sim::parse_bytes)
+  std::string validate_device;  // validate --device: re-simulate every row on this device
+  CalibrateFlags calibrate;   // calibrate
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

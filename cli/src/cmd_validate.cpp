@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "csv_read.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
 #include "sim/simulate.hpp"
@@ -25,57 +26,7 @@
 namespace actsim_cli {
 namespace {
 
-using Record = std::vector<std::string>;
-
-// RFC 4180 records with the line each starts on; throws ConfigError for an unterminated quote.
-std::vector<std::pair<int64_t, Record>> read_csv(const std::string& path, const std::string& text) {
-  std::vector<std::pair<int64_t, Record>> out;
-  Record rec;
-  std::string field;
-  bool quoted = false, any = false;
-  int64_t line = 1, start = 1;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        if (c == '\n') ++line;
-        field += c;
-      }
-      continue;
-    }
-    if (c == '"' && field.empty()) {
-      quoted = any = true;
-    } else if (c == ',') {
-      rec.push_back(std::move(field));
-      field.clear();
-      any = true;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (any || !field.empty()) {
-        rec.push_back(std::move(field));
-        out.emplace_back(start, std::move(rec));
-      }
-      rec.clear();
-      field.clear();
-      any = false;
-      start = ++line;
-    } else {
-      field += c;
-      any = true;
-    }
-  }
-  if (quoted) throw sim::ConfigError(path, "line " + std::to_string(start), "unterminated quote");
-  if (any || !field.empty()) {
-    rec.push_back(std::move(field));
-    out.emplace_back(start, std::move(rec));
-  }
-  return out;
-}
+using Record = CsvRecord;
 
 struct Checked {
   int64_t index = 0;
@@ -83,6 +34,7 @@ struct Checked {
   int64_t predicted = 0, measured = 0;
   double error_pct = 0;
   bool pass = true;
+  int64_t time_predicted = 0, time_measured = 0;  // step_time_ns; measured 0: not measured
 };
 
 }  // namespace
@@ -167,7 +119,8 @@ int cmd_validate(const Invocation& inv) {
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");
-    const std::string& dname = get("device");
+    // --device: every row on that device file instead (e.g. one actsim calibrate wrote)
+    const std::string& dname = inv.validate_device.empty() ? get("device") : inv.validate_device;
     if (!models.count(mname)) models.emplace(mname, sim_io::load_model(mname, dirs));
     if (!devices.count(dname)) devices.emplace(dname, sim_io::load_device(dname, dirs));
     sim::Result res;
@@ -192,6 +145,11 @@ int cmd_validate(const Invocation& inv) {
                   static_cast<double>(c.measured);
     c.pass = inv.tolerance == 0 ? c.predicted == c.measured
                                 : std::abs(c.error_pct) <= inv.tolerance;
+    if (col.count("step_time_ns") && !get("step_time_ns").empty() && source != "sim") {
+      c.time_measured = integer("step_time_ns");
+      c.time_predicted = res.step_time_ns;
+      if (c.time_measured <= 0) throw sim::ConfigError(where, "step_time_ns", "must be > 0");
+    }
     rows.push_back(std::move(c));
   }
 
@@ -219,6 +177,34 @@ int cmd_validate(const Invocation& inv) {
                  fmt::format("{:.4f} %", mx)});
   }
   out += "\n" + summary.render();
+  // Step time, where rows measured it (the PyTorch reference, the CUDA harness): reported on the
+  // device the rows name (or --device), not gated by --tolerance, which is about memory.
+  TextTable times({"row", "strategy", "predicted", "measured", "error"}, "rlrrr");
+  std::vector<std::string> time_order;
+  std::map<std::string, std::vector<double>> time_by;
+  for (const Checked& c : rows) {
+    if (c.time_measured == 0) continue;
+    const double e = 100.0 * static_cast<double>(c.time_predicted - c.time_measured) /
+                     static_cast<double>(c.time_measured);
+    times.add({fmt::format("{}", c.index), c.strategy,
+               fmt::format("{:.3f} ms", static_cast<double>(c.time_predicted) / 1e6),
+               fmt::format("{:.3f} ms", static_cast<double>(c.time_measured) / 1e6),
+               fmt::format("{:+.2f} %", e)});
+    if (!time_by.count(c.strategy)) time_order.push_back(c.strategy);
+    time_by[c.strategy].push_back(std::abs(e));
+  }
+  if (!time_order.empty()) {
+    TextTable tsum({"strategy", "rows", "mean |time error|", "max |time error|"}, "lrrr");
+    for (const std::string& st : time_order) {
+      const auto& v = time_by[st];
+      double sum = 0, mx = 0;
+      for (double e : v) sum += e, mx = std::max(mx, e);
+      tsum.add({st, fmt::format("{}", v.size()),
+                fmt::format("{:.2f} %", sum / static_cast<double>(v.size())),
+                fmt::format("{:.2f} %", mx)});
+    }
+    out += "\nStep time (not gated by --tolerance)\n" + times.render() + "\n" + tsum.render();
+  }
   int64_t failed = 0;
   for (const Checked& c : rows) failed += c.pass ? 0 : 1;
   out += fmt::format("\n{} rows, {} within the tolerance of {} %{}\n", rows.size(),

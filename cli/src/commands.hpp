@@ -14,5 +14,6 @@ int cmd_models(const Invocation& inv);  // the models and devices that names res
 int cmd_merge(const Invocation& inv);   // join a sharded sweep's CSV files
 int cmd_validate(const Invocation& inv);  // measured rows against re-simulation (exit 3: misses)
 int cmd_plan(const Invocation& inv);    // the least-recompute plan under --budget
+int cmd_calibrate(const Invocation& inv);  // fit a device's efficiencies to per-op timings
 
 }  // namespace actsim_cli

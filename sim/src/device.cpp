@@ -1,6 +1,7 @@
 #include "sim/device.hpp"
 
 #include "sim/error.hpp"
+#include "sim/graph.hpp"
 
 namespace sim {
 
@@ -26,6 +27,17 @@ void validate(const Device& d) {
     throw ConfigError(d.source, "driver_reserved_bytes", "must be >= 0 and below hbm_bytes");
   if (d.cuda_context_bytes < 0) throw ConfigError(d.source, "cuda_context_bytes", "must be >= 0");
   if (d.nccl_buffer_bytes < 0) throw ConfigError(d.source, "nccl_buffer_bytes", "must be >= 0");
+  for (size_t i = 0; i < d.kind_efficiencies.size(); ++i) {
+    const KindEfficiency& k = d.kind_efficiencies[i];
+    const std::string field = "efficiency_by_kind." + k.kind;
+    bool known = false;
+    for (int j = 0; j < kOpKindCount; ++j) known = known || op_kind_name(static_cast<OpKind>(j)) == k.kind;
+    if (!known) throw ConfigError(d.source, field, "not an op kind (sim::op_kind_name)");
+    if (i > 0 && !(d.kind_efficiencies[i - 1].kind < k.kind))
+      throw ConfigError(d.source, field, "kinds must be unique and sorted");
+    for (double e : {k.compute_efficiency, k.memory_efficiency})
+      if (!(e > 0 && e <= 1)) throw ConfigError(d.source, field, "efficiencies must be in (0, 1]");
+  }
 }
 
 }  // namespace sim

@@ -2,6 +2,7 @@
 // exact-bytes ledger by category and a clock per stream. Memory is sampled right after each
 // event's allocations (the event protocol's "sample the peak").
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <stdexcept>
@@ -34,14 +35,18 @@ int64_t to_ns(double seconds, const Device& d) {
 // Duration of one op's kernels (DESIGN.md §5): the roofline
 // max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) plus the
 // launch overhead per kernel. Floating point only here, rounded once (STYLE.md rule 3).
-int64_t kernel_ns(const OpCost& c, bool math16, const Device& d, Precision prec) {
+struct Efficiency {
+  double compute = 0, memory = 0;
+};
+
+int64_t kernel_ns(const OpCost& c, bool math16, const Device& d, Precision prec, Efficiency e) {
   if (c.flops == 0 && c.bytes == 0) return 0;
   // fp32 regime: PyTorch leaves TF32 off for matmuls by default (torch.backends.cuda.matmul
   // .allow_tf32 = False since 1.12), so matmuls run at the fp32 peak.
   const double peak = math16 && prec != Precision::kFp32 ? d.peak_bf16_flops_per_s
                                                           : d.peak_fp32_flops_per_s;
-  const double compute_s = static_cast<double>(c.flops) / (peak * d.compute_efficiency);
-  const double memory_s = static_cast<double>(c.bytes) / (d.hbm_bytes_per_s * d.memory_efficiency);
+  const double compute_s = static_cast<double>(c.flops) / (peak * e.compute);
+  const double memory_s = static_cast<double>(c.bytes) / (d.hbm_bytes_per_s * e.memory);
   return checked_add(to_ns(std::max(compute_s, memory_s), d),
                      checked_mul(c.kernels, d.launch_overhead_ns, "step_time_ns"), "step_time_ns");
 }
@@ -85,6 +90,13 @@ class Engine {
     live_.assign(g.storages.size(), 0);
     cat_.assign(g.storages.size(), 0);
     fwd_ns_.assign(g.ops.size(), -1);
+    // Per op kind: the device's efficiencies, or the kind's own where the device file has them.
+    for (int k = 0; k < kOpKindCount; ++k) {
+      eff_[k] = {d.compute_efficiency, d.memory_efficiency};
+      for (const KindEfficiency& ke : d.kind_efficiencies)
+        if (ke.kind == op_kind_name(static_cast<OpKind>(k)))
+          eff_[k] = {ke.compute_efficiency, ke.memory_efficiency};
+    }
   }
 
   ~Engine() {
@@ -287,7 +299,7 @@ class Engine {
     sample(k, op.fwd_transient_bytes);
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
-    if (ns < 0) ns = kernel_ns(op.fwd, op.math16, dev_, g_.precision);
+    if (ns < 0) ns = kernel_ns(op.fwd, op.math16, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
     const int64_t comm = op.fwd.comm_kind ? collective_ns(op.fwd, g_.tp, dev_) : 0;
     advance(id, ns, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
@@ -308,7 +320,7 @@ class Engine {
     for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s)
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
-    const int64_t ns = kernel_ns(op.bwd, op.math16, dev_, g_.precision);
+    const int64_t ns = kernel_ns(op.bwd, op.math16, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
     advance(id, ns, op.bwd.comm_kind ? collective_ns(op.bwd, g_.tp, dev_) : 0);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;
@@ -319,7 +331,8 @@ class Engine {
     phase_ = Phase::kOptimizer;
     cur_op_ = -1;
     sample(k, g_.optimizer_transient_bytes);
-    const int64_t ns = kernel_ns(g_.optimizer_cost, false, dev_, g_.precision);
+    const int64_t ns = kernel_ns(g_.optimizer_cost, false, dev_, g_.precision,
+                                 {dev_.compute_efficiency, dev_.memory_efficiency});
     advance(-1, ns, 0);
     res_.optimizer_time_ns += ns;
     record(k);
@@ -414,6 +427,7 @@ class Engine {
   const Graph& g_;
   const Schedule& sched_;
   const Device& dev_;
+  std::array<Efficiency, kOpKindCount> eff_{};  // per OpKind
   const SimOptions& opt_;
   Heap* heap_;
   EngineScratch* scratch_;

@@ -31,6 +31,9 @@ TimingRow timing_row(const sim::Graph& g, int64_t row_index, int32_t op, sim::Ph
   r.name = o.name;
   r.flops = c.flops;
   r.bytes = c.bytes;
+  r.kernels = c.kernels;
+  // sim/src/engine.cpp kernel_ns: 16-bit peak unless the op is fp32 math or the regime is fp32.
+  r.math16 = o.math16 && g.precision != sim::Precision::kFp32;
   r.measured_ns = measured_ns;
   return r;
 }
@@ -56,9 +59,9 @@ int64_t elapsed_ns(float ms) {
 }
 
 const std::vector<std::string>& timing_columns() {
-  static const std::vector<std::string> cols = {"row_index", "op_index", "kind",  "block",
-                                                "phase",     "name",     "flops", "bytes",
-                                                "measured_ns"};
+  static const std::vector<std::string> cols = {
+      "model", "precision", "attention", "batch", "seq",     "op",      "kind",       "block",
+      "phase", "name",      "math16",    "flops", "bytes",   "kernels", "measured_ns"};
   return cols;
 }
 
@@ -72,10 +75,13 @@ std::string timing_header() {
 }
 
 std::string timing_csv_row(const TimingRow& r) {
-  std::string out = std::to_string(r.row_index) + ',' + std::to_string(r.op) + ',' +
+  std::string out = sim_io::csv_quote(r.model) + ',' + sim_io::csv_quote(r.precision) + ',' +
+                    sim_io::csv_quote(r.attention) + ',' + std::to_string(r.batch) + ',' +
+                    std::to_string(r.seq) + ',' + std::to_string(r.op) + ',' +
                     sim_io::csv_quote(r.kind) + ',' + std::to_string(r.block) + ',' +
                     sim_io::csv_quote(r.phase) + ',' + sim_io::csv_quote(r.name) + ',' +
-                    std::to_string(r.flops) + ',' + std::to_string(r.bytes) + ',' +
+                    (r.math16 ? "1" : "0") + ',' + std::to_string(r.flops) + ',' +
+                    std::to_string(r.bytes) + ',' + std::to_string(r.kernels) + ',' +
                     std::to_string(r.measured_ns);
   return out + '\n';
 }

@@ -4,8 +4,18 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sim {
+
+// Efficiencies of one op kind (op_kind_name: "linear", "bmm", ...), replacing the device's two
+// for that kind's ops (DESIGN.md §5: efficiencies may depend on the op; fitted by actsim calibrate).
+struct KindEfficiency {
+  std::string kind;
+  double compute_efficiency = 0;
+  double memory_efficiency = 0;
+  friend bool operator==(const KindEfficiency&, const KindEfficiency&) = default;
+};
 
 struct Device {
   std::string name;    // as the user named it ("h100-sxm")
@@ -29,6 +39,7 @@ struct Device {
   double compute_efficiency = 0;  // share of peak large matmuls reach (measured, see provenance)
   double memory_efficiency = 0;   // share of bandwidth large copies reach
   int64_t launch_overhead_ns = 0; // per kernel, added to every op's duration
+  std::vector<KindEfficiency> kind_efficiencies;  // optional per-kind overrides, sorted by kind
 };
 
 // Throws ConfigError naming device.source and the field for missing or non-positive figures.

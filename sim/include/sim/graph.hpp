@@ -39,6 +39,7 @@ enum class OpKind : uint8_t {
   kEmbedding, kLayerNorm, kRmsNorm, kLinear, kBmm, kMask, kSoftmax, kDropout, kGelu, kSilu,
   kMul, kAdd, kCast, kCopy, kSplit, kRope, kFlashAttention, kLogSoftmax, kNllLoss, kVocabCe,
 };
+inline constexpr int kOpKindCount = static_cast<int>(OpKind::kVocabCe) + 1;
 std::string_view op_kind_name(OpKind k);
 
 // What an op costs on the device (DESIGN.md §5): matmul FLOPs (0 for others) and bytes moved.

@@ -1,7 +1,9 @@
 // GPU files (models/devices/<name>.json, "format": "actsim-device-v1"). Strict: every field is
 // required, unknown keys are errors, and "provenance" must give a one-line source for every
 // numeric field (a datasheet, a measurement with GPU and date, or "assumption: ..." with the
-// reasoning), so no figure enters the simulator without saying where it came from.
+// reasoning), so no figure enters the simulator without saying where it came from. Optional:
+// "efficiency_by_kind": {"<op kind>": {"compute_efficiency": x, "memory_efficiency": y}, ...}
+// (per-kind overrides, as actsim calibrate writes them), with one provenance line for the table.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -48,7 +50,8 @@ void check_provenance(const ObjectReader& in) {
                               table.type_name());
   for (const auto& [key, value] : table.items()) {
     const std::string field = "provenance." + key;
-    if (!is_numeric_field(key)) in.fail(field, "not a numeric field of the device");
+    if (!is_numeric_field(key) && !(key == "efficiency_by_kind" && in.has(key)))
+      in.fail(field, "not a numeric field of the device");
     if (!value.is_string())
       in.fail(field, std::string("expected a string, got ") + value.type_name());
     if (value.get_ref<const std::string&>().empty()) in.fail(field, "must not be empty");
@@ -59,6 +62,34 @@ void check_provenance(const ObjectReader& in) {
   };
   for (std::string_view key : kIntegerFields) require(key);
   for (std::string_view key : kRealFields) require(key);
+  if (in.has("efficiency_by_kind")) require("efficiency_by_kind");
+}
+
+// The optional per-kind table; kinds come out sorted (JSON objects are read in key order).
+std::vector<sim::KindEfficiency> read_kind_efficiencies(const ObjectReader& in) {
+  std::vector<sim::KindEfficiency> out;
+  if (!in.has("efficiency_by_kind")) return out;
+  const detail::Json& table = in.json().at("efficiency_by_kind");
+  if (!table.is_object())
+    in.fail("efficiency_by_kind", std::string("expected an object of op kinds, got ") +
+                                      table.type_name());
+  for (const auto& item : table.items()) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& kind = item.key();
+    const detail::Json& value = item.value();
+    const std::string field = "efficiency_by_kind." + kind;
+    if (!value.is_object()) in.fail(field, std::string("expected an object, got ") + value.type_name());
+    for (const auto& [key, v] : value.items())
+      if (key != "compute_efficiency" && key != "memory_efficiency")
+        in.fail(field + "." + key, "unknown key (compute_efficiency, memory_efficiency)");
+    auto number = [&](const char* key) {
+      if (!value.contains(key)) in.fail(field + "." + key, "missing");
+      if (!value.at(key).is_number()) in.fail(field + "." + key, "expected a number");
+      return value.at(key).get<double>();
+    };
+    out.push_back({kind, number("compute_efficiency"), number("memory_efficiency")});
+  }
+  return out;
 }
 
 }  // namespace
@@ -72,7 +103,8 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
                      "nccl_buffer_bytes", "cublas_workspace_bytes", "peak_bf16_flops_per_s",
                      "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
                      "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency",
-                     "memory_efficiency", "launch_overhead_ns", "provenance"});
+                     "memory_efficiency", "launch_overhead_ns", "efficiency_by_kind",
+                     "provenance"});
   if (const std::string format = in.string("format"); format != kDeviceFormat)
     in.fail("format",
             "unknown format \"" + format + "\"; expected \"" + std::string(kDeviceFormat) + "\"");
@@ -101,6 +133,7 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
   d.compute_efficiency = in.number("compute_efficiency");
   d.memory_efficiency = in.number("memory_efficiency");
   d.launch_overhead_ns = in.integer("launch_overhead_ns");
+  d.kind_efficiencies = read_kind_efficiencies(in);
   check_provenance(in);
   sim::validate(d);
   return d;

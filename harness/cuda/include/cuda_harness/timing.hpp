@@ -13,7 +13,14 @@
 
 namespace cuda_harness {
 
+// The columns are `actsim calibrate`'s timing table (cli/src/calibrate.cpp, harness/README.md):
+// model, precision, attention, batch, seq (the point, as the user named it), op, kind, block,
+// phase, name, math16, flops, bytes, kernels, measured_ns.
 struct TimingRow {
+  std::string model, precision, attention;  // the point's key (filled by actsim-harness)
+  int64_t batch = 0, seq = 0;
+  bool math16 = true;      // its matmuls run at the 16-bit peak (the engine's rule)
+  int64_t kernels = 1;     // kernel launches the simulator counts for the call
   int64_t row_index = 0;   // the measured CSV row (point) this call belongs to
   int32_t op = -1;         // op index in the graph; -1 for the whole-step row
   std::string kind;        // sim::op_kind_name, or "step"

@@ -1,0 +1,1 @@
+"""The PyTorch reference run's modules (harness/torch_reference.py is the command)."""
