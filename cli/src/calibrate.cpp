@@ -133,16 +133,7 @@ Theta best_fit(const std::vector<Point>& pts, int groups, double launch0, double
 }
 
 int64_t parse_int(const std::string& where, const std::string& column, const std::string& v) {
-  size_t used = 0;
-  int64_t x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (v.empty() || used != v.size())
-    throw sim::ConfigError(where, column, "'" + v + "' is not an integer");
-  return x;
+  return csv_integer(where, column, v);
 }
 
 }  // namespace

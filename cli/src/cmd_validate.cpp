@@ -71,19 +71,7 @@ int cmd_validate(const Invocation& inv) {
       throw sim::ConfigError(where, "row", fmt::format("{} fields, the header has {}", rec.size(),
                                                        header.size()));
     auto get = [&](const char* name) -> const std::string& { return rec[col.at(name)]; };
-    auto integer = [&](const char* name) {
-      const std::string& v = get(name);
-      size_t used = 0;
-      int64_t x = 0;
-      try {
-        x = std::stoll(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (v.empty() || used != v.size())
-        throw sim::ConfigError(where, name, "'" + v + "' is not an integer");
-      return x;
-    };
+    auto integer = [&](const char* name) { return csv_integer(where, name, get(name)); };
     if (get("schema_version") != "1")
       throw sim::ConfigError(where, "schema_version", "'" + get("schema_version") + "' is not 1");
     if (!get("error").empty()) continue;  // a row that could not be measured: nothing to compare

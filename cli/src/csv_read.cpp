@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "sim/error.hpp"
 
@@ -64,6 +65,19 @@ std::string read_text_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+int64_t csv_integer(const std::string& where, const std::string& column, const std::string& v) {
+  size_t used = 0;
+  int64_t x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size())
+    throw sim::ConfigError(where, column, "'" + v + "' is not an integer");
+  return x;
 }
 
 }  // namespace actsim_cli

@@ -15,6 +15,9 @@ using CsvRecord = std::vector<std::string>;
 std::vector<std::pair<int64_t, CsvRecord>> read_csv(const std::string& path,
                                                     const std::string& text);
 
+// A field that must be a whole integer; throws sim::ConfigError(where, column, ...) otherwise.
+int64_t csv_integer(const std::string& where, const std::string& column, const std::string& v);
+
 // The whole file; throws sim::ConfigError(path, "file", "cannot open").
 std::string read_text_file(const std::string& path);
 
