@@ -2,19 +2,11 @@
 
 #include <algorithm>
 
+#include "clock.hpp"
 #include "sim/error.hpp"
 #include "sim/simulate.hpp"
 
 namespace gui {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 int64_t capacity_bytes(const sim::Result& r) {
   return r.device_bytes - r.cuda_context_bytes - r.comm_buffer_bytes;

@@ -4,19 +4,11 @@
 #include <chrono>
 
 #include "categories.hpp"
+#include "clock.hpp"
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
 
 namespace gui {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> graph,
                                             const sim::Strategy& strategy,

@@ -2,16 +2,9 @@
 
 #include <chrono>
 
+#include "clock.hpp"
+
 namespace gui {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 Worker::Worker(double publish_every_ms)
     : publish_every_ms_(publish_every_ms), thread_([this] { loop(); }) {}
