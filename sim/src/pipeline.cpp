@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "sim/error.hpp"
 #include "workspace.hpp"
@@ -45,14 +46,22 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
   Workspace ws;
   int64_t slowest_ns = 0, optimizer_ns = 0;
   int64_t fwd = 0, bwd = 0, rec = 0;
+  // A stage's graph depends only on whether it has the embedding (stage 0) and the head (stage
+  // p - 1): the middle stages are one simulation, reused (their in-flight counts differ).
+  std::optional<Result> middle;
   for (int64_t i = 0; i < p; ++i) {
-    Graph& g = ws.buffers().graph;
-    build_stage_graph(model, setup, device, i, g);
-    const Plan plan = resolve(strategy, g.n_blocks);
     StageResult st;
     st.stage = i;
-    st.blocks = g.n_blocks;
-    st.result = simulate_plan(g, plan, device, options, ws);
+    st.blocks = model.layers / p;
+    const bool inner = i > 0 && i < p - 1;
+    if (inner && middle) {
+      st.result = *middle;
+    } else {
+      Graph& g = ws.buffers().graph;
+      build_stage_graph(model, setup, device, i, g);
+      st.result = simulate_plan(g, resolve(strategy, g.n_blocks), device, options, ws);
+      if (inner) middle = st.result;
+    }
     st.in_flight = in_flight(i, p, m, n);
     st.stash_bytes = st.result.stash_bytes;
     const char* f = "in-flight activation bytes";
