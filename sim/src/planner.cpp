@@ -266,16 +266,25 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     out.model_peak_bytes = best.model_peak;
   }
   if (!found) {
-    // The least-memory plan of the model, and `full`, simulated: the smallest peak on offer.
-    std::vector<ChainUnit> full;
-    for (int64_t b = 0; b < n; ++b) full.push_back({b, b, true, PlanOption::kStore});
+    // The least-memory plans of the model (with and without offload), `full` and offload+full,
+    // simulated: the smallest peak on offer.
+    std::vector<ChainUnit> full, offload_full;
+    for (int64_t b = 0; b < n; ++b) {
+      full.push_back({b, b, true, PlanOption::kStore});
+      offload_full.push_back({b, b, false, PlanOption::kOffloadFull});
+    }
     std::vector<ChainUnit> best_units = full;
     Result least_result = simulate_plan(graph, plan_of(full, n), device);
+    const auto consider = [&](const std::vector<ChainUnit>& u) {
+      Result r = simulate_plan(graph, plan_of(u, n), device);
+      if (budget_peak_bytes(r) < budget_peak_bytes(least_result))
+        least_result = std::move(r), best_units = u;
+    };
+    consider(offload_full);
     const int64_t hi = 2 * evaluate_chain(model, full).peak_bytes + (n + 1) * kMiB;
-    const ChainSolution least = solve_chain_least_memory(model, hi, slot_bytes_for(hi, n));
-    if (least.feasible) {
-      Result r = simulate_plan(graph, plan_of(least.units, n), device);
-      if (budget_peak_bytes(r) < budget_peak_bytes(least_result)) least_result = std::move(r), best_units = least.units;
+    for (const ChainModel* m : std::array<const ChainModel*, 2>{&model, &with_offload}) {
+      const ChainSolution least = solve_chain_least_memory(*m, hi, slot_bytes_for(hi, n));
+      if (least.feasible) consider(least.units);
     }
     if (budget_peak_bytes(least_result) > budget)
       throw ConfigError("--strategy", "budget",
