@@ -78,7 +78,7 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
       if (t.op < 0) continue;
       t.model = axes.models[static_cast<size_t>(p.model)];
       t.precision = std::string(sim::name(sim::resolved_precision(p.setup)));
-      t.attention = std::string(sim::name(p.setup.attention));
+      t.attention = std::string(sim::name(sim::resolved_attention(p.setup)));
       t.batch = p.setup.micro_batch;
       t.seq = p.setup.seq;
       timings += cuda_harness::timing_csv_row(t);
@@ -95,7 +95,7 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
   sim_io::Row row;
   row.row_index = index;
   row.source = cuda ? "cuda" : "cpu";
-  row.key = cli_common::row_key(axes, p);
+  row.key = cli_common::row_key(axes, in, p);
   row.peak_only = true;
   sim::Result r;
   r.layers = g.n_blocks;

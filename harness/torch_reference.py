@@ -64,7 +64,7 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "cuda_context_bytes", "comm_buffer_bytes", "device_bytes", "error",
               "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
               "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
-              "pp_stage", "pp_in_flight"])
+              "pp_stage", "pp_in_flight", "impl"])
 
 # The per-op timing table (`actsim calibrate`; harness/README.md "Timing tables").
 TIMING_COLUMNS = ["model", "precision", "attention", "batch", "seq", "op", "kind", "block",
@@ -85,7 +85,10 @@ def base_row(cfg, model_name, device_name, strategy, allocator, m, params):
              dropout="" if cfg["dropout"] is None else fmt_float(cfg["dropout"]),
              batch=cfg["batch"], seq=cfg["seq"], tp=1, sp="off", dp=1, zero=0,
              optimizer=cfg["optimizer"], allocator=allocator, prefetch=1, pp=1, vpp=1,
-             num_microbatches=1)
+             num_microbatches=1,
+             # The op list torchref builds: Megatron's GPT layout (fused QKV views, strided
+             # bmm) or HF's Llama (sim/include/sim/impl.hpp).
+             impl="hf" if m["family"] == "llama" else "megatron")
     return r
 
 

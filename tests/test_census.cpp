@@ -79,6 +79,10 @@ TrainSetup census_setup(const json& c) {
   s.precision = parse_precision(c.at("sim_precision").get<std::string>());
   REQUIRE(s.precision.has_value());
   s.dropout = c.at("dropout").get<double>();
+  // The census's GPT is Megatron's op list (fused QKV views, baddbmm on strided views); its
+  // Llama is HF's eager one.
+  s.impl = c.at("family").get<std::string>() == "llama" ? Impl::kHf : Impl::kMegatron;
+  s.attention = AttentionKind::kStandard;
   return s;
 }
 

@@ -197,6 +197,9 @@ std::vector<bool> parse_switch_axis(std::string_view text, std::string_view flag
 std::vector<sim::Profile> parse_profile_axis(std::string_view text) {
   return parse_named_axis(text, "--profile", &sim::parse_profile, "pytorch, paper");
 }
+std::vector<sim::Impl> parse_impl_axis(std::string_view text) {
+  return parse_named_axis(text, "--impl", &sim::parse_impl, sim::impl_names());
+}
 std::vector<sim::Precision> parse_precision_axis(std::string_view text) {
   return parse_named_axis(text, "--precision", &sim::parse_precision,
                           "bf16-mixed, bf16-amp, fp16-amp, fp32");

@@ -10,7 +10,7 @@ namespace cli_common {
 void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options) {
   // Plain string options: lists, ranges and names are parsed by parse_axes, not by CLI11, so
   // every flag's errors read the same ("actsim: error: --seq: 1k:x: ...").
-  const auto add = [&app](const char* name, std::string& value, const char* help) {
+  const auto add = [&app](const char* name, std::string& value, const std::string& help) {
     return app.add_option(name, value, help)->capture_default_str()->group("Model and setup");
   };
   add("--model", f.model, "model names (models/*.json) or paths to a config.json");
@@ -22,8 +22,12 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
         "budget:60GiB (the planner's plan)");
   }
   add("--profile", f.profile, "pytorch or paper (Korthikanti et al. exactly)");
+  add("--impl", f.impl,
+      "the code base simulated: " + sim::impl_names() +
+          " (default: hf for HuggingFace configs, megatron for actsim GPT files)");
   add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32 (default: the profile's)");
-  add("--attention", f.attention, "standard or flash");
+  add("--attention", f.attention,
+      "standard (eager) or flash (SDPA / fused kernels); default: the implementation's");
   add("--dropout", f.dropout, "dropout probability for all sites (default: the config's)");
   add("--batch", f.batch, "micro-batch size");
   add("--seq", f.seq, "sequence length");
@@ -52,7 +56,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "Every model-and-setup flag takes a comma list; numeric ones also take inclusive ranges\n"
       "start:stop[:step] with an additive step or a multiplicative xN, and sizes take k = 1024\n"
       "and M = 1024^2: --seq 1k:32k:x2 is 1024, 2048, ..., 32768. Lists make the cartesian\n"
-      "product: model outermost, then device, strategy, profile, precision, attention, dropout,\n"
+      "product: model outermost, then device, strategy, profile, impl, precision, attention, dropout,\n"
       "batch, seq, tp, sp, dp, zero, optimizer, allocator (fastest).");
 }
 
@@ -67,7 +71,16 @@ Axes parse_axes(const CommonFlags& f) {
   } else {
     for (sim::Precision p : parse_precision_axis(f.precision)) a.precisions.emplace_back(p);
   }
-  a.attentions = parse_attention_axis(f.attention);
+  if (f.impl.empty()) {
+    a.impls = {std::nullopt};
+  } else {
+    for (sim::Impl i : parse_impl_axis(f.impl)) a.impls.emplace_back(i);
+  }
+  if (f.attention.empty()) {
+    a.attentions = {std::nullopt};
+  } else {
+    for (sim::AttentionKind k : parse_attention_axis(f.attention)) a.attentions.emplace_back(k);
+  }
   if (f.dropout.empty()) {
     a.dropouts = {std::nullopt};
   } else {

@@ -22,8 +22,9 @@ struct CommonFlags {
   std::string device = "h100-sxm";     // --device
   std::string strategy = "none";       // --strategy
   std::string profile = "pytorch";     // --profile
+  std::string impl;                    // --impl; empty: the model's default implementation
   std::string precision;               // --precision; empty: the profile's default
-  std::string attention = "standard";  // --attention
+  std::string attention;               // --attention; empty: the implementation's default
   std::string dropout;                 // --dropout; empty: the model config's probabilities
   std::string batch = "1";             // --batch (micro-batch size)
   std::string seq = "1024";            // --seq
@@ -58,8 +59,9 @@ struct Axes {
   std::vector<std::string> devices;
   std::vector<sim::Strategy> strategies;
   std::vector<sim::Profile> profiles;
+  std::vector<std::optional<sim::Impl>> impls;            // {nullopt}: the model's default
   std::vector<std::optional<sim::Precision>> precisions;  // {nullopt}: the profile's default
-  std::vector<sim::AttentionKind> attentions;
+  std::vector<std::optional<sim::AttentionKind>> attentions;  // {nullopt}: the implementation's
   std::vector<std::optional<double>> dropouts;            // {nullopt}: the config's
   std::vector<int64_t> batches;
   std::vector<int64_t> seqs;

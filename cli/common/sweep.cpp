@@ -24,7 +24,7 @@ namespace {
 // The sizes of the set-up axes, outermost first (the order of the header comment).
 std::vector<int64_t> setup_radices(const Axes& a) {
   const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
-  return {n(a.profiles), n(a.precisions), n(a.attentions), n(a.dropouts), n(a.batches),
+  return {n(a.profiles), n(a.impls), n(a.precisions), n(a.attentions), n(a.dropouts), n(a.batches),
           n(a.seqs),     n(a.tps),        n(a.sps),        n(a.dps),      n(a.zeros),
           n(a.optimizers), n(a.allocators)};
 }
@@ -47,6 +47,7 @@ void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) 
   one(a.devices.size(), "--device", f.device);
   one(a.strategies.size(), "--strategy", f.strategy);
   one(a.profiles.size(), "--profile", f.profile);
+  one(a.impls.size(), "--impl", f.impl);
   one(a.precisions.size(), "--precision", f.precision);
   one(a.attentions.size(), "--attention", f.attention);
   one(a.dropouts.size(), "--dropout", f.dropout);
@@ -106,6 +107,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.dropout = digit(a.dropouts);
   t.attention = digit(a.attentions);
   t.precision = digit(a.precisions);
+  t.impl = digit(a.impls);
   t.profile = digit(a.profiles);
   t.prefetch = a.prefetch;
   t.pp = a.pp;
@@ -114,9 +116,15 @@ Point point_at(const Axes& a, int64_t index) {
   return p;
 }
 
-sim_io::RowKey row_key(const Axes& a, const Point& p) {
+sim_io::RowKey row_key(const Axes& a, const Inputs& in, const Point& p) {
+  sim::TrainSetup setup = p.setup;
+  try {
+    setup = sim::resolve_setup(in.models[static_cast<std::size_t>(p.model)], p.setup);
+  } catch (const sim::ConfigError&) {
+    // simulate() throws the same error for the row
+  }
   return {a.models[static_cast<std::size_t>(p.model)], a.devices[static_cast<std::size_t>(p.device)],
-          a.strategies[static_cast<std::size_t>(p.strategy)].canonical(), p.setup};
+          a.strategies[static_cast<std::size_t>(p.strategy)].canonical(), setup};
 }
 
 std::vector<std::filesystem::path> search_dirs() {
@@ -159,7 +167,7 @@ sim_io::Row evaluate_point(const Axes& a, const Inputs& in, int64_t index) {
   const Point p = point_at(a, index);
   sim_io::Row row;
   row.row_index = index;
-  row.key = row_key(a, p);
+  row.key = row_key(a, in, p);
   try {
     const sim::Strategy& s = a.strategies[static_cast<std::size_t>(p.strategy)];
     const sim::Device& d = in.devices[static_cast<std::size_t>(p.device)];
@@ -232,7 +240,7 @@ std::vector<sim_io::Row> evaluate_unit(const Axes& a, const Inputs& in, const Un
     if (index < units.lo || index >= units.hi) continue;
     sim_io::Row& row = rows.emplace_back();
     row.row_index = index;
-    row.key = row_key(a, point_at(a, index));
+    row.key = row_key(a, in, point_at(a, index));
     strategy.push_back(s);
   }
   if (rows.empty()) return rows;

@@ -42,9 +42,6 @@ void require_single(const Axes& axes, const CommonFlags& flags, std::string_view
 int64_t point_count(const Axes& axes);
 // The point of configuration-order position `index` (0 <= index < point_count).
 Point point_at(const Axes& axes, int64_t index);
-// The key columns of a point's row.
-sim_io::RowKey row_key(const Axes& axes, const Point& point);
-
 // Models and devices loaded once, in the order of Axes::models and Axes::devices.
 struct Inputs {
   std::vector<sim::ModelConfig> models;
@@ -55,6 +52,10 @@ std::vector<std::filesystem::path> search_dirs();
 // Loads every named model and device; a missing or bad file throws ConfigError (a file-level
 // error: the caller writes nothing).
 Inputs load_inputs(const Axes& axes, const std::vector<std::filesystem::path>& dirs);
+// The row's key columns: the set-up with the implementation's defaults made explicit for its
+// model (sim::resolve_setup), or as given when the model cannot take them (the row's error says
+// why).
+sim_io::RowKey row_key(const Axes& axes, const Inputs& inputs, const Point& point);
 
 // Simulates point `index` (sim::simulate). A ConfigError of the point becomes the row's error;
 // anything else is an internal error and propagates.

@@ -54,7 +54,7 @@ std::string render_table(const std::string& model, const sim::Device& device,
       Bytes{plan.budget_bytes}, caching ? "reserved" : "allocated");
   out += fmt::format("  micro-batch {}, seq {}, {} profile, {}, {} attention, tp {}, dp {}, ZeRO {}\n\n",
                      setup.micro_batch, setup.seq, sim::name(setup.profile),
-                     sim::name(sim::resolved_precision(setup)), sim::name(setup.attention),
+                     sim::name(sim::resolved_precision(setup)), sim::name(sim::resolved_attention(setup)),
                      setup.tp, setup.dp, setup.zero);
   out += fmt::format("  {}\n\n", plan.strategy.canonical());
   TextTable blocks({}, "ll");
@@ -137,7 +137,7 @@ int cmd_plan(const Invocation& inv) {
 
   std::string text;
   sim_io::Row row;
-  row.key = cli_common::row_key(axes, p);
+  row.key = cli_common::row_key(axes, inputs, p);
   row.key.strategy = plan.strategy.canonical();
   row.result = plan.result;
   switch (format) {

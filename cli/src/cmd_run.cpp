@@ -43,10 +43,15 @@ class GraphCache {
 std::string setup_line(const sim::TrainSetup& s) {
   const std::string dropout =
       s.dropout ? fmt::format("dropout {}", *s.dropout) : std::string("dropout from config");
+  // The implementation first: it decides the op list and every default after it.
+  const std::string impl =
+      s.impl ? fmt::format("{} ({} {}); ", sim::name(*s.impl), sim::spec(*s.impl).code,
+                           sim::spec(*s.impl).version)
+             : std::string();
   return fmt::format(
-      "{} profile, {}, {} attention, {}; micro-batch {}, seq {}; tp {}, sp {}, dp {}, ZeRO {}; "
+      "{}{} profile, {}, {} attention, {}; micro-batch {}, seq {}; tp {}, sp {}, dp {}, ZeRO {}; "
       "{}, {} allocator{}",
-      sim::name(s.profile), sim::name(sim::resolved_precision(s)), sim::name(s.attention),
+      impl, sim::name(s.profile), sim::name(sim::resolved_precision(s)), sim::name(sim::resolved_attention(s)),
       dropout, s.micro_batch, s.seq, s.tp, s.sp ? "on" : "off", s.dp, s.zero,
       sim::name(s.optimizer), sim::name(s.allocator),
       s.pp > 1 || s.microbatches > 1
@@ -196,7 +201,7 @@ int cmd_run(const Invocation& inv) {
     const sim::Strategy& strategy = axes.strategies[static_cast<std::size_t>(p.strategy)];
     sim_io::Row row;
     row.row_index = i;
-    row.key = cli_common::row_key(axes, p);
+    row.key = cli_common::row_key(axes, inputs, p);
     std::vector<sim::PeakItem> items;
     std::string stages;
     if (p.setup.pp > 1 || p.setup.microbatches > 1) {

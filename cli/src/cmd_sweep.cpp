@@ -129,7 +129,7 @@ int cmd_sweep(const Invocation& inv) {
   const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
 
   std::optional<ResumePoint> resume;
-  if (inv.resume) resume = find_resume_point(inv.flags.output, axes, range);
+  if (inv.resume) resume = find_resume_point(inv.flags.output, axes, inputs, range);
   const bool append = resume && resume->keep_bytes > 0;
   Output out(inv.flags.output, append, append ? resume->keep_bytes : 0);
   const int64_t first = resume ? resume->next_row : range.first;

@@ -87,6 +87,9 @@ int cmd_validate(const Invocation& inv) {
     s.profile = parsed("profile", sim::parse_profile(get("profile")));
     s.precision = parsed("precision", sim::parse_precision(get("precision")));
     s.attention = parsed("attention", sim::parse_attention(get("attention")));
+    // `impl` (appended to schema v1): absent or empty means the model's default implementation.
+    if (col.count("impl") && !get("impl").empty())
+      s.impl = parsed("impl", sim::parse_impl(get("impl")));
     if (!get("dropout").empty()) {
       try {
         s.dropout = std::stod(get("dropout"));

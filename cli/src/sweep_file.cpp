@@ -98,6 +98,7 @@ std::string_view key_columns(std::string_view record) {
 
 std::optional<ResumePoint> find_resume_point(const std::string& output,
                                              const cli_common::Axes& axes,
+                                             const cli_common::Inputs& inputs,
                                              cli_common::RowRange range) {
   const std::string partial = output + ".partial";
   std::error_code ec;
@@ -119,7 +120,7 @@ std::optional<ResumePoint> find_resume_point(const std::string& output,
   const auto expected_key = [&](int64_t index) {
     sim_io::Row row;
     row.row_index = index;
-    row.key = cli_common::row_key(axes, cli_common::point_at(axes, index));
+    row.key = cli_common::row_key(axes, inputs, cli_common::point_at(axes, index));
     return std::string(key_columns(sim_io::csv_row(row)));
   };
   std::string last;

@@ -55,6 +55,7 @@ struct ResumePoint {
 };
 std::optional<ResumePoint> find_resume_point(const std::string& output,
                                              const cli_common::Axes& axes,
+                                             const cli_common::Inputs& inputs,
                                              cli_common::RowRange range);
 
 // Checks that `parts` are CSV files of one header whose rows, in the order of their first

@@ -12,7 +12,9 @@ namespace {
 constexpr std::array<std::string_view, 2> kProfiles{"pytorch", "paper"};
 constexpr std::array<std::string_view, 5> kPrecisions{"profile default", "bf16-mixed", "bf16-amp",
                                                       "fp16-amp", "fp32"};
-constexpr std::array<std::string_view, 2> kAttention{"standard", "flash"};
+constexpr std::array<std::string_view, 3> kAttention{"impl default", "standard", "flash"};
+constexpr std::array<std::string_view, 5> kImpls{"model default", "hf", "torchtitan", "megatron",
+                                                 "nanogpt"};  // sim::implementations() order
 constexpr std::array<std::string_view, 3> kOptimizers{"adam", "adam-fused", "sgd"};
 constexpr std::array<std::string_view, 3> kAllocators{"exact", "caching", "caching-expandable"};
 
@@ -26,15 +28,24 @@ bool setup_panel(AppState& st) {
   int profile = static_cast<int>(s.profile);
   if (edit_choice("profile", profile, kProfiles))
     s.profile = static_cast<sim::Profile>(profile), changed = true;
+  int impl = s.impl ? 1 + static_cast<int>(*s.impl) : 0;
+  if (edit_choice("implementation", impl, kImpls)) {
+    if (impl == 0) s.impl.reset();
+    else s.impl = static_cast<sim::Impl>(impl - 1);
+    changed = true;
+  }
   int precision = s.precision ? 1 + static_cast<int>(*s.precision) : 0;
   if (edit_choice("precision", precision, kPrecisions)) {
     if (precision == 0) s.precision.reset();
     else s.precision = static_cast<sim::Precision>(precision - 1);
     changed = true;
   }
-  int attention = static_cast<int>(s.attention);
-  if (edit_choice("attention", attention, kAttention))
-    s.attention = static_cast<sim::AttentionKind>(attention), changed = true;
+  int attention = s.attention ? 1 + static_cast<int>(*s.attention) : 0;
+  if (edit_choice("attention", attention, kAttention)) {
+    if (attention == 0) s.attention.reset();
+    else s.attention = static_cast<sim::AttentionKind>(attention - 1);
+    changed = true;
+  }
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {

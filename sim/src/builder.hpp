@@ -157,6 +157,7 @@ struct Dims {
   Profile profile = Profile::kPytorch;
   Precision precision = Precision::kBf16Amp;
   AttentionKind attention = AttentionKind::kStandard;
+  const ImplSpec* impl = nullptr;  // the code base modeled; nullptr under the paper profile
   bool amp = false;        // autocast regime (bf16-amp, fp16-amp)
   bool paper = false;
   int64_t b = 1, s = 1;    // micro-batch, sequence
@@ -170,6 +171,7 @@ struct Dims {
   DType resid_dt = DType::kF32;  // the residual stream
   double p_attn = 0, p_hidden = 0, p_embd = 0;
   bool fused_qkv = true;   // GPT: one Q/K/V projection split into views; Llama/BERT: three
+  bool eager_copies = false;  // eager attention's torch.matmul copies permuted operands (HF)
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -478,7 +478,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     // casts an fp32 one); the op saves the copy, not its input. repeat_kv's output is already
     // contiguous. Megatron's layout (GPT: baddbmm on strided views of the fused QKV) copies
     // nothing. (Census: harness/census, "qk" and "av".)
-    const bool hf_layout = !dm.fused_qkv;
+    const bool hf_layout = dm.eager_copies;
     auto operand = [&](OpDraft& d, int32_t t, bool contiguous, const char* role) {
       const Tensor& tt = bld.tensor(t);
       if (!hf_layout || (contiguous && tt.dtype == hdt)) return t;

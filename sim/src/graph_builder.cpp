@@ -354,7 +354,8 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.profile = s.profile;
   dm.paper = s.profile == Profile::kPaper;
   dm.precision = resolved_precision(s);
-  dm.attention = s.attention;
+  dm.attention = resolved_attention(s);
+  dm.impl = s.impl ? &spec(*s.impl) : nullptr;
   dm.amp = dm.precision == Precision::kBf16Amp || dm.precision == Precision::kFp16Amp;
   dm.b = s.micro_batch;
   dm.s = s.seq;
@@ -388,8 +389,14 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.p_attn = s.dropout ? *s.dropout : m.attn_dropout;
   dm.p_hidden = s.dropout ? *s.dropout : m.hidden_dropout;
   dm.p_embd = s.dropout ? *s.dropout : m.embd_dropout;
-  // GPT-2 and Megatron fuse Q/K/V into one projection; Llama-family and BERT use three.
-  dm.fused_qkv = m.family == "gpt2" || m.family == "megatron-gpt";
+  // Q/K/V as the implementation projects them; as the architecture's own code (GPT-2 and
+  // Megatron's GPT fuse them into one projection; Llama-family and BERT use three) by default.
+  const QkvVariant qkv = dm.impl ? dm.impl->qkv : QkvVariant::kArchitecture;
+  dm.fused_qkv = qkv == QkvVariant::kFused ||
+                 (qkv == QkvVariant::kArchitecture && (m.family == "gpt2" || m.family == "megatron-gpt"));
+  // Eager attention's matmuls: copies of permuted operands (torch.matmul) or strided batched
+  // GEMMs on views (Megatron's baddbmm; the paper profile's).
+  dm.eager_copies = dm.impl && dm.impl->eager_matmul == EagerMatmul::kCopies;
   return dm;
 }
 
@@ -506,6 +513,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.n_blocks = st.layers;
   g.precision = resolved_precision(setup);
   g.profile = setup.profile;
+  g.impl = setup.impl;
   g.allocator = setup.allocator;
   g.prefetch = setup.prefetch;
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
@@ -711,14 +719,16 @@ Graph build_stage_direct(const ModelConfig& model, const TrainSetup& setup, cons
 
 }  // namespace
 
-Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+Graph build_graph_direct(const ModelConfig& model, const TrainSetup& setup_in, const Device& device) {
   validate(model);
+  const TrainSetup setup = resolve_setup(model, setup_in);  // the implementation's defaults
   validate(model, setup);
   return build_stage_direct(model, setup, device, whole(model));
 }
 
-Graph build_graph_exec(const ModelConfig& model, const TrainSetup& setup, const Device& device) {
+Graph build_graph_exec(const ModelConfig& model, const TrainSetup& setup_in, const Device& device) {
   validate(model);
+  const TrainSetup setup = resolve_setup(model, setup_in);  // the implementation's defaults
   validate(model, setup);
   Graph g = build_ops(model, setup, device, whole(model), true);
   complete(g, model, setup, device);
@@ -754,9 +764,10 @@ Graph build_graph(const ModelConfig& model, const TrainSetup& setup, const Devic
   return g;
 }
 
-void build_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+void build_graph(const ModelConfig& model, const TrainSetup& setup_in, const Device& device,
                  Graph& out) {
   validate(model);
+  const TrainSetup setup = resolve_setup(model, setup_in);  // the implementation's defaults
   validate(model, setup);
   if (setup.pp > 1 || setup.microbatches > 1)
     throw Unsupported("--pp", "pp",
@@ -768,9 +779,10 @@ void build_graph(const ModelConfig& model, const TrainSetup& setup, const Device
   });
 }
 
-void build_stage_graph(const ModelConfig& model, const TrainSetup& setup, const Device& device,
+void build_stage_graph(const ModelConfig& model, const TrainSetup& setup_in, const Device& device,
                        int64_t stage, Graph& out) {
   validate(model);
+  const TrainSetup setup = resolve_setup(model, setup_in);  // the implementation's defaults
   validate(model, setup);
   if (stage < 0 || stage >= setup.pp)
     throw std::logic_error("build_stage_graph: stage out of range");

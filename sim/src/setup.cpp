@@ -69,7 +69,14 @@ std::optional<AllocatorKind> parse_allocator(std::string_view s) { return revers
 
 Precision resolved_precision(const TrainSetup& setup) {
   if (setup.precision) return *setup.precision;
+  if (setup.impl && setup.profile != Profile::kPaper) return spec(*setup.impl).precision;
   return setup.profile == Profile::kPaper ? Precision::kBf16Mixed : Precision::kBf16Amp;
+}
+
+AttentionKind resolved_attention(const TrainSetup& setup) {
+  if (setup.attention) return *setup.attention;
+  if (setup.impl && setup.profile != Profile::kPaper) return spec(*setup.impl).attention;
+  return AttentionKind::kStandard;
 }
 
 void validate(const ModelConfig& model, const TrainSetup& s) {
@@ -123,7 +130,7 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
     const char* w = "--profile";
     if (resolved_precision(s) != Precision::kBf16Mixed)
       throw Unsupported(w, "precision", "--precision other than bf16-mixed in the paper profile");
-    if (s.attention != AttentionKind::kStandard)
+    if (resolved_attention(s) != AttentionKind::kStandard)
       throw Unsupported(w, "attention", "flash attention in the paper profile");
     if (model.mlp != MlpKind::kGelu)
       throw Unsupported(w, "mlp", "a SwiGLU MLP in the paper profile");

@@ -176,6 +176,7 @@ struct Graph {
   int64_t dp = 1;               // data-parallel ranks
   Precision precision = Precision::kBf16Amp;
   Profile profile = Profile::kPytorch;
+  std::optional<Impl> impl;  // the code base modeled (resolved); unset under the paper profile
   AllocatorKind allocator = AllocatorKind::kExact;  // how the engine also counts reserved bytes
   int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "sim/impl.hpp"
 #include "sim/model.hpp"
 
 namespace sim {
@@ -22,7 +23,8 @@ struct TrainSetup {
   int64_t seq = 1024;         // s (the CLI default)
   Profile profile = Profile::kPytorch;
   std::optional<Precision> precision;    // unset: the profile's default (pytorch bf16-amp, paper bf16-mixed)
-  AttentionKind attention = AttentionKind::kStandard;
+  std::optional<Impl> impl;              // unset: the model's default (sim/impl.hpp default_impl)
+  std::optional<AttentionKind> attention;  // unset: the implementation's default
   std::optional<double> dropout;         // overrides all three dropout probabilities when set
   int64_t tp = 1;            // tensor-parallel ranks t
   bool sp = false;           // sequence parallelism (needs tp > 1 to matter)
@@ -36,7 +38,11 @@ struct TrainSetup {
   int64_t microbatches = 1;  // micro-batches per step N (--num-microbatches; gradient accumulation)
 };
 
-Precision resolved_precision(const TrainSetup& setup);  // the regime actually simulated
+// The regime actually simulated: --precision, else the implementation's default, else the
+// profile's (a setup not yet through resolve_setup: pytorch bf16-amp, paper bf16-mixed).
+Precision resolved_precision(const TrainSetup& setup);
+// The attention kernel: --attention, else the implementation's default, else standard.
+AttentionKind resolved_attention(const TrainSetup& setup);
 
 // Throws ConfigError (where = flag name) for values out of range, and for knobs outside the
 // paper profile's scope (Unsupported naming the knob). Needs the model for divisibility checks.

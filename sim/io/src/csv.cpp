@@ -38,7 +38,10 @@ std::vector<std::string> make_columns() {
         "prefetch", "offload_bytes", "pinned_host_bytes", "offload_stall_ns",
         // Pipeline (sim/pipeline.hpp): the knobs, the stage the row describes (the worst) and
         // the micro-batches it holds in flight.
-        "pp", "vpp", "num_microbatches", "pp_stage", "pp_in_flight"})
+        "pp", "vpp", "num_microbatches", "pp_stage", "pp_in_flight",
+        // Implementations (DESIGN.md §3): the code base simulated (a key column, appended);
+        // empty under the paper profile.
+        "impl"})
     c.emplace_back(name);
   return c;
 }
@@ -103,7 +106,7 @@ std::string csv_row(const Row& row) {
   w.text(row.key.strategy);
   w.text(sim::name(s.profile));
   w.text(sim::name(sim::resolved_precision(s)));
-  w.text(sim::name(s.attention));
+  w.text(sim::name(sim::resolved_attention(s)));
   w.text(s.dropout ? fmt::format("{}", *s.dropout) : std::string());
   w.integer(s.micro_batch);
   w.integer(s.seq);
@@ -116,7 +119,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 11;
+  constexpr int kAfterError = 12;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -189,6 +192,7 @@ std::string csv_row(const Row& row) {
     w.integer(row.result->pp_stage);
     w.integer(row.result->pp_in_flight);
   }
+  w.text(s.impl ? sim::name(*s.impl) : std::string_view());
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

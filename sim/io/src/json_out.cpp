@@ -19,8 +19,9 @@ std::string result_json(const Row& row) {
   j["device"] = row.key.device;
   j["strategy"] = row.key.strategy;
   j["profile"] = sim::name(s.profile);
+  j["impl"] = s.impl ? Json(sim::name(*s.impl)) : Json(nullptr);
   j["precision"] = sim::name(sim::resolved_precision(s));
-  j["attention"] = sim::name(s.attention);
+  j["attention"] = sim::name(sim::resolved_attention(s));
   j["dropout"] = s.dropout ? Json(*s.dropout) : Json(nullptr);
   j["batch"] = s.micro_batch;
   j["seq"] = s.seq;

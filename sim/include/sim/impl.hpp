@@ -1,0 +1,90 @@
+// Implementations (DESIGN.md §3 "Profiles and implementations"): the named code bases whose op
+// sequences actsim simulates. An implementation is data: one ImplSpec row per code base
+// (sim/src/impl/<name>.cpp), naming the upstream code and commit it was read from, the families
+// it supports, its defaults (precision regime, attention kernel, dropout, checkpoint API) and,
+// per op site, which variant of the op that code runs. The block builder switches on variants,
+// never on the implementation, so adding a code base is one more row (sim/src/impl/registry.cpp)
+// and, only if it runs an op no other code runs, one more variant.
+//
+// docs/memory-model.md holds, per implementation, every op row with the upstream file and
+// commit it was read from; tests/test_impl.cpp holds the rows against the built graphs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sim/model.hpp"
+
+namespace sim {
+
+enum class Impl : uint8_t { kHf, kTorchtitan, kMegatron, kNanogpt };
+
+enum class Precision : uint8_t;
+enum class AttentionKind : uint8_t;
+struct TrainSetup;
+
+// How Q, K and V are projected.
+enum class QkvVariant : uint8_t {
+  kArchitecture,  // as the model's own modeling code: fused (GPT-2's c_attn) or three (Llama, BERT)
+  kFused,         // always one projection, split into views (Megatron's linear_qkv, nanoGPT's c_attn)
+  kSeparate,      // always three projections (torchtitan v0.2's wq, wk, wv)
+};
+
+// How eager (non-flash) attention multiplies: torch.matmul on permuted [b, a, s, d] views folds
+// them to [b*a, s, d] and copies the non-contiguous operands, saving the copies (HF, nanoGPT's
+// slow path); Megatron's baddbmm/bmm on strided views copies nothing.
+enum class EagerMatmul : uint8_t { kCopies, kStrided };
+
+// Which dropout probabilities apply when --dropout is not given.
+enum class DropoutDefault : uint8_t {
+  kConfig,  // the model config's (HF: the config.json probabilities)
+  kZero,    // the code base trains without dropout by default (nanoGPT, torchtitan)
+};
+
+// The activation-checkpoint API: torch.utils.checkpoint(use_reentrant=False), which recomputes
+// up to the last op that saves anything, or a reentrant checkpoint (Megatron's
+// CheckpointFunction, torch.utils.checkpoint(use_reentrant=True)), which replays the whole
+// segment and keeps its output until the segment's backward ends.
+enum class CheckpointApi : uint8_t { kNonReentrant, kReentrant };
+
+struct ImplSpec {
+  Impl id = Impl::kHf;
+  std::string_view name;      // as --impl takes it
+  std::string_view code;      // "huggingface/transformers"
+  std::string_view version;   // the release or commit whose op sequences are modeled
+  std::string_view families;  // supported model families, space-separated ("gpt2 llama ...")
+  Precision precision{};      // default regime
+  AttentionKind attention{};  // default attention kernel
+  DropoutDefault dropout = DropoutDefault::kConfig;
+  CheckpointApi checkpoint = CheckpointApi::kNonReentrant;
+  QkvVariant qkv = QkvVariant::kArchitecture;
+  EagerMatmul eager_matmul = EagerMatmul::kCopies;
+  bool tensor_parallel = false;  // --tp/--sp: Megatron-core's tensor and sequence parallelism
+  bool pipeline = false;         // --pp/--vpp: a pipeline schedule of this code base
+  std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
+  std::string_view not_modeled;  // the "Not modeled" line of this implementation
+};
+
+std::span<const ImplSpec> implementations();  // every row, in --impl's listing order
+const ImplSpec& spec(Impl impl);
+std::string_view name(Impl impl);
+std::optional<Impl> parse_impl(std::string_view s);
+std::string impl_names();  // "hf, torchtitan, megatron, nanogpt"
+bool supports_family(const ImplSpec& spec, std::string_view family);
+
+// The implementation a model gets when --impl is not given: Megatron-LM for actsim's own GPT
+// model files (megatron-gpt, Korthikanti et al.'s models) and for any set-up with tensor or
+// pipeline parallelism (the only code base here that has them); otherwise the HuggingFace
+// config's own code base, transformers (hf).
+Impl default_impl(const ModelConfig& model, const TrainSetup& setup);
+
+// The setup with every default made explicit: the implementation (the model's default), and the
+// precision regime and attention kernel the implementation defaults to (the paper profile keeps
+// its own). Idempotent. Throws Unsupported naming the implementation and the feature when the
+// implementation cannot run the model family or a knob.
+TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& setup);
+
+}  // namespace sim

@@ -1,0 +1,31 @@
+// huggingface/transformers: the modeling code of each HF family as the Trainer runs it (CUDA
+// autocast bf16 over fp32 weights; SDPA attention by default). Op rows with their upstream files
+// and commits: docs/memory-model.md, "hf".
+#include "rows.hpp"
+
+namespace sim::impl_rows {
+
+ImplSpec hf() {
+  ImplSpec s;
+  s.id = Impl::kHf;
+  s.name = "hf";
+  s.code = "huggingface/transformers";
+  // modeling_gpt2.py @ c44b2d9976e8, modeling_llama.py @ 5dd4a63548857 (v4.48 era),
+  // modeling_bert.py, integrations/sdpa_attention.py @ 00c238bd242b
+  s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
+  s.families = "gpt2 llama mistral qwen2 bert";
+  // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
+  // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
+  // _autoset_attn_implementation), whose kernel is flash when no mask is passed.
+  s.precision = Precision::kBf16Amp;
+  s.attention = AttentionKind::kFlash;
+  s.dropout = DropoutDefault::kConfig;
+  s.checkpoint = CheckpointApi::kNonReentrant;
+  s.qkv = QkvVariant::kArchitecture;
+  s.eager_matmul = EagerMatmul::kCopies;
+  s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
+  s.not_modeled = "torch.compile";
+  return s;
+}
+
+}  // namespace sim::impl_rows

@@ -1,0 +1,27 @@
+// karpathy/nanoGPT model.py and train.py: GPT-2 with or without biases under CUDA autocast bf16
+// over fp32 weights, SDPA (flash) where PyTorch has it. Op rows: docs/memory-model.md, "nanogpt".
+#include "rows.hpp"
+
+namespace sim::impl_rows {
+
+ImplSpec nanogpt() {
+  ImplSpec s;
+  s.id = Impl::kNanogpt;
+  s.name = "nanogpt";
+  s.code = "karpathy/nanoGPT";
+  s.version = "model.py @ 3adf61e154c3";
+  s.families = "gpt2 megatron-gpt";
+  // train.py:73-74 dtype 'bfloat16' under torch.amp.autocast (train.py:112); model.py:56-64
+  // F.scaled_dot_product_attention(is_causal=True) when torch has it.
+  s.precision = Precision::kBf16Amp;
+  s.attention = AttentionKind::kFlash;
+  s.dropout = DropoutDefault::kZero;  // train.py:55 dropout = 0.0
+  s.checkpoint = CheckpointApi::kNonReentrant;
+  s.qkv = QkvVariant::kFused;  // model.py:56 one c_attn
+  s.eager_matmul = EagerMatmul::kCopies;
+  s.zero_means = "DDP (train.py); ZeRO is not in nanoGPT: modeled as torch's ZeroRedundancyOptimizer";
+  s.not_modeled = "torch.compile (train.py's default compile=True)";
+  return s;
+}
+
+}  // namespace sim::impl_rows

@@ -1,0 +1,91 @@
+// The implementation table: every code base's row, and the resolution of a setup's defaults.
+#include <array>
+#include <string>
+
+#include "rows.hpp"
+#include "sim/error.hpp"
+
+namespace sim {
+namespace {
+
+const std::array<ImplSpec, 4>& table() {
+  // --impl's listing order. A fifth code base: its row file and one entry here.
+  static const std::array<ImplSpec, 4> rows{impl_rows::hf(), impl_rows::torchtitan(),
+                                            impl_rows::megatron(), impl_rows::nanogpt()};
+  return rows;
+}
+
+}  // namespace
+
+std::span<const ImplSpec> implementations() { return table(); }
+
+const ImplSpec& spec(Impl impl) {
+  for (const ImplSpec& s : table())
+    if (s.id == impl) return s;
+  throw std::logic_error("no ImplSpec row for an Impl value");
+}
+
+std::string_view name(Impl impl) { return spec(impl).name; }
+
+std::optional<Impl> parse_impl(std::string_view s) {
+  for (const ImplSpec& r : table())
+    if (r.name == s) return r.id;
+  return std::nullopt;
+}
+
+std::string impl_names() {
+  std::string out;
+  for (const ImplSpec& r : table()) out += (out.empty() ? "" : ", ") + std::string(r.name);
+  return out;
+}
+
+bool supports_family(const ImplSpec& s, std::string_view family) {
+  std::string_view rest = s.families;
+  while (!rest.empty()) {
+    const auto sp = rest.find(' ');
+    if (rest.substr(0, sp) == family) return true;
+    if (sp == std::string_view::npos) break;
+    rest.remove_prefix(sp + 1);
+  }
+  return false;
+}
+
+Impl default_impl(const ModelConfig& model, const TrainSetup& setup) {
+  if (model.family == "megatron-gpt" || setup.tp > 1 || setup.pp > 1 || setup.vpp > 1)
+    return Impl::kMegatron;
+  return Impl::kHf;
+}
+
+TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
+  TrainSetup s = in;
+  if (s.profile == Profile::kPaper) {
+    // Korthikanti et al.'s closed form is no code base's op list.
+    if (s.impl)
+      throw ConfigError("--impl", "impl",
+                        "the paper profile is Korthikanti et al.'s closed form; --impl applies to "
+                        "the pytorch profile");
+    if (!s.attention) s.attention = AttentionKind::kStandard;
+    return s;
+  }
+  if (!s.impl) s.impl = default_impl(model, s);
+  const ImplSpec& sp = spec(*s.impl);
+  if (!supports_family(sp, model.family))
+    throw Unsupported("--impl", "impl",
+                      "the " + model.family + " family under --impl " + std::string(sp.name) +
+                          " (" + std::string(sp.code) + " runs: " + std::string(sp.families) +
+                          ")");
+  if (s.tp > 1 && !sp.tensor_parallel)
+    throw Unsupported("--tp", "tp",
+                      "tensor parallelism under --impl " + std::string(sp.name) +
+                          " (only megatron has it)");
+  if ((s.pp > 1 || s.vpp > 1) && !sp.pipeline)
+    throw Unsupported("--pp", "pp",
+                      "pipeline parallelism under --impl " + std::string(sp.name) +
+                          " (only megatron has it)");
+  if (!s.precision) s.precision = sp.precision;
+  if (!s.attention) s.attention = sp.attention;
+  if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
+  return s;
+}
+
+}  // namespace sim

@@ -1,0 +1,25 @@
+// pytorch/torchtitan, Llama 3 as benchmarked: FSDP2 with bf16 parameters for compute and no
+// autocast, SDPA (cuDNN, then flash). Op rows: docs/memory-model.md, "torchtitan".
+#include "rows.hpp"
+
+namespace sim::impl_rows {
+
+ImplSpec torchtitan() {
+  ImplSpec s;
+  s.id = Impl::kTorchtitan;
+  s.name = "torchtitan";
+  s.code = "pytorch/torchtitan";
+  s.version = "v0.2.2 (73a0e6979dd1)";
+  s.families = "llama";
+  s.precision = Precision::kBf16Amp;  // placeholder until the FSDP2 regime lands
+  s.attention = AttentionKind::kFlash;
+  s.dropout = DropoutDefault::kZero;
+  s.checkpoint = CheckpointApi::kNonReentrant;  // ptd_checkpoint_wrapper: NO_REENTRANT
+  s.qkv = QkvVariant::kSeparate;                // wq, wk, wv
+  s.eager_matmul = EagerMatmul::kCopies;
+  s.zero_means = "--zero 3: FSDP2 fully_shard over the data-parallel ranks";
+  s.not_modeled = "torch.compile, Float8";
+  return s;
+}
+
+}  // namespace sim::impl_rows
