@@ -336,12 +336,17 @@ int cmd_validate(const Invocation& inv) {
     out += fmt::format("\n{} rows name an implementation (impl): this build has no --impl, so "
                        "they were simulated with the model's default one\n",
                        impl_ignored);
-  out += fmt::format("\n{} rows, {} within the tolerance of {} %{}{}\n", rows.size(),
-                     static_cast<int64_t>(rows.size()) - failed, inv.tolerance,
-                     inv.tolerance == 0 ? " (exact)" : "",
-                     per_figure > 0 ? ", published rows per figure (allocated 3 %, reserved 7 %, "
-                                      "nvidia-smi 6 %)"
-                                    : "");
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const char* kPerFigure = "(allocated 3 %, reserved 7 %, nvidia-smi 6 %)";
+  if (per_figure == n && n > 0)
+    out += fmt::format("\n{} rows, {} within the tolerance of their figure {}\n", n, n - failed,
+                       kPerFigure);
+  else
+    out += fmt::format("\n{} rows, {} within the tolerance of {} %{}{}\n", n, n - failed,
+                       inv.tolerance, inv.tolerance == 0 ? " (exact)" : "",
+                       per_figure > 0 ? fmt::format(", published rows that of their figure {}",
+                                                    kPerFigure)
+                                      : "");
   Output sink("");
   sink.write(out);
   sink.commit();
