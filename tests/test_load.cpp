@@ -964,8 +964,9 @@ TEST_SUITE("load: files and names") {
     CHECK(e.field() == "device");
     CHECK(std::string(e.what()) == "h100: device: no device of that name; searched " +
                                        (kModels / "devices").string() +
-                                       "; known devices: a100-40gb, a100-80gb, h100-sxm, h200 (or "
-                                       "give a path to a .json file)");
+                                       "; known devices: a100-40gb, a100-80gb, h100-96gb, "
+                                       "h100-sxm, h200, v100-16gb (or give a path to a .json "
+                                       "file)");
 
     e = error_of([] { sim_io::load_model("nothing", {}); });
     CHECK(std::string(e.what()) ==
