@@ -176,7 +176,8 @@ awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i } NR > 1 { $c["p
 
 # The committed published rows (validation/published/) load and simulate: every row compared
 # (exit 0 or 3, never 2), nvidia-smi less the context the source measured (HF's first row:
-# (14,949 - 1,343) MiB), and the note that this build cannot select their `impl`.
+# (14,949 - 1,343) MiB), and the note that this build cannot select their `impl` (to be replaced
+# by a check that `impl` reaches the set-up when --impl lands).
 add_test(NAME validation.published_rows_load
          COMMAND sh -c [=[
 for f in megatron-lm torchtitan hf-docs-bert-large-v100; do
