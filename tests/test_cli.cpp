@@ -161,6 +161,8 @@ TEST_CASE("validate takes the measured CSV and a tolerance") {
   const auto d = actsim_cli::parse_command_line({"actsim", "validate", "m.csv"});
   REQUIRE(d.invocation);
   CHECK(d.invocation->tolerance == 1.0);  // the documented default, percent
+  CHECK_FALSE(d.invocation->tolerance_given);  // published rows then take per-figure defaults
+  CHECK(p.invocation->tolerance_given);
   const auto missing = actsim_cli::parse_command_line({"actsim", "validate"});
   CHECK_FALSE(missing.invocation);
   CHECK(missing.exit_code == 2);

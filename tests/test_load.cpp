@@ -286,7 +286,8 @@ TEST_SUITE("load: shipped devices") {
       names.push_back(e.name);
       CHECK(e.path == kModels / "devices" / (e.name + ".json"));
     }
-    CHECK(names == std::vector<std::string>{"a100-40gb", "a100-80gb", "h100-sxm", "h200"});
+    CHECK(names == std::vector<std::string>{"a100-40gb", "a100-80gb", "h100-96gb", "h100-sxm",
+                                            "h200", "v100-16gb"});
   }
 
   TEST_CASE("device figures: exact bytes, FLOP/s, bytes/s, one-direction links") {
@@ -323,7 +324,37 @@ TEST_SUITE("load: shipped devices") {
       CHECK(d.launch_overhead_ns == 3000);
     }
   }
-}
+
+
+  // The devices the published measurements ran on (validation/published/README.md): each figure as
+  // its cited source gives it (the provenance lines of the files).
+  TEST_CASE("v100-16gb: HF docs' V100-SXM2 16GB, as its datasheet and nvidia-smi say") {
+    const int64_t mib = 1024 * 1024;
+    const sim::Device d = sim_io::load_device("v100-16gb", kDirs);
+    CHECK(d.sm_arch == 70);                                // Volta, compute capability 7.0
+    CHECK(d.hbm_bytes == 16160 * mib);                     // nvidia-smi total in the docs' printout
+    CHECK(d.cuda_context_bytes == 1343 * mib);             // the docs' "kernels alone" figure
+    CHECK(d.peak_bf16_flops_per_s == 125e12);              // fp16 tensor cores: Volta has no bf16
+    CHECK(d.peak_tf32_flops_per_s == d.peak_fp32_flops_per_s);  // no TF32 before Ampere
+    CHECK(d.peak_fp32_flops_per_s == 15.7e12);
+    CHECK(d.hbm_bytes_per_s == 900e9);
+    CHECK(d.nvlink_bytes_per_s == 150e9);                  // 300 GB/s both directions
+    CHECK(d.cublas_workspace_bytes == 8'519'680);          // :4096:2:16:8 before sm90
+  }
+
+  TEST_CASE("h100-96gb: torchtitan's 96 GB HBM2e, 500 W H100 (2.4 TB/s)") {
+    const int64_t mib = 1024 * 1024;
+    const sim::Device d = sim_io::load_device("h100-96gb", kDirs);
+    const sim::Device sxm = sim_io::load_device("h100-sxm", kDirs);
+    CHECK(d.sm_arch == 90);
+    CHECK(d.hbm_bytes == 97871 * mib);  // 98,304 MiB nominal scaled as the 80 GB part's total
+    CHECK(d.hbm_bytes > sxm.hbm_bytes);
+    CHECK(d.hbm_bytes_per_s == 2.4e12);  // the benchmark page's figure, below the SXM's 3.35 TB/s
+    CHECK(d.hbm_bytes_per_s < sxm.hbm_bytes_per_s);
+    CHECK(d.peak_bf16_flops_per_s == 989e12);  // the upper bound torchtitan itself divides by
+    CHECK(d.cublas_workspace_bytes == 32 * mib);
+  }
+}  // TEST_SUITE("load: shipped devices")
 
 TEST_SUITE("load: HuggingFace variants") {
   TEST_CASE("gpt2: n_ctx alone, n_inner, untied, defaults for absent dropouts") {
@@ -933,8 +964,9 @@ TEST_SUITE("load: files and names") {
     CHECK(e.field() == "device");
     CHECK(std::string(e.what()) == "h100: device: no device of that name; searched " +
                                        (kModels / "devices").string() +
-                                       "; known devices: a100-40gb, a100-80gb, h100-sxm, h200 (or "
-                                       "give a path to a .json file)");
+                                       "; known devices: a100-40gb, a100-80gb, h100-96gb, "
+                                       "h100-sxm, h200, v100-16gb (or give a path to a .json "
+                                       "file)");
 
     e = error_of([] { sim_io::load_model("nothing", {}); });
     CHECK(std::string(e.what()) ==

@@ -36,6 +36,7 @@ struct Invocation {
   std::optional<int64_t> rows;      // merge --rows: the unsharded sweep's row count
   std::string validate_file;  // validate: the measured CSV
   double tolerance = 1.0;     // validate --tolerance, percent (0: exact)
+  bool tolerance_given = false;  // validate: --tolerance was typed (else per-figure defaults)
   std::string budget;  // plan --budget, as typed (sim::parse_bytes)
   std::string validate_device;  // validate --device: re-simulate every row on this device
   CalibrateFlags calibrate;   // calibrate
