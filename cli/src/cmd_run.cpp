@@ -90,6 +90,9 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
   out += fmt::format("== {} on {}, strategy {} ==\n", row.key.model, row.key.device,
                      row.key.strategy);
   out += fmt::format("   {}\n", setup_line(row.key.setup));
+  if (row.key.setup.impl && row.key.setup.dp > 1)  // what data parallelism means in that code
+    out += fmt::format("   --dp {} --zero {}: {}\n", row.key.setup.dp, row.key.setup.zero,
+                       sim::spec(*row.key.setup.impl).zero_means);
   out += fmt::format("   {} parameters ({} per rank), {} blocks, {} model\n",
                      human_count(r.params), human_count(r.params_per_rank), r.layers,
                      model.family.empty() ? std::string("?") : model.family);
