@@ -94,6 +94,10 @@ class UsageError(Exception):
     """Bad input: reported as one line, exit status 2, nothing written."""
 
 
+class LeakError(Exception):
+    """The step did not free what it allocated: one line, exit status 1, nothing written."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Flags
 
@@ -128,6 +132,9 @@ def parse_args(argv):
                    help="actsim device the row names (default h100-sxm, actsim's default; the "
                    "memory compared does not depend on it: validate subtracts the workspace)")
     p.add_argument("--precision", default="fp32", help="fp32 only (see above)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="also write every allocation and free of each measured step (phase, "
+                   "innermost ops, signed bytes, live bytes) to FILE")
     p.add_argument("--first-row", type=int, default=0,
                    help="row_index of the first row (to join the files of several runs)")
     p.add_argument("-o", "--output", required=True, help="CSV file to write")
@@ -307,6 +314,9 @@ def live_bytes(tensors):
 class Window:
     """One legacy-profiler window with memory records (the shared TOOLCHAIN notes)."""
 
+    def __init__(self, trace=False):
+        self.trace = trace
+
     def __enter__(self):
         import torch
         from torch.autograd import ProfilerState
@@ -318,36 +328,50 @@ class Window:
     def __exit__(self, *exc):
         import torch
         lists = torch.autograd._disable_profiler_legacy()
-        recs = [e for rl in lists for e in rl if e.kind() == "memory_alloc"]
-        threads = sum(1 for rl in lists if any(e.kind() == "memory_alloc" for e in rl))
-        if threads > 1:
-            raise RuntimeError("memory records on %d threads: the order is not defined" % threads)
-        recs.sort(key=lambda e: e.start_us())  # stable: one thread's records keep their order
-        self.sizes = [e.cpu_memory_usage() for e in recs]
+        mem = [rl for rl in lists if any(e.kind() == "memory_alloc" for e in rl)]
+        if len(mem) > 1:
+            raise RuntimeError("memory records on %d threads: the order is not defined"
+                               % len(mem))
+        # One thread's records, in the order they were made (ordering by start_us would give
+        # the same order, less well defined within one microsecond).
+        events = mem[0] if mem else []
+        self.sizes = [e.cpu_memory_usage() for e in events if e.kind() == "memory_alloc"]
+        if self.trace:  # (op stack, signed bytes) per record, for --trace
+            stack, self.records = [], []
+            for e in events:
+                if e.kind() == "push":
+                    stack.append(e.name())
+                elif e.kind() == "pop" and stack:
+                    stack.pop()
+                elif e.kind() == "memory_alloc":
+                    self.records.append(("/".join(stack[-3:]), e.cpu_memory_usage()))
         return False
 
 
 class StepRun:
     """One training step in three windows: forward, backward, optimizer (+ release)."""
 
-    def __init__(self, spec, opt, set_to_none):
-        self.spec, self.opt, self.set_to_none = spec, opt, set_to_none
+    def __init__(self, spec, opt, set_to_none, trace=False):
+        self.spec, self.opt, self.set_to_none, self.trace = spec, opt, set_to_none, trace
 
     def run(self):
         spec = self.spec
         t0 = time.perf_counter()
-        with Window() as fwd:
+        with Window(self.trace) as fwd:
             out = spec["loss_fn"](spec["model"], spec["inputs"])
         loss = out[0] if isinstance(out, (tuple, list)) else out
-        with Window() as bwd:
+        with Window(self.trace) as bwd:
             loss.backward()
-        with Window() as step:
+        with Window(self.trace) as step:
             self.opt.step()
             self.opt.zero_grad(set_to_none=self.set_to_none)
             del out, loss
         self.wall_s = time.perf_counter() - t0
         self.phases = [("forward", fwd.sizes), ("backward", bwd.sizes),
                        ("optimizer", step.sizes)]
+        if self.trace:
+            self.records = [("forward", fwd.records), ("backward", bwd.records),
+                            ("optimizer", step.records)]
 
     def rise(self):
         """(peak rise over the start, its phase, the end's net sum)."""
@@ -388,7 +412,7 @@ def measure(args):
                                                                   one_line(e))) from None
     n_params = sum(p.numel() for p in model.parameters())
     param_list = list(model.parameters())
-    rows = []
+    rows, traces = [], []
     for index, (canon, segs) in enumerate(resolved):
         patch = Patched(blocks, segs, args.reentrant)
         gc.collect()
@@ -400,15 +424,21 @@ def measure(args):
                                 + [p.grad for p in param_list if p.grad is not None]
                                 + tensors_in([dict(s) for s in opt.state.values()], [])
                                 + tensors_in(spec["inputs"], []))
-            run = StepRun(spec, opt, set_to_none)
-            run.run()
+            run = StepRun(spec, opt, set_to_none, trace=bool(args.trace))
+            try:
+                run.run()
+            except Exception as e:
+                raise UsageError("%s: strategy %s: the step failed: %s: %s" % (
+                    args.target, canon, type(e).__name__, one_line(e))) from None
         finally:
             patch.undo()
         rise, phase, net = run.rise()
         if net != 0:
-            raise RuntimeError("strategy %s: %d bytes allocated in the step were not freed by "
+            raise LeakError("strategy %s: %d bytes allocated in the step were not freed by "
                                "its end" % (canon, net))
         peak = before + rise
+        if args.trace:
+            traces.append(trace_text(canon, before, run))
         r = dict.fromkeys(COLUMNS, "")
         r.update(schema_version=1, source="torch-cpu", row_index=args.first_row + index, model=args.model,
                  device=args.device, strategy=canon, profile="pytorch", precision="fp32",
@@ -423,7 +453,26 @@ def measure(args):
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))
+    if args.trace:
+        write_text(args.trace, "".join(traces))
     return rows
+
+
+def trace_text(strategy, before, run):
+    """--trace: every allocation and free of the step, with the innermost ops around it."""
+    lines, total = ["# strategy %s: live before the step %d B\n" % (strategy, before)], before
+    lines.append("phase,op,bytes,live\n")
+    for phase, records in run.records:
+        for op, size in records:
+            total += size
+            lines.append("%s,%s,%d,%d\n" % (phase, csv_field(op), size, total))
+    return "".join(lines)
+
+
+def write_text(path, text):
+    with open(path + ".partial", "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(path + ".partial", path)
 
 
 def csv_field(v):
@@ -436,10 +485,7 @@ def csv_field(v):
 def write_rows(path, rows):
     text = ",".join(COLUMNS) + "\n" + "".join(
         ",".join(csv_field(r[c]) for c in COLUMNS) + "\n" for r in rows)
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    os.replace(partial, path)
+    write_text(path, text)
 
 
 def main(argv):
@@ -457,6 +503,9 @@ def main(argv):
     except UsageError as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 2
+    except LeakError as e:
+        print("%s: error: %s" % (PROG, e), file=sys.stderr)
+        return 1
     return 0
 
 

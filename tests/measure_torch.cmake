@@ -82,13 +82,13 @@ add_test(NAME measure_torch.small_gpt
          COMMAND sh -c "${ACTSIM_MT_PRELUDE}
 for r in '' --reentrant
 do
-  \"$1\" \"$tool\" \"$toy:small_gpt\" --model gpt --batch 2 --seq 32 --impl nanogpt $r \\
+  \"$1\" \"$tool\" \"$toy:small_gpt\" --model gpt --batch 8 --seq 64 --impl nanogpt $r \\
     --strategy none,every:2,full -o \"$4/gpt$r.csv\" > /dev/null
   set -- $(col \"$4/gpt$r.csv\" peak_allocated_bytes)
   echo \"small GPT$r: none $1, every:2 $2, full $3\"
   test $3 -lt $2 && test $2 -lt $1
 done
-\"$1\" \"$tool\" \"$toy:small_gpt\" --model gpt --batch 2 --seq 32 --impl nanogpt \\
+\"$1\" \"$tool\" \"$toy:small_gpt\" --model gpt --batch 8 --seq 64 --impl nanogpt \\
   --strategy none,every:2,full -o \"$4/again.csv\" > /dev/null
 cmp \"$4/gpt.csv\" \"$4/again.csv\"
 \"$3\" run --model gpt2-small --seq 8 --format csv | head -n 1 > \"$4/header.txt\"
@@ -125,9 +125,58 @@ do
   grep -q '^measure_torch: error: ' \"$4/err.txt\"
   test ! -e \"$4/out.csv\" && test ! -e \"$4/out.csv.partial\"
 done
+# A step that keeps what it allocated (here its outputs, in a list) is found: exit status 1.
+set +e
+\"$1\" \"$tool\" \"$toy:leaky_mlp\" --model m --batch 1 --seq 1 -o \"$4/out.csv\" > /dev/null 2> \"$4/err.txt\"
+status=$?
+set -e
+cat \"$4/err.txt\"
+test $status -eq 1 && test \"$(wc -l < \"$4/err.txt\")\" -eq 1 && test ! -e \"$4/out.csv\"
+grep -q 'were not freed' \"$4/err.txt\"
 "
          sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_MT_ROOT} $<TARGET_FILE:actsim>
          ${CMAKE_CURRENT_BINARY_DIR}/measure_torch/bad)
 
 set_tests_properties(measure_torch.mlp_chain_exact measure_torch.small_gpt
                      measure_torch.bad_input PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# actsim validate on torch-cpu rows (no torch needed): a row built from the simulator's own
+# exact peak less its cuBLAS workspace validates at --tolerance 0; the same row measuring the
+# peak with the workspace is 32 MiB off and fails (exit 3); the CPU's step time is not compared.
+add_test(NAME measure_torch.validate_torch_cpu_rows
+         COMMAND sh -c [=[
+set -e
+mkdir -p "$3"
+"$1" run --model exec-gpt --seq 8 --precision fp32 --dropout 0 --allocator exact \
+  --strategy none,full --format csv -o "$3/sim.csv"
+for minus in 1 0
+do
+  awk -F, -v OFS=, -v minus=$minus '
+    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; print; next }
+    { $c["source"] = "torch-cpu"
+      peak = $c["peak_requested_bytes"] - minus * $c["workspace_bytes"]
+      $c["peak_requested_bytes"] = $c["peak_allocated_bytes"] = peak; print }' \
+    "$3/sim.csv" > "$3/cpu$minus.csv"
+done
+"$1" validate "$3/cpu1.csv" --tolerance 0 > "$3/ok.txt"
+cat "$3/ok.txt"
+grep -q '^2 rows, 2 within the tolerance of 0 % (exact)' "$3/ok.txt"
+! grep -q 'Step time' "$3/ok.txt"
+set +e
+"$1" validate "$3/cpu0.csv" --tolerance 0 > "$3/off.txt"
+status=$?
+set -e
+test $status -eq 3
+grep -q '^2 rows, 0 within' "$3/off.txt"
+# The committed nanoGPT measurements parse and re-simulate (whatever today's error).
+cd "$2"
+for f in validation/real-code/nanogpt.csv validation/real-code/nanogpt-drop-logits.csv
+do
+  set +e
+  "$1" validate "$f" > "$3/nanogpt.txt"
+  status=$?
+  set -e
+  test $status -eq 0 || test $status -eq 3
+  grep -q '^9 rows, ' "$3/nanogpt.txt"
+done
+]=] sh $<TARGET_FILE:actsim> ${ACTSIM_MT_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/measure_torch/validate)

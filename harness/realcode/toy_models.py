@@ -76,7 +76,7 @@ class SmallGpt(nn.Module):
         return self.ln(x) @ self.wte.weight.t()
 
 
-def small_gpt(layers=4, h=32, heads=2, vocab=96, batch=2, seq=32):
+def small_gpt(layers=4, h=32, heads=2, vocab=64, batch=8, seq=64):
     torch.manual_seed(0)
     model = SmallGpt(layers, h, heads, vocab, seq)
     idx = torch.randint(0, vocab, (batch, seq))
@@ -95,3 +95,18 @@ def broken_builder():
 
 def not_a_model():
     return {"model": 3, "blocks": [], "loss_fn": None, "inputs": None}
+
+
+_KEPT = []
+
+
+def leaky_mlp():
+    """mlp_chain whose loss_fn keeps every output alive: the step's sum does not return to 0."""
+    spec = mlp_chain(n=2, batch=64)
+
+    def loss_fn(m, x):
+        out = m(x)
+        _KEPT.append(out)
+        return out.sum()
+    spec["loss_fn"] = loss_fn
+    return spec
