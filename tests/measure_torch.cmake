@@ -84,9 +84,11 @@ for r in '' --reentrant
 do
   \"$1\" \"$tool\" \"$toy:small_gpt\" --model gpt --batch 8 --seq 64 --impl nanogpt $r \\
     --strategy none,every:2,full -o \"$4/gpt$r.csv\" > /dev/null
-  set -- $(col \"$4/gpt$r.csv\" peak_allocated_bytes)
-  echo \"small GPT$r: none $1, every:2 $2, full $3\"
-  test $3 -lt $2 && test $2 -lt $1
+  p_none=$(col \"$4/gpt$r.csv\" peak_allocated_bytes | sed -n 1p)
+  p_every=$(col \"$4/gpt$r.csv\" peak_allocated_bytes | sed -n 2p)
+  p_full=$(col \"$4/gpt$r.csv\" peak_allocated_bytes | sed -n 3p)
+  echo \"small GPT$r: none $p_none, every:2 $p_every, full $p_full\"
+  test $p_full -lt $p_every && test $p_every -lt $p_none
 done
 \"$1\" \"$tool\" \"$toy:small_gpt\" --model gpt --batch 8 --seq 64 --impl nanogpt \\
   --strategy none,every:2,full -o \"$4/again.csv\" > /dev/null
@@ -116,7 +118,7 @@ for target in \"$4/bad_import.py:build\" \"$4/bad_syntax.py:build\" \"$toy:no_su
   \"$toy:mlp_chain --builder-arg nope\" \"$toy:mlp_chain --builder-arg width=3\"
 do
   set +e
-  \"$1\" \"$tool\" $target --model m --batch 1 --seq 1 -o \"$4/out.csv\" > /dev/null 2> \"$4/err.txt\"
+  \"$1\" \"$tool\" --model m --batch 1 --seq 1 -o \"$4/out.csv\" $target > /dev/null 2> \"$4/err.txt\"
   status=$?
   set -e
   echo \"$target: $(cat \"$4/err.txt\")\"
