@@ -149,6 +149,7 @@ add_test(NAME measure_torch.validate_torch_cpu_rows
          COMMAND sh -c [=[
 set -e
 mkdir -p "$3"
+export ACTSIM_MODELS="$2/tests/validation"
 "$1" run --model exec-gpt --seq 8 --precision fp32 --dropout 0 --allocator exact \
   --strategy none,full --format csv -o "$3/sim.csv"
 for minus in 1 0
