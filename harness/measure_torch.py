@@ -163,6 +163,8 @@ def parse_args(argv):
                          "noise tensor, CUDA a 1-byte mask)" % a.dropout) from None
     if ":" not in a.target:
         raise UsageError("%s: expected path/file.py:builder" % a.target)
+    if not os.path.isfile(a.target.rpartition(":")[0]):
+        raise UsageError("%s: no such file" % a.target.rpartition(":")[0])
     a.kwargs = {}
     for kv in a.builder_arg:
         k, eq, v = kv.partition("=")
