@@ -108,6 +108,18 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   calibrate->callback([&verb] { verb = Verb::kCalibrate; });
+
+  CLI::App* snapshot = app.add_subcommand(
+      "snapshot", "a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot): the "
+                  "measured peaks, when they happen, and the largest blocks live at the peak; "
+                  "csv/json: a row of the CSV schema (source snapshot) keyed by the common flags");
+  snapshot->add_option("file", inv.snapshot_file, "the snapshot pickle (or its converted .json)")
+      ->required();
+  snapshot->add_option("--cuda-device", inv.snapshot_device,
+                       "the CUDA device whose trace is read (default: the first with one)")
+      ->check(CLI::NonNegativeNumber);
+  cli_common::add_common_flags(*snapshot, inv.flags, {true, true, "table|csv|json (default table)"});
+  snapshot->callback([&verb] { verb = Verb::kSnapshot; });
 }
 
 }  // namespace
@@ -129,7 +141,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models, validate or calibrate (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models, validate, calibrate or snapshot (see --help)"
                            : e.what();
     }
     return parsed;
@@ -158,6 +170,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kValidate: return cmd_validate(inv);
     case Verb::kPlan: return cmd_plan(inv);
     case Verb::kCalibrate: return cmd_calibrate(inv);
+    case Verb::kSnapshot: return cmd_snapshot(inv);
   }
   return 1;
 }
