@@ -120,6 +120,19 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
       ->check(CLI::NonNegativeNumber);
   cli_common::add_common_flags(*snapshot, inv.flags, {true, true, "table|csv|json (default table)"});
   snapshot->callback([&verb] { verb = Verb::kSnapshot; });
+
+  CLI::App* compare = app.add_subcommand(
+      "compare", "a PyTorch memory snapshot against the simulated step of the common flags' "
+                 "configuration: peaks measured and simulated, phases side by side, and the "
+                 "tensors live at both peaks matched (the rest listed as missed or invented)");
+  compare->add_option("--snapshot", inv.snapshot_file,
+                      "the snapshot pickle (or its converted .json)")
+      ->required();
+  compare->add_option("--cuda-device", inv.snapshot_device,
+                      "the CUDA device whose trace is read (default: the first with one)")
+      ->check(CLI::NonNegativeNumber);
+  cli_common::add_common_flags(*compare, inv.flags, {true, true, "table|csv|json (default table)"});
+  compare->callback([&verb] { verb = Verb::kCompare; });
 }
 
 }  // namespace
@@ -141,7 +154,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models, validate, calibrate or snapshot (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models, validate, calibrate, snapshot or compare (see --help)"
                            : e.what();
     }
     return parsed;
@@ -171,6 +184,7 @@ int run_invocation(const Invocation& inv) {
     case Verb::kPlan: return cmd_plan(inv);
     case Verb::kCalibrate: return cmd_calibrate(inv);
     case Verb::kSnapshot: return cmd_snapshot(inv);
+    case Verb::kCompare: return cmd_compare(inv);
   }
   return 1;
 }

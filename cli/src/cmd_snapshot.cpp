@@ -24,12 +24,6 @@ using cli_common::Format;
 
 constexpr std::size_t kLargestBlocks = 10;
 
-sim::Phase phase_of(const std::string& hint) {
-  if (hint == "backward") return sim::Phase::kBackward;
-  if (hint == "optimizer") return sim::Phase::kOptimizer;
-  return sim::Phase::kForward;
-}
-
 std::string when(const SnapshotPeak& p) {
   if (p.event < 0) return "before the trace";
   std::string out = fmt::format("event {}", p.event);
@@ -37,23 +31,6 @@ std::string when(const SnapshotPeak& p) {
   if (!p.phase.empty()) out += fmt::format(" ({})", p.phase);
   if (!p.frame.empty()) out += fmt::format(", {}", p.frame);
   return out;
-}
-
-const SnapshotDevice& pick_device(const Snapshot& s, int64_t wanted, const std::string& path) {
-  const SnapshotDevice* chosen = nullptr;
-  for (const SnapshotDevice& d : s.devices) {
-    if (wanted >= 0 ? d.index == wanted : !d.trace.empty()) {
-      chosen = &d;
-      break;
-    }
-  }
-  if (chosen == nullptr && wanted >= 0)
-    throw sim::ConfigError("--cuda-device", std::to_string(wanted), "not in " + path);
-  if (chosen == nullptr || chosen->trace.empty())
-    throw sim::ConfigError(path, "device_traces",
-                           "no device trace (history not recorded: call "
-                           "torch.cuda.memory._record_memory_history() before the step)");
-  return *chosen;
 }
 
 std::string render_table(const Snapshot& s, const SnapshotPeaks& p) {
@@ -91,7 +68,49 @@ std::string render_table(const Snapshot& s, const SnapshotPeaks& p) {
   return out;
 }
 
+sim::Phase phase_of(const std::string& hint) {
+  if (hint == "backward") return sim::Phase::kBackward;
+  if (hint == "optimizer") return sim::Phase::kOptimizer;
+  return sim::Phase::kForward;
+}
+
 }  // namespace
+
+const SnapshotDevice& pick_snapshot_device(const Snapshot& s, int64_t wanted,
+                                           const std::string& path) {
+  const SnapshotDevice* chosen = nullptr;
+  for (const SnapshotDevice& d : s.devices) {
+    if (wanted >= 0 ? d.index == wanted : !d.trace.empty()) {
+      chosen = &d;
+      break;
+    }
+  }
+  if (chosen == nullptr && wanted >= 0)
+    throw sim::ConfigError("--cuda-device", std::to_string(wanted), "not in " + path);
+  if (chosen == nullptr || chosen->trace.empty())
+    throw sim::ConfigError(path, "device_traces",
+                           "no device trace (history not recorded: call "
+                           "torch.cuda.memory._record_memory_history() before the step)");
+  return *chosen;
+}
+
+sim_io::Row snapshot_row(const cli_common::Axes& axes, const cli_common::Point& point,
+                         const sim::Result& model_size, const SnapshotPeaks& peaks) {
+  sim_io::Row row;
+  row.source = "snapshot";
+  row.key = cli_common::row_key(axes, point);
+  row.peak_only = true;
+  sim::Result r;
+  r.layers = model_size.layers;
+  r.params = model_size.params;
+  r.params_per_rank = model_size.params_per_rank;
+  r.peak_allocated_bytes = peaks.allocated.bytes;
+  r.peak_requested_bytes = peaks.requested.bytes;
+  r.peak_reserved_bytes = peaks.reserved.bytes;
+  r.peak_phase = phase_of(peaks.allocated.phase);
+  row.result = r;
+  return row;
+}
 
 int cmd_snapshot(const Invocation& inv) {
   const Format format = cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
@@ -99,7 +118,8 @@ int cmd_snapshot(const Invocation& inv) {
   const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
   cli_common::require_single(axes, inv.flags, "snapshot");
   const Snapshot snap = load_snapshot(inv.snapshot_file);
-  const SnapshotDevice& device = pick_device(snap, inv.snapshot_device, inv.snapshot_file);
+  const SnapshotDevice& device =
+      pick_snapshot_device(snap, inv.snapshot_device, inv.snapshot_file);
   const SnapshotPeaks peaks = analyze_snapshot(device, inv.snapshot_file);
 
   std::string text;
@@ -111,19 +131,11 @@ int cmd_snapshot(const Invocation& inv) {
     // Model size columns of the stated configuration, as actsim-harness fills them.
     const sim::Graph g =
         sim::build_graph(inputs.models.front(), p.setup, inputs.devices.front());
-    sim_io::Row row;
-    row.source = "snapshot";
-    row.key = cli_common::row_key(axes, p);
-    row.peak_only = true;
-    sim::Result r;
-    r.layers = g.n_blocks;
-    r.params = g.params;
-    r.params_per_rank = g.params_per_rank;
-    r.peak_allocated_bytes = peaks.allocated.bytes;
-    r.peak_requested_bytes = peaks.requested.bytes;
-    r.peak_reserved_bytes = peaks.reserved.bytes;
-    r.peak_phase = phase_of(peaks.allocated.phase);
-    row.result = r;
+    sim::Result size;
+    size.layers = g.n_blocks;
+    size.params = g.params;
+    size.params_per_rank = g.params_per_rank;
+    const sim_io::Row row = snapshot_row(axes, p, size, peaks);
     if (format == Format::kCsv) {
       text = sim_io::csv_header() + sim_io::csv_row(row);
     } else {

@@ -16,5 +16,6 @@ int cmd_validate(const Invocation& inv);  // measured rows against re-simulation
 int cmd_plan(const Invocation& inv);    // the least-recompute plan under --budget
 int cmd_calibrate(const Invocation& inv);  // fit a device's efficiencies to per-op timings
 int cmd_snapshot(const Invocation& inv);   // a PyTorch memory snapshot's measured peaks
+int cmd_compare(const Invocation& inv);    // a snapshot against the simulated step
 
 }  // namespace actsim_cli

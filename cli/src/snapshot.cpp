@@ -323,10 +323,22 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
       }
     }
   };
+  std::map<std::string, std::size_t> phase_index;
   for (std::size_t k = 0; k < d.trace.size(); ++k) {
     const SnapshotEvent& e = d.trace[k];
     const auto i = static_cast<int64_t>(k);
     step(live, e, i, requested, allocated);
+    auto [pos, added] = phase_index.try_emplace(e.phase, p.phases.size());
+    if (added) p.phases.push_back(PhaseSpan{e.phase});
+    PhaseSpan& span = p.phases[pos->second];
+    const int64_t t = e.time_us >= 0 && t0 >= 0 ? e.time_us - t0 : -1;
+    if (span.events++ == 0) {
+      span.first_event = i;
+      span.first_us = t;
+    }
+    span.last_event = i;
+    span.last_us = t;
+    span.peak_allocated_bytes = std::max(span.peak_allocated_bytes, allocated);
     switch (e.action) {
       case SnapshotAction::kAlloc:
         mark(p.requested, requested, i, e);

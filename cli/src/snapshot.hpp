@@ -23,6 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/result.hpp"
+#include "sim_io/output.hpp"
+#include "sweep.hpp"
+
 namespace actsim_cli {
 
 enum class SnapshotAction : uint8_t {
@@ -86,6 +90,15 @@ struct LiveAtPeak {
   std::string frame, phase;
 };
 
+// The events whose frames hint at one phase (forward, backward, optimizer; "" without frames).
+struct PhaseSpan {
+  std::string phase;
+  int64_t events = 0;
+  int64_t first_event = -1, last_event = -1;
+  int64_t first_us = -1, last_us = -1;  // since the trace's first event; -1: no times
+  int64_t peak_allocated_bytes = 0;     // the highest allocated bytes after one of its events
+};
+
 struct SnapshotPeaks {
   int64_t device = 0;
   int64_t events = 0, allocs = 0, ooms = 0;
@@ -94,10 +107,23 @@ struct SnapshotPeaks {
   int64_t start_blocks = 0;  // blocks live before the trace
   SnapshotPeak requested, allocated, reserved;
   std::vector<LiveAtPeak> at_peak;  // live at the allocated peak, largest first
+  std::vector<PhaseSpan> phases;    // in order of first appearance
 };
 
 // Replays one device's trace (the contract above). Throws ConfigError(where, ...) when the trace
 // and the segments disagree (reserved bytes below zero at the start).
 SnapshotPeaks analyze_snapshot(const SnapshotDevice& device, const std::string& where);
+
+// The device whose trace is read: `wanted` (>= 0), else the first with a trace. Throws
+// ConfigError naming --cuda-device, or the file when no device has a trace.
+const SnapshotDevice& pick_snapshot_device(const Snapshot& s, int64_t wanted,
+                                           const std::string& path);
+
+// The snapshot's row of CSV schema v1: source `snapshot`, the key columns the configuration the
+// common flags name, layers/params/params_per_rank from `model_size`, the measured peaks in
+// peak_allocated_bytes, peak_requested_bytes and peak_reserved_bytes, peak_phase the allocated
+// peak's phase hint; every figure that was not measured empty (Row::peak_only).
+sim_io::Row snapshot_row(const cli_common::Axes& axes, const cli_common::Point& point,
+                         const sim::Result& model_size, const SnapshotPeaks& peaks);
 
 }  // namespace actsim_cli
