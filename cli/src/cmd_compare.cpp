@@ -93,9 +93,11 @@ std::vector<std::tuple<int64_t, int64_t, std::string>> grouped_list(
   for (const auto& it : items) ++counts[it];
   std::vector<std::tuple<int64_t, int64_t, std::string>> out;  // bytes each, count, label
   for (const auto& [key, n] : counts) out.emplace_back(key.first, n, key.second);
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return std::get<0>(a) * std::get<1>(a) > std::get<0>(b) * std::get<1>(b);
-  });
+  const auto total = [](const auto& g) {  // ordering only: double cannot overflow
+    return static_cast<double>(std::get<0>(g)) * static_cast<double>(std::get<1>(g));
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const auto& a, const auto& b) { return total(a) > total(b); });
   if (out.size() > kListed) out.resize(kListed);
   return out;
 }
@@ -190,7 +192,7 @@ int cmd_compare(const Invocation& inv) {
     text += "\nPhases (measured: from the frames of each event; simulated: recompute in backward)\n";
     text += ph.render("  ");
 
-    int64_t matched_bytes = 0;
+    int64_t matched_bytes = 0;  // simulated storages: their sum is the ledger's, within 64 bits
     for (const auto& [s, m] : match.matched) matched_bytes += sim.tensors[s].bytes;
     text += fmt::format(
         "\nTensors live at the peaks: {} matched ({}), {} simulated only, {} measured only\n",

@@ -33,8 +33,26 @@ const json& member(const json& obj, const char* key, const std::string& where) {
 
 int64_t integer(const json& obj, const char* key, const std::string& where) {
   const json& v = member(obj, key, where);
-  if (!v.is_number_integer()) throw sim::ConfigError(where, key, "expected an integer");
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    throw sim::ConfigError(where, key, "expected a 64-bit integer");
   return v.get<int64_t>();
+}
+
+// Sizes are bytes of one GPU: anything beyond 2^56 (64 PiB) is not a real snapshot, and the
+// bound keeps rounding and sums of a trace's sizes far from 64-bit overflow (checked anyway).
+constexpr int64_t kMaxBytes = int64_t{1} << 56;
+
+int64_t bytes(const json& obj, const char* key, const std::string& where) {
+  const int64_t v = integer(obj, key, where);
+  if (v < 0 || v > kMaxBytes)
+    throw sim::ConfigError(where, key, "expected a byte count in [0, 2^56]");
+  return v;
+}
+
+void add_bytes(int64_t& total, int64_t v, const std::string& where) {
+  if (__builtin_add_overflow(total, v, &total))
+    throw sim::ConfigError(where, "size", "the trace's byte counts overflow 64 bits");
 }
 
 std::string text(const json& obj, const char* key, const std::string& where) {
@@ -165,36 +183,31 @@ Snapshot parse_snapshot_json(std::string_view body, const std::string& where) {
     dev.index = integer(d, "index", where);
     const std::string dw = where + ": devices[" + std::to_string(dev.index) + "]";
     for (const json& seg : array(d, "segments", dw)) {
-      const int64_t size = integer(seg, "total_size", dw);
-      if (size < 0) throw sim::ConfigError(dw, "total_size", "negative");
-      dev.reserved_bytes += size;
+      add_bytes(dev.reserved_bytes, bytes(seg, "total_size", dw), dw);
     }
     for (const json& b : array(d, "live", dw)) {
       SnapshotBlock block;
       block.address = integer(b, "address", dw);
-      block.size = integer(b, "size", dw);
-      block.requested_size = integer(b, "requested_size", dw);
+      block.size = bytes(b, "size", dw);
+      block.requested_size = bytes(b, "requested_size", dw);
       const std::string state = text(b, "state", dw);
       if (state != "active_allocated" && state != "active_awaiting_free")
         throw sim::ConfigError(dw, "state", "unknown block state '" + state + "'");
       block.awaiting_free = state == "active_awaiting_free";
       block.frame = text(b, "frame", dw);
       block.phase = text(b, "phase", dw);
-      if (block.size < 0 || block.requested_size < 0)
-        throw sim::ConfigError(dw, "size", "negative");
       dev.live.push_back(std::move(block));
     }
     for (const json& e : array(d, "trace", dw)) {
       SnapshotEvent ev;
       ev.action = parse_action(text(e, "action", dw), dw);
       ev.addr = integer(e, "addr", dw);
-      ev.size = integer(e, "size", dw);
-      if (ev.size < 0) throw sim::ConfigError(dw, "size", "negative");
+      ev.size = bytes(e, "size", dw);
       ev.stream = integer(e, "stream", dw);
       const json& t = member(e, "time_us", dw);
-      if (!t.is_null() && !t.is_number_integer())
-        throw sim::ConfigError(dw, "time_us", "expected an integer or null");
-      ev.time_us = t.is_null() ? -1 : t.get<int64_t>();
+      ev.time_us = t.is_null() ? -1 : integer(e, "time_us", dw);
+      if (ev.time_us < -1 || (!t.is_null() && ev.time_us < 0))
+        throw sim::ConfigError(dw, "time_us", "expected a non-negative integer or null");
       ev.frame = text(e, "frame", dw);
       ev.phase = text(e, "phase", dw);
       dev.trace.push_back(std::move(ev));
@@ -258,9 +271,9 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
         }
         break;
       case SnapshotAction::kSegmentAlloc:
-      case SnapshotAction::kSegmentMap: net_reserved += e.size; break;
+      case SnapshotAction::kSegmentMap: add_bytes(net_reserved, e.size, where); break;
       case SnapshotAction::kSegmentFree:
-      case SnapshotAction::kSegmentUnmap: net_reserved -= e.size; break;
+      case SnapshotAction::kSegmentUnmap: add_bytes(net_reserved, -e.size, where); break;
       default: break;
     }
   }
@@ -268,7 +281,8 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
     if (live.count(addr) == 0 && before.count(addr) == 0)
       before[addr] = {b->requested_size, b->size, -1, b->frame, b->phase};
   }
-  p.start_reserved_bytes = d.reserved_bytes - net_reserved;
+  p.start_reserved_bytes = d.reserved_bytes;
+  add_bytes(p.start_reserved_bytes, -net_reserved, where);
   if (p.start_reserved_bytes < 0)
     throw sim::ConfigError(where, "segments",
                            "the trace frees more segment bytes than the segments and trace "
@@ -280,8 +294,8 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
   int64_t requested = 0;
   int64_t allocated = 0;
   for (const auto& [addr, b] : before) {
-    requested += b.requested_bytes;
-    allocated += b.allocated_bytes;
+    add_bytes(requested, b.requested_bytes, where);
+    add_bytes(allocated, b.allocated_bytes, where);
   }
   int64_t reserved = p.start_reserved_bytes;
   p.start_requested_bytes = requested;
@@ -311,8 +325,8 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
         req -= old->second.requested_bytes;
         alloc -= old->second.allocated_bytes;
       }
-      req += b.requested_bytes;
-      alloc += b.allocated_bytes;
+      add_bytes(req, b.requested_bytes, where);
+      add_bytes(alloc, b.allocated_bytes, where);
       blocks[e.addr] = std::move(b);
     } else if (e.action == SnapshotAction::kFreeRequested) {
       const auto it = blocks.find(e.addr);
@@ -346,11 +360,11 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
         break;
       case SnapshotAction::kSegmentAlloc:
       case SnapshotAction::kSegmentMap:
-        reserved += e.size;
+        add_bytes(reserved, e.size, where);
         mark(p.reserved, reserved, i, e);
         break;
       case SnapshotAction::kSegmentFree:
-      case SnapshotAction::kSegmentUnmap: reserved -= e.size; break;
+      case SnapshotAction::kSegmentUnmap: add_bytes(reserved, -e.size, where); break;
       default: break;
     }
   }

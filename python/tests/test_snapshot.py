@@ -92,7 +92,15 @@ def test_hostile_pickles_never_run_code_in_python(files, monkeypatch, tmp_path):
     ('{"format": "actsim-snapshot", "version": 1, "file": "x", "layout": "frames", '
      '"devices": [{"index": 0, "segments": [], "live": [], '
      '"trace": [{"action": "alloc", "addr": 1, "size": -5, "stream": 0, "time_us": null, '
-     '"frame": "", "phase": ""}]}]}', "negative"),
+     '"frame": "", "phase": ""}]}]}', "byte count"),
+    ('{"format": "actsim-snapshot", "version": 1, "file": "x", "layout": "frames", '
+     '"devices": [{"index": 18446744073709551616, "segments": [], "live": [], "trace": []}]}',
+     "64-bit integer"),
+    ('{"format": "actsim-snapshot", "version": 1, "file": "x", "layout": "frames", '
+     '"devices": [{"index": 0, "segments": [], "live": [], "trace": ['
+     + ",".join(['{"action": "segment_alloc", "addr": 1, "size": 72057594037927936, '
+                 '"stream": 0, "time_us": 5, "frame": "", "phase": ""}'] * 200)
+     + ']}]}', "overflow"),
     ('{"format": "actsim-snapshot", "version": 1, "file": "x", "layout": "frames", '
      '"devices": [{"index": 0, "segments": [], "live": [], '
      '"trace": [{"action": "segment_alloc", "addr": 1, "size": 5, "stream": 0, '
@@ -117,3 +125,34 @@ def test_converted_json_reads_the_same(cli, files, tmp_path):
                            "--format", "json").stdout)
     assert a["peak_allocated_bytes"] == b["peak_allocated_bytes"]
     assert a["snapshot"]["largest_at_peak"] == b["snapshot"]["largest_at_peak"]
+
+
+def test_mutated_pickles_fail_only_with_snapshot_errors(tmp_path, monkeypatch):
+    """A small mutation fuzzer over a real snapshot pickle (seeded: the same cases every run):
+    flipped, dropped and inserted bytes and cuts either convert or raise SnapshotError."""
+    import random
+    monkeypatch.chdir(tmp_path)
+    good, _ = fx.training_step()
+    rng = random.Random(14)
+    outcomes = {"ok": 0, "refused": 0}
+    for _ in range(1500):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data))
+            op = rng.randrange(4)
+            if op == 0:
+                data[i] = rng.randrange(256)
+            elif op == 1:
+                del data[i]
+            elif op == 2:
+                data.insert(i, rng.randrange(256))
+            else:
+                del data[i:]
+                break
+        try:
+            converter.convert(converter.load_pickle(bytes(data)))
+            outcomes["ok"] += 1
+        except converter.SnapshotError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 100 and sum(outcomes.values()) == 1500
+    assert list(tmp_path.iterdir()) == []
