@@ -76,8 +76,11 @@ int cmd_validate(const Invocation& inv) {
       throw sim::ConfigError(where, "schema_version", "'" + get("schema_version") + "' is not 1");
     if (!get("error").empty()) continue;  // a row that could not be measured: nothing to compare
     const std::string& source = get("source");
-    if (source != "sim" && source != "cpu" && source != "cuda" && source != "torch")
-      throw sim::ConfigError(where, "source", "'" + source + "' is not sim, cpu, cuda or torch");
+    // snapshot: a PyTorch memory snapshot's row (actsim snapshot/compare), read as torch's.
+    if (source != "sim" && source != "cpu" && source != "cuda" && source != "torch" &&
+        source != "snapshot")
+      throw sim::ConfigError(where, "source",
+                             "'" + source + "' is not sim, cpu, cuda, torch or snapshot");
 
     sim::TrainSetup s;
     auto parsed = [&](const char* name, auto opt) {

@@ -85,3 +85,16 @@ def test_compare_refuses_with_one_line(cli, tmp_path, argv, what):
     assert p.returncode == 2 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and what in lines[0], p.stderr
+
+
+def test_validate_takes_the_snapshot_row(cli, tmp_path):
+    fx.main(str(tmp_path))
+    row = tmp_path / "row.csv"
+    cli.run("snapshot", str(tmp_path / "training_step.pickle"), *FLAGS, "--format", "csv",
+            "-o", str(row))
+    p = cli.run("validate", str(row), ok=False)
+    # Re-simulated and compared (the fixture is no gpt2-small step: the error exceeds 1 %).
+    assert p.returncode == 3, p.stderr
+    assert "snapshot" in p.stdout
+    _, want = fx.training_step()
+    assert f"{want['peak_allocated_bytes']:,}" in p.stdout
