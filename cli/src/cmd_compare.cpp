@@ -179,7 +179,8 @@ int cmd_compare(const Invocation& inv) {
         {"backward", r.bwd_time_ns + r.recompute_time_ns},
         {"optimizer", r.optimizer_time_ns}};
     for (const PhaseSpan& s : peaks.phases) {
-      const std::string name = s.phase.empty() ? "(no frames)" : s.phase;
+      if (s.phase.empty()) continue;  // events without frames (segments): no phase to tell
+      const std::string& name = s.phase;
       const auto st = sim_time.find(s.phase);
       const auto sp = sim.phase_peak.find(s.phase);
       ph.add({name,

@@ -133,6 +133,15 @@ def training_step(legacy=False):
     return data, expected
 
 
+def json_to_pickle(json_path, pickle_path):
+    """A snapshot written as JSON (actsim-snapshot-gen) pickled as _dump_snapshot pickles it."""
+    import json
+    with open(json_path) as f:
+        snap = json.load(f)
+    with open(pickle_path, "wb") as f:
+        pickle.dump(snap, f)
+
+
 def no_history():
     """A snapshot taken without _record_memory_history: segments, no device_traces."""
     return pickle.dumps({"segments": [], "device_traces": [[]]})

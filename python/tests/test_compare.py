@@ -4,6 +4,8 @@ and the tensors live at both peaks matched by size (and op, where the frames nam
 import csv
 import io
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -98,3 +100,28 @@ def test_validate_takes_the_snapshot_row(cli, tmp_path):
     assert "snapshot" in p.stdout
     _, want = fx.training_step()
     assert f"{want['peak_allocated_bytes']:,}" in p.stdout
+
+
+@pytest.mark.parametrize("strategy", ["none", "full", "selective", "sac:mm"])
+def test_executor_snapshot_matches_the_simulation(cli, tmp_path, strategy):
+    """End to end without a GPU: the CPU reference executor's allocations and frees, written in
+    PyTorch's snapshot format (actsim-snapshot-gen), against the simulation of the same step."""
+    gen = os.environ.get("ACTSIM_SNAPSHOT_GEN")
+    if not gen:
+        pytest.fail("ACTSIM_SNAPSHOT_GEN is not set: run these tests through ctest")
+    flags = ["--model", "gpt2-small", "--seq", "128", "--strategy", strategy]
+    subprocess.run([gen, *flags, "-o", str(tmp_path / "s.json")], check=True)
+    fx.json_to_pickle(tmp_path / "s.json", tmp_path / "s.pickle")
+    got = json.loads(cli.run("compare", "--snapshot", str(tmp_path / "s.pickle"), *flags,
+                             "--format", "json").stdout)
+    peaks = got["peaks"]["requested"]
+    assert peaks["measured"] == peaks["simulated"]  # to the byte
+    assert got["simulated_only"] == []
+    # Only the running event's workspace (a transient, not a storage) is measured alone.
+    assert all(m["frame"].endswith(":workspace") for m in got["measured_only"])
+    assert len(got["matched"]) > 100
+    row = next(csv.DictReader(io.StringIO(cli.run(
+        "snapshot", str(tmp_path / "s.pickle"), *flags, "--format", "csv").stdout)))
+    sim = actsim.run(model="gpt2-small", seq=128, strategy=strategy)[0]
+    assert int(row["peak_requested_bytes"]) == sim["peak_requested_bytes"]
+    assert row["peak_phase"] == sim["peak_phase"]
