@@ -168,7 +168,7 @@ Snapshot parse_snapshot_json(std::string_view body, const std::string& where) {
   json doc;
   try {
     doc = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e999 (the fuzzer's)
     throw sim::ConfigError(where, "json", std::string("not JSON (") + e.what() + ")");
   }
   if (!doc.is_object() || !doc.contains("format") || doc["format"] != "actsim-snapshot")

@@ -87,6 +87,7 @@ def test_hostile_pickles_never_run_code_in_python(files, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("text,what", [
     ("{", "not JSON"),
+    ('{"format": "actsim-snapshot", "version": 13421e728}', "not JSON"),  # found by fuzz_snapshot
     ("[]", "format"),
     ('{"format": "actsim-snapshot", "version": 2}', "version"),
     ('{"format": "actsim-snapshot", "version": 1, "file": "x", "layout": "frames", '
