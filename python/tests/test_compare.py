@@ -109,7 +109,9 @@ def test_executor_snapshot_matches_the_simulation(cli, tmp_path, strategy):
     gen = os.environ.get("ACTSIM_SNAPSHOT_GEN")
     if not gen:
         pytest.fail("ACTSIM_SNAPSHOT_GEN is not set: run these tests through ctest")
-    flags = ["--model", "gpt2-small", "--seq", "128", "--strategy", strategy]
+    # The golden test's tiny GPT (4 blocks, h 64): the executor does the math for real.
+    tiny = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "golden", "tiny-gpt.json")
+    flags = ["--model", os.path.normpath(tiny), "--seq", "64", "--strategy", strategy]
     subprocess.run([gen, *flags, "-o", str(tmp_path / "s.json")], check=True)
     fx.json_to_pickle(tmp_path / "s.json", tmp_path / "s.pickle")
     got = json.loads(cli.run("compare", "--snapshot", str(tmp_path / "s.pickle"), *flags,
@@ -119,9 +121,9 @@ def test_executor_snapshot_matches_the_simulation(cli, tmp_path, strategy):
     assert got["simulated_only"] == []
     # Only the running event's workspace (a transient, not a storage) is measured alone.
     assert all(m["frame"].endswith(":workspace") for m in got["measured_only"])
-    assert len(got["matched"]) > 100
+    assert len(got["matched"]) > 20
     row = next(csv.DictReader(io.StringIO(cli.run(
         "snapshot", str(tmp_path / "s.pickle"), *flags, "--format", "csv").stdout)))
-    sim = actsim.run(model="gpt2-small", seq=128, strategy=strategy)[0]
+    sim = actsim.run(model=os.path.normpath(tiny), seq=64, strategy=strategy)[0]
     assert int(row["peak_requested_bytes"]) == sim["peak_requested_bytes"]
     assert row["peak_phase"] == sim["peak_phase"]
