@@ -79,6 +79,7 @@ void append_rows(std::vector<TimingRow>& rows, const std::string& model, int64_t
     t.flops = c.flops;
     t.bytes = c.bytes;
     t.kernels = c.kernels;
+    t.shape_efficiency = sim::shape_efficiency(op, bwd, dev);
     t.measured_ns = std::llround(static_cast<double>(sp.duration_ns) * (1.0 + sigma * rng.next()));
     rows.push_back(t);
   }

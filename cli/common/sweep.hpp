@@ -19,6 +19,7 @@
 #include "sim/device.hpp"
 #include "sim/model.hpp"
 #include "sim/setup.hpp"
+#include "sim/simulate.hpp"
 #include "sim_io/output.hpp"
 
 namespace cli_common {
@@ -44,6 +45,9 @@ int64_t point_count(const Axes& axes);
 Point point_at(const Axes& axes, int64_t index);
 // The key columns of a point's row.
 sim_io::RowKey row_key(const Axes& axes, const Point& point);
+
+// The simulation options the axes give (the topology; no timeline).
+sim::SimOptions sim_options(const Axes& axes);
 
 // Models and devices loaded once, in the order of Axes::models and Axes::devices.
 struct Inputs {

@@ -38,7 +38,10 @@ std::vector<std::string> make_columns() {
         "prefetch", "offload_bytes", "pinned_host_bytes", "offload_stall_ns",
         // Pipeline (sim/pipeline.hpp): the knobs, the stage the row describes (the worst) and
         // the micro-batches it holds in flight.
-        "pp", "vpp", "num_microbatches", "pp_stage", "pp_in_flight"})
+        "pp", "vpp", "num_microbatches", "pp_stage", "pp_in_flight",
+        // Time model (DESIGN.md §5): tokens/s per GPU (a replica is tp x pp GPUs), the GPU's wait
+        // on the host lane, data-parallel collectives on their stream and compute's wait on them.
+        "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns", "comm_wait_ns"})
     c.emplace_back(name);
   return c;
 }
@@ -116,7 +119,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 11;
+  constexpr int kAfterError = 15;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -188,6 +191,14 @@ std::string csv_row(const Row& row) {
   } else {
     w.integer(row.result->pp_stage);
     w.integer(row.result->pp_in_flight);
+  }
+  if (failed || row.peak_only) {
+    w.empty(4);
+  } else {
+    w.fixed(row.result->tokens_per_s_per_gpu, 3);
+    w.integer(row.result->host_wait_ns);
+    w.integer(row.result->dp_comm_ns);
+    w.integer(row.result->comm_wait_ns);
   }
   buf.push_back('\n');
   return fmt::to_string(buf);
