@@ -45,8 +45,45 @@ KernelPick pick_kernel(const Op& op) {
 // Alignment: a 16-bit GEMM with a dimension not a multiple of 8 loses the tensor cores' vector
 // loads: stas00's SwiGLU sweep (§14b, H100, torch.bmm 4x4096xKx4096) ran K = 10922 at 272.73
 // TFLOP/s against 395.0-398.4 for K = 10848-11008 (multiples of 32): 0.69.
+namespace {
+
+double gemm_shape_efficiency_uncached(int64_t m, int64_t n, int64_t k, int64_t batch, int sms,
+                                      bool math16);
+
+// A pure function of its arguments, asked the same few shapes thousands of times per simulation
+// (every block repeats them): a small direct-mapped memo per thread (BENCHMARKS.md).
+struct GemmMemo {
+  struct Entry {
+    int64_t m = -1, n = 0, k = 0, batch = 0;
+    int sms = 0;
+    bool math16 = false;
+    double value = 0;
+  };
+  std::array<Entry, 64> e{};
+};
+
+}  // namespace
+
 double gemm_shape_efficiency(int64_t m, int64_t n, int64_t k, int64_t batch, int sms,
                              bool math16) {
+  thread_local GemmMemo memo;
+  const uint64_t h = (static_cast<uint64_t>(m) * 0x9E3779B97F4A7C15ull) ^
+                     (static_cast<uint64_t>(n) * 0xC2B2AE3D27D4EB4Full) ^
+                     (static_cast<uint64_t>(k) * 0x165667B19E3779F9ull) ^
+                     static_cast<uint64_t>(batch) ^ (static_cast<uint64_t>(sms) << 7) ^
+                     static_cast<uint64_t>(math16);
+  GemmMemo::Entry& e = memo.e[(h >> 58) & 63];
+  if (e.m == m && e.n == n && e.k == k && e.batch == batch && e.sms == sms && e.math16 == math16)
+    return e.value;
+  const double v = gemm_shape_efficiency_uncached(m, n, k, batch, sms, math16);
+  e = {m, n, k, batch, sms, math16, v};
+  return v;
+}
+
+namespace {
+
+double gemm_shape_efficiency_uncached(int64_t m, int64_t n, int64_t k, int64_t batch, int sms,
+                                      bool math16) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0 || sms <= 0) return 1.0;
   static constexpr std::array<std::array<int64_t, 2>, 4> kTiles{{{256, 128}, {128, 256},
                                                                  {128, 128}, {64, 128}}};
@@ -63,6 +100,8 @@ double gemm_shape_efficiency(int64_t m, int64_t n, int64_t k, int64_t batch, int
   const bool aligned = !math16 || (m % 8 == 0 && n % 8 == 0 && k % 8 == 0);
   return best * (aligned ? 1.0 : 272.73 / 396.0);
 }
+
+}  // namespace
 
 namespace {
 
