@@ -84,7 +84,8 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "cuda_context_bytes", "comm_buffer_bytes", "device_bytes", "error",
               "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
               "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
-              "pp_stage", "pp_in_flight", "impl"])
+              "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
+              "dp_comm_ns", "comm_wait_ns"])
 
 # --optimizer: the torch optimizer and the name actsim's `optimizer` column gives it.
 OPTIMIZERS = {"adamw": "adam", "adamw-loop": "adam-loop", "sgd": "sgd"}

@@ -64,7 +64,8 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "cuda_context_bytes", "comm_buffer_bytes", "device_bytes", "error",
               "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
               "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
-              "pp_stage", "pp_in_flight", "impl"])
+              "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
+              "dp_comm_ns", "comm_wait_ns"])
 
 # The per-op timing table (`actsim calibrate`; harness/README.md "Timing tables").
 TIMING_COLUMNS = ["model", "precision", "attention", "batch", "seq", "op", "kind", "block",
@@ -328,7 +329,8 @@ def run_gpu(name, mcfg, cfg, strategy, device, device_name, args, kernels):
                  tokens_per_s="%.3f" % (tokens / (fig["step_time_ns"] * 1e-9)),
                  peak_requested_bytes=fig["peak_requested_bytes"],
                  peak_reserved_bytes=fig["peak_reserved_bytes"], offload_bytes=0,
-                 pinned_host_bytes=0, offload_stall_ns=0, pp_stage=0, pp_in_flight=1)
+                 pinned_host_bytes=0, offload_stall_ns=0, pp_stage=0, pp_in_flight=1,
+                 tokens_per_s_per_gpu="%.3f" % (tokens / (fig["step_time_ns"] * 1e-9)))
         return r
     return row, env_row, table
 

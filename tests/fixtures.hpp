@@ -77,6 +77,9 @@ inline sim::Device h100() {
   d.compute_efficiency = 0.8;
   d.memory_efficiency = 0.9;
   d.launch_overhead_ns = 3000;
+  d.sm_count = 132;
+  d.host_dispatch_ns = 8000;
+  d.internode_bytes_per_s = 50e9;
   return d;
 }
 

@@ -54,6 +54,8 @@ void append_rows(std::vector<TimingRow>& rows, const std::string& model, int64_t
   setup.micro_batch = b;
   setup.seq = s;
   setup.precision = prec;
+  setup.attention = sim::AttentionKind::kStandard;  // the rows say so (attention kernels have
+                                                    // their own curves, not the roofline)
   const sim::Strategy st = sim::parse_strategy("full");  // recompute spans too
   sim::SimOptions opt;
   opt.record_timeline = true;
@@ -79,6 +81,7 @@ void append_rows(std::vector<TimingRow>& rows, const std::string& model, int64_t
     t.flops = c.flops;
     t.bytes = c.bytes;
     t.kernels = c.kernels;
+    t.shape_efficiency = sim::shape_efficiency(op, bwd, dev);
     t.measured_ns = std::llround(static_cast<double>(sp.duration_ns) * (1.0 + sigma * rng.next()));
     rows.push_back(t);
   }

@@ -282,6 +282,9 @@ Inputs tiny_inputs(std::size_t devices) {
   d.compute_efficiency = 0.8;
   d.memory_efficiency = 0.9;
   d.launch_overhead_ns = 3000;
+  d.sm_count = 132;
+  d.host_dispatch_ns = 8000;
+  d.internode_bytes_per_s = 5e10;
   return {{m}, std::vector<sim::Device>(devices, d)};
 }
 

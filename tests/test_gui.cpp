@@ -74,8 +74,8 @@ TEST_CASE("re-simulation: one run per strategy with timeline, lanes and phase ba
     CHECK(run.data->result.step_time_ns == direct.step_time_ns);
     CHECK(!run.data->result.timeline.empty());
     size_t in_lanes = 0;
-    for (int s = 0; s < 2; ++s) {
-      const auto& lane = run.data->lanes[s];
+    for (int s = 0; s < static_cast<int>(run.data->lanes.size()); ++s) {
+      const auto& lane = run.data->lanes[static_cast<size_t>(s)];
       in_lanes += lane.size();
       for (size_t k = 1; k < lane.size(); ++k) {
         const sim::OpSpan& a = run.data->result.spans[lane[k - 1]];

@@ -775,7 +775,10 @@ TEST_SUITE("load: device errors") {
                                   "host_link_bytes_per_s",
                                   "nvlink_bytes_per_s",
                                   "compute_efficiency",
-                                  "memory_efficiency"};
+                                  "memory_efficiency",
+                                  "sm_count",
+                                  "host_dispatch_ns",
+                                  "internode_bytes_per_s"};
 
   std::string provenance(std::string_view skip = "", const std::string& extra = "") {
     std::string s = "{";
@@ -803,6 +806,9 @@ TEST_SUITE("load: device errors") {
                                 {"compute_efficiency", "1"},
                                 {"memory_efficiency", "0.5"},
                                 {"launch_overhead_ns", "0"},
+                                {"sm_count", "132"},
+                                {"host_dispatch_ns", "0"},
+                                {"internode_bytes_per_s", "1e10"},
                                 {"provenance", provenance()}}};
 
   auto device_error(const JsonObject& o) {
@@ -886,6 +892,12 @@ TEST_SUITE("load: device errors") {
                   "must be <= 1"},
              Case{kTinyDevice.with("launch_overhead_ns", "-1"), "launch_overhead_ns",
                   "must be >= 0"},
+             Case{kTinyDevice.without("sm_count"), "sm_count", "missing (required)"},
+             Case{kTinyDevice.with("sm_count", "0"), "sm_count",
+                  "must be a positive number of SMs"},
+             Case{kTinyDevice.without("internode_bytes_per_s"), "internode_bytes_per_s",
+                  "missing (required)"},
+             Case{kTinyDevice.with("host_dispatch_ns", "-5"), "host_dispatch_ns", "must be >= 0"},
          }) {
       CAPTURE(c.field);
       const auto e = device_error(c.device);

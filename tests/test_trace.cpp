@@ -59,9 +59,10 @@ void check_trace(sim::AllocatorKind allocator, const char* strategy) {
   }
   CHECK(spans == static_cast<int64_t>(r.spans.size()));
   CHECK(counters == static_cast<int64_t>(r.timeline.size()));
-  CHECK(spans + counters + 5 == static_cast<int64_t>(events.size()));  // process + 4 track names
-  // compute and collective; offload adds the two copy streams
-  CHECK(tracks.size() == (std::string(strategy).starts_with("offload") ? 4u : 2u));
+  CHECK(spans + counters + 7 == static_cast<int64_t>(events.size()));  // process + 6 track names
+  // compute, collective and the host lane; offload adds the two copy streams
+  CHECK(tracks.size() == (std::string(strategy).starts_with("offload") ? 5u : 3u));
+  CHECK(tracks.count(4) == 1);  // the host lane (eager dispatch)
   // Spans on one track never overlap: sorted by start, each starts at or after the last end.
   for (auto& [tid, list] : tracks) {
     std::sort(list.begin(), list.end());

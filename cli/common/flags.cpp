@@ -47,6 +47,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--vpp", f.vpp, "model chunks per pipeline stage: the interleaved schedule when > 1");
   add("--num-microbatches", f.microbatches,
       "micro-batches per step (gradient accumulation; the pipeline's N)");
+  add("--gpus-per-node", f.gpus_per_node,
+      "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
     app.add_option("--format", f.format, options.formats)->group("Output");
     app.add_option("-o,--output", f.output, "write to this file (via FILE.partial) instead of stdout")
@@ -107,6 +109,7 @@ Axes parse_axes(const CommonFlags& f) {
   a.pp = one(f.pp, "--pp", 1);
   a.vpp = one(f.vpp, "--vpp", 1);
   a.microbatches = one(f.microbatches, "--num-microbatches", 1);
+  a.gpus_per_node = one(f.gpus_per_node, "--gpus-per-node", 1);
   return a;
 }
 

@@ -163,6 +163,12 @@ sim::Result run_strategy(const sim::Graph& g, const sim::Device& d, const sim::S
 
 }  // namespace
 
+sim::SimOptions sim_options(const Axes& a) {
+  sim::SimOptions o;
+  o.gpus_per_node = a.gpus_per_node;
+  return o;
+}
+
 sim_io::Row evaluate_point(const Axes& a, const Inputs& in, int64_t index) {
   const Point p = point_at(a, index);
   sim_io::Row row;
@@ -177,7 +183,8 @@ sim_io::Row evaluate_point(const Axes& a, const Inputs& in, int64_t index) {
       row.result = run_strategy(g, d, s, row.key.strategy);
     } else {
       row.result =
-          sim::simulate(in.models[static_cast<std::size_t>(p.model)], p.setup, d, s, {}, workspace());
+          sim::simulate(in.models[static_cast<std::size_t>(p.model)], p.setup, d, s, sim_options(a),
+                        workspace());
     }
   } catch (const sim::ConfigError& e) {
     row.error = e.what();

@@ -19,6 +19,7 @@
 #include "sim/device.hpp"
 #include "sim/model.hpp"
 #include "sim/setup.hpp"
+#include "sim/simulate.hpp"
 #include "sim_io/output.hpp"
 
 namespace cli_common {
@@ -42,6 +43,9 @@ void require_single(const Axes& axes, const CommonFlags& flags, std::string_view
 int64_t point_count(const Axes& axes);
 // The point of configuration-order position `index` (0 <= index < point_count).
 Point point_at(const Axes& axes, int64_t index);
+// The simulation options the axes give (the topology; no timeline).
+sim::SimOptions sim_options(const Axes& axes);
+
 // Models and devices loaded once, in the order of Axes::models and Axes::devices.
 struct Inputs {
   std::vector<sim::ModelConfig> models;

@@ -207,7 +207,8 @@ std::vector<TimingRow> parse_timing_table(const std::string& path, const std::st
 double roofline_ns(const TimingRow& row, const sim::Device& d, const Efficiencies& e) {
   // sim/src/engine.cpp kernel_ns: an op with neither FLOPs nor bytes takes no time at all.
   if (row.flops == 0 && row.bytes == 0) return 0;
-  const double peak = row.math16 ? d.peak_bf16_flops_per_s : d.peak_fp32_flops_per_s;
+  const double peak = (row.math16 ? d.peak_bf16_flops_per_s : d.peak_fp32_flops_per_s) *
+                      row.shape_efficiency;
   const double compute_s = static_cast<double>(row.flops) / (peak * e.compute);
   const double memory_s = static_cast<double>(row.bytes) / (d.hbm_bytes_per_s * e.memory);
   return std::max(compute_s, memory_s) * 1e9 + static_cast<double>(row.kernels) * e.launch_ns;
@@ -224,7 +225,8 @@ FitReport fit_efficiencies(const std::vector<TimingRow>& rows, const sim::Device
       ++rep.skipped;
       continue;
     }
-    const double peak = r.math16 ? d.peak_bf16_flops_per_s : d.peak_fp32_flops_per_s;
+    const double peak =
+        (r.math16 ? d.peak_bf16_flops_per_s : d.peak_fp32_flops_per_s) * r.shape_efficiency;
     pts.push_back({static_cast<double>(r.flops) / peak * 1e9,
                    static_cast<double>(r.bytes) / d.hbm_bytes_per_s * 1e9,
                    static_cast<double>(r.kernels), static_cast<double>(r.measured_ns), 0});

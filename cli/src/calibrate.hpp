@@ -38,6 +38,10 @@ struct TimingRow {
   int64_t bytes = 0;   // bytes read + written
   int64_t kernels = 1;
   int64_t measured_ns = 0;
+  // The engine's GEMM tile/wave quantization for this op (sim::shape_efficiency): the fitted
+  // compute efficiency is that of unquantized large GEMMs. Timing tables carry no shapes, so
+  // rows read from a file keep 1 (ASSUMPTION: their quantization is folded into the fit).
+  double shape_efficiency = 1.0;
 
   std::string grid_key() const;  // "model,precision,attention,batch,seq"
 };

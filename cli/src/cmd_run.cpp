@@ -157,15 +157,23 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
             percent(recompute_share) + " of step FLOPs"});
   work.add({"optimizer", "", ms(r.optimizer_time_ns), ""});
   work.add({"tensor-parallel comm", "", ms(r.comm_time_ns), "on the critical path"});
+  if (r.dp_comm_ns > 0)
+    work.add({"data-parallel comm", "", ms(r.dp_comm_ns),
+              fmt::format("own stream, {} collectives; compute waited {} for it", r.dp_buckets,
+                          ms(r.comm_wait_ns))});
+  if (r.host_wait_ns > 0)
+    work.add({"host-bound wait", "", ms(r.host_wait_ns),
+              "GPU idle while eager PyTorch issues ops (host lane)"});
   if (r.offload_bytes > 0)
     work.add({"offload stall", "", ms(r.offload_stall_ns),
               fmt::format("compute waiting for copies back; {} each way over the host link, "
                           "pinned host peak {}",
                           human_bytes(r.offload_bytes), human_bytes(r.pinned_host_bytes))});
   work.add({"step", human_flops(step_flops), ms(r.step_time_ns),
-            fmt::format("{} tokens/s, MFU {}, HFU {}",
-                        grouped(static_cast<int64_t>(r.tokens_per_s + 0.5)), percent(r.mfu),
-                        percent(r.hfu))});
+            fmt::format("{} tokens/s ({} per GPU), MFU {}, HFU {}",
+                        grouped(static_cast<int64_t>(r.tokens_per_s + 0.5)),
+                        grouped(static_cast<int64_t>(r.tokens_per_s_per_gpu + 0.5)),
+                        percent(r.mfu), percent(r.hfu))});
   out += "\nWork and time\n" + work.render("  ");
 
   // The fit is judged on reserved bytes under caching (equal to allocated under exact).
@@ -220,7 +228,8 @@ int cmd_run(const Invocation& inv) {
     std::string stages;
     if (p.setup.pp > 1 || p.setup.microbatches > 1) {
       // Pipeline: every stage simulated; the worst one's peak explained.
-      const sim::PipelineResult pr = sim::simulate_pipeline(model, p.setup, device, strategy);
+      const sim::PipelineResult pr = sim::simulate_pipeline(model, p.setup, device, strategy,
+                                                             cli_common::sim_options(axes));
       row.result = pr.summary;
       const sim::StageResult& w = pr.stages[static_cast<std::size_t>(pr.worst)];
       if (format == Format::kTable) {
@@ -249,7 +258,7 @@ int cmd_run(const Invocation& inv) {
         row.result = std::move(planned.result);
       } else {
         plan = sim::resolve(strategy, graph.n_blocks);
-        row.result = sim::simulate_plan(graph, plan, device);
+        row.result = sim::simulate_plan(graph, plan, device, cli_common::sim_options(axes));
       }
       if (format == Format::kTable) items = sim::explain_peak(graph, plan, *row.result, kExplainItems);
     }
@@ -268,7 +277,8 @@ int cmd_run(const Invocation& inv) {
   }
   if (format == Format::kJson) text += "\n]\n";
   if (format == Format::kTable)
-    text += "\nNot modeled: data-parallel and pipeline communication time, host dispatch.\n";
+    text += "\nNot modeled: communication contending with compute for SMs and HBM, NCCL's tree and "
+            "NVLS algorithms (ring only), CPU-side optimizer work beyond op dispatch.\n";
 
   Output out(inv.flags.output);
   out.write(text);

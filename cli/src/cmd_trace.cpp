@@ -21,7 +21,7 @@ int cmd_trace(const Invocation& inv) {
   const sim::Graph graph = sim::build_graph(inputs.models.front(), p.setup, device);
   const sim::Strategy strategy = sim::concrete_strategy(axes.strategies.front(), graph, device);
   const sim::Plan plan = sim::resolve(strategy, graph.n_blocks);
-  sim::SimOptions options;
+  sim::SimOptions options = cli_common::sim_options(axes);
   options.record_timeline = true;
   const sim::Result result = sim::simulate_plan(graph, plan, device, options);
 

@@ -6,6 +6,8 @@ namespace gui {
 
 std::string op_name(const sim::Graph& g, int32_t op) {
   if (op == sim::kStallSpan) return "stall: waiting for a copy to the device";
+  if (op == sim::kHostWaitSpan) return "idle: GPU waiting for the host";
+  if (op == sim::kCommWaitSpan) return "wait: data-parallel communication";
   if (op < 0 || op >= static_cast<int32_t>(g.ops.size())) return "optimizer step";
   const sim::Op& o = g.ops[op];
   return o.block >= 0 ? "block " + std::to_string(o.block) + " " + o.name : std::string(o.name);

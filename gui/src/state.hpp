@@ -53,7 +53,7 @@ struct RunData {
   std::shared_ptr<const sim::Graph> graph;  // ops for hover (shared by all strategies)
   sim::Plan plan;
   sim::Result result;                       // with timeline and spans
-  std::array<std::vector<int32_t>, 2> lanes;  // indices into result.spans per stream, by start
+  std::array<std::vector<int32_t>, 6> lanes;  // indices into result.spans per stream, by start
   std::vector<PhaseBand> bands;             // phase_bands(result)
   double simulate_ms = 0;                   // wall time of the simulation (CPU)
 };

@@ -26,7 +26,7 @@ std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> gr
   // Lanes: each stream's spans in start order (the engine appends them in clock order).
   for (int32_t i = 0; i < static_cast<int32_t>(d->result.spans.size()); ++i) {
     const int32_t stream = d->result.spans[i].stream;
-    if (stream >= 0 && stream < 2) d->lanes[stream].push_back(i);
+    if (stream >= 0 && stream < static_cast<int32_t>(d->lanes.size())) d->lanes[stream].push_back(i);
   }
   for (auto& lane : d->lanes) {
     std::stable_sort(lane.begin(), lane.end(), [&](int32_t a, int32_t b) {

@@ -16,7 +16,10 @@
 namespace gui {
 namespace {
 
-constexpr const char* kStreamNames[2] = {"compute", "collective"};
+constexpr const char* kStreamNames[6] = {"compute", "collective", "copy to host", "copy to device",
+                                         "host", "data-parallel"};
+// Lane labels in the margin, per stream (compute shows the strategy).
+constexpr const char* kLaneLabels[6] = {"", "comm", "d2h", "h2d", "host", "dp comm"};
 
 struct Lane {
   int run = 0;
@@ -55,7 +58,8 @@ void timeline_view(const AppState& st, ViewState& view) {
     if (!run) continue;
     end_ns = std::max(end_ns, run->result.step_time_ns);
     lanes.push_back({i, 0});
-    if (!run->lanes[1].empty()) lanes.push_back({i, 1});
+    for (int s = 1; s < static_cast<int>(run->lanes.size()); ++s)
+      if (!run->lanes[static_cast<size_t>(s)].empty()) lanes.push_back({i, s});
   }
   for (sim::Phase p : {sim::Phase::kForward, sim::Phase::kBackward, sim::Phase::kRecompute,
                        sim::Phase::kOptimizer})
@@ -115,7 +119,7 @@ void timeline_view(const AppState& st, ViewState& view) {
     const ImU32 col = to_u32(st.inputs.strategies[lane.run].color);
     const std::string& spec = st.inputs.strategies[lane.run].spec;
     const float max_w = a.min.x - ImGui::GetWindowPos().x - 0.8f * fh;
-    const std::string label = lane.stream == 0 ? fit_text(spec, max_w) : "comm";
+    const std::string label = lane.stream == 0 ? fit_text(spec, max_w) : kLaneLabels[lane.stream];
     const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
     a.draw->AddText(ImVec2(a.min.x - ts.x - 0.4f * fh, y - ts.y / 2), col, label.c_str());
   }

@@ -20,6 +20,9 @@ void validate(const Device& d) {
   pos(d.memory_efficiency, "memory_efficiency");
   if (d.compute_efficiency > 1) throw ConfigError(d.source, "compute_efficiency", "must be <= 1");
   if (d.memory_efficiency > 1) throw ConfigError(d.source, "memory_efficiency", "must be <= 1");
+  pos(d.internode_bytes_per_s, "internode_bytes_per_s");
+  if (d.sm_count <= 0) throw ConfigError(d.source, "sm_count", "must be a positive number");
+  if (d.host_dispatch_ns < 0) throw ConfigError(d.source, "host_dispatch_ns", "must be >= 0");
   if (d.launch_overhead_ns < 0) throw ConfigError(d.source, "launch_overhead_ns", "must be >= 0");
   if (d.cublas_workspace_bytes < 0)
     throw ConfigError(d.source, "cublas_workspace_bytes", "must be >= 0");

@@ -13,12 +13,16 @@
 #include "sim/pipeline.hpp"
 #include "sim/planner.hpp"
 #include "sim/simulate.hpp"
+#include "comm.hpp"
+#include "kernels.hpp"
 #include "workspace.hpp"
 
 namespace sim {
 namespace {
 
-enum Stream : int32_t { kCompute = 0, kCollective = 1, kCopyOut = 2, kCopyIn = 3 };
+enum Stream : int32_t {
+  kCompute = 0, kCollective = 1, kCopyOut = 2, kCopyIn = 3, kHost = 4, kDpComm = 5
+};
 
 // Whole nanoseconds of a duration in seconds, rounded. A duration past int64 nanoseconds (292
 // years: a device file with a tiny peak, or FLOPs near 2^63) is the configuration's error, not
@@ -33,32 +37,52 @@ int64_t to_ns(double seconds, const Device& d) {
 }
 
 // Duration of one op's kernels (DESIGN.md §5): the roofline
-// max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) plus the
-// launch overhead per kernel. Floating point only here, rounded once (STYLE.md rule 3).
+// max(compute time, bytes / (bandwidth x memory efficiency)) plus the launch overhead per kernel,
+// where the compute time is that of the op's kernel class (sim/src/kernels.cpp): GEMMs at the
+// large-GEMM efficiency less tile and wave quantization, fused attention from its published
+// throughput curve, other FLOPs at the large-GEMM efficiency. Floating point only here, rounded
+// once (STYLE.md rule 3).
 struct Efficiency {
   double compute = 0, memory = 0;
 };
 
-int64_t kernel_ns(const OpCost& c, bool math16, const Device& d, Precision prec, Efficiency e) {
-  if (c.flops == 0 && c.bytes == 0) return 0;
+double peak_for(bool math16, const Device& d, Precision prec) {
   // fp32 regime: PyTorch leaves TF32 off for matmuls by default (torch.backends.cuda.matmul
   // .allow_tf32 = False since 1.12), so matmuls run at the fp32 peak.
-  const double peak = math16 && prec != Precision::kFp32 ? d.peak_bf16_flops_per_s
-                                                          : d.peak_fp32_flops_per_s;
-  const double compute_s = static_cast<double>(c.flops) / (peak * e.compute);
-  const double memory_s = static_cast<double>(c.bytes) / (d.hbm_bytes_per_s * e.memory);
-  return checked_add(to_ns(std::max(compute_s, memory_s), d),
-                     checked_mul(c.kernels, d.launch_overhead_ns, "step_time_ns"), "step_time_ns");
+  return math16 && prec != Precision::kFp32 ? d.peak_bf16_flops_per_s : d.peak_fp32_flops_per_s;
 }
 
-// Ring collectives over NVLink, one direction (REFERENCE.md GPUs note): all-reduce moves
-// 2(t-1)/t of the buffer per rank, all-gather and reduce-scatter (t-1)/t of the full buffer.
-int64_t collective_ns(const OpCost& c, int64_t t, const Device& d) {
-  if (c.comm_kind == 0 || t <= 1) return 0;
-  const double share = (c.comm_kind == 1 ? 2.0 : 1.0) * static_cast<double>(t - 1) /
-                       static_cast<double>(t);
-  return checked_add(to_ns(share * static_cast<double>(c.comm_bytes) / d.nvlink_bytes_per_s, d),
-                     d.launch_overhead_ns, "step_time_ns");
+int64_t roofline_ns(double compute_s, const OpCost& c, const Device& d, Efficiency e,
+                    int64_t kernels) {
+  const double memory_s = static_cast<double>(c.bytes) / (d.hbm_bytes_per_s * e.memory);
+  return checked_add(to_ns(std::max(compute_s, memory_s), d),
+                     checked_mul(kernels, d.launch_overhead_ns, "step_time_ns"), "step_time_ns");
+}
+
+int64_t kernel_ns(const OpCost& c, bool math16, const Device& d, Precision prec, Efficiency e) {
+  if (c.flops == 0 && c.bytes == 0) return 0;
+  const double compute_s = static_cast<double>(c.flops) / (peak_for(math16, d, prec) * e.compute);
+  return roofline_ns(compute_s, c, d, e, c.kernels);
+}
+
+int64_t op_ns(const Op& op, bool backward, const Device& d, Precision prec, Efficiency e) {
+  const OpCost& c = backward ? op.bwd : op.fwd;
+  if (c.flops == 0 && c.bytes == 0) return 0;
+  const KernelPick k = pick_kernel(op);
+  double compute_s = 0;
+  if (k.cls == KernelClass::kAttention && prec != Precision::kFp32) {
+    compute_s = attention_seconds(op, backward, d);
+  } else if (k.cls == KernelClass::kGemm) {
+    compute_s = gemm_seconds(op, backward, d, peak_for(op.math16, d, prec), e.compute);
+  } else {
+    compute_s = static_cast<double>(c.flops) / (peak_for(op.math16, d, prec) * e.compute);
+  }
+  return roofline_ns(compute_s, c, d, e, c.kernels);
+}
+
+int64_t comm_ns(Collective c, int64_t bytes, CommGroup g, const Device& d) {
+  if (g.ranks <= 1 || bytes <= 0) return 0;
+  return to_ns(collective_seconds(c, bytes, g, d), d);
 }
 
 // One host-link copy (DESIGN.md §5 copy streams): bytes over the device's host link in one
@@ -90,6 +114,7 @@ class Engine {
     live_.assign(g.storages.size(), 0);
     cat_.assign(g.storages.size(), 0);
     fwd_ns_.assign(g.ops.size(), -1);
+    setup_comm();
     // Per op kind: the device's efficiencies, or the kind's own where the device file has them.
     for (int k = 0; k < kOpKindCount; ++k) {
       eff_[k] = {d.compute_efficiency, d.memory_efficiency};
@@ -274,6 +299,149 @@ class Engine {
     pending_.resize(kept);
   }
 
+  // Data-parallel communication set-up (DESIGN.md §5): per op, the fp32 gradient bytes whose
+  // last contribution its backward makes (a parameter's first forward consumer runs last in
+  // backward); under ZeRO-3, each block's gathered weight bytes.
+  void setup_comm() {
+    // Ranks fill whole nodes: a world larger than one node must be a multiple of its size.
+    const int64_t world = g_.tp * g_.dp * g_.pp;
+    if (world > opt_.gpus_per_node && world % opt_.gpus_per_node != 0)
+      throw ConfigError("--gpus-per-node", "gpus_per_node",
+                        "a world of " + std::to_string(world) + " GPUs (tp x dp x pp) does not fill "
+                        "nodes of " + std::to_string(opt_.gpus_per_node));
+    tp_group_ = comm_group(g_.tp, 1, opt_.gpus_per_node);
+    dp_group_ = comm_group(g_.dp, g_.tp, opt_.gpus_per_node);
+    grad_at_.clear();
+    block_gather_.clear();
+    block_grad_.clear();
+    if (g_.dp <= 1) return;
+    grad_at_.assign(g_.ops.size(), 0);
+    block_gather_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);  // last: outside the blocks
+    block_grad_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);
+    const int64_t shards = g_.zero >= 3 ? g_.dp : 1;  // ZeRO-3 storages hold 1/d of a weight
+    for (size_t i = 0; i < g_.ops.size(); ++i) grad_at_[i] = 4 * g_.ops[i].param_numel;  // fp32
+    for (int32_t sid : g_.param_storages) {
+      const Storage& st = g_.storages[sid];
+      const int64_t numel = st.bytes / bytes_of(st.dtype) * shards;
+      const size_t b = st.block >= 0 && st.block < g_.n_blocks ? static_cast<size_t>(st.block)
+                                                               : block_gather_.size() - 1;
+      block_gather_[b] += st.bytes * shards;
+      block_grad_[b] += 4 * numel;
+    }
+  }
+
+  // One collective on the data-parallel stream, issued at `issue` (or when the stream frees).
+  int64_t dp_collective(Collective c, int64_t bytes, int64_t issue) {
+    const int64_t ns = comm_ns(c, bytes, dp_group_, dev_);
+    const int64_t start = std::max(issue, dp_free_);
+    dp_free_ = checked_add(start, ns, "step_time_ns");
+    res_.dp_comm_ns += ns;
+    if (opt_.record_timeline && ns > 0)
+      res_.spans.push_back({start, ns, cur_op_, kDpComm, phase_, static_cast<int32_t>(c)});
+    return dp_free_;
+  }
+
+  // The compute stream waits until `t` (a gather, or the gradient reduction before the step).
+  void wait_until(int64_t t, bool exposed_once) {
+    if (t <= clock_) return;
+    if (opt_.record_timeline) res_.spans.push_back({clock_, t - clock_, kCommWaitSpan, kCompute, phase_});
+    res_.comm_wait_ns += t - clock_;
+    if (exposed_once) res_.dp_comm_exposed_ns += t - clock_;
+    clock_ = t;
+  }
+
+  // DDP (ZeRO 0) all-reduces, ZeRO-1/2 reduce-scatter, gradients in buckets as backward makes
+  // them (torch DistributedDataParallel: bucket_cap_mb = 25, the first bucket 1 MiB,
+  // dist._DEFAULT_FIRST_BUCKET_BYTES), overlapping the rest of backward.
+  void bucket_grads(int32_t id) {
+    if (g_.dp <= 1 || g_.zero >= 3 || grad_at_.empty()) return;
+    pending_grad_ += grad_at_[id];
+    const int64_t cap = buckets_ == 0 ? (int64_t{1} << 20) : 25 * (int64_t{1} << 20);
+    if (pending_grad_ >= cap) flush_bucket();
+  }
+  void flush_bucket() {
+    if (pending_grad_ <= 0) return;
+    dp_collective(g_.zero >= 1 ? Collective::kReduceScatter : Collective::kAllReduce,
+                  pending_grad_, clock_);
+    ++buckets_;
+    res_.dp_buckets = buckets_;
+    pending_grad_ = 0;
+  }
+
+  // ZeRO-3 / FSDP (torch FSDP and torchtitan's FSDP2 defaults): each block's weights are
+  // all-gathered before its forward, the next block's gather issued as this one starts
+  // (forward prefetch), freed after forward (reshard_after_forward) and gathered again in
+  // backward (backward prefetch of the block before); each block's gradients are
+  // reduce-scattered once its backward ends. Weights outside the blocks are gathered with block 0
+  // and reduced with it.
+  void fsdp_enter(int32_t block, bool backward) {
+    if (g_.zero < 3 || g_.dp <= 1 || block_gather_.empty()) return;
+    if (block < 0) return;
+    int32_t& cur = backward ? bwd_block_ : fwd_block_;
+    if (block == cur) return;
+    if (backward && cur >= 0) reduce_block(cur);
+    cur = block;
+    auto gather = [&](int32_t b) {
+      int64_t bytes = block_gather_[static_cast<size_t>(b)];
+      if (b == 0) bytes += block_gather_.back();
+      return dp_collective(Collective::kAllGather, bytes, clock_);
+    };
+    int64_t& ready = backward ? bwd_ready_ : fwd_ready_;
+    int32_t& ready_block = backward ? bwd_ready_block_ : fwd_ready_block_;
+    const int64_t done = ready_block == block ? ready : gather(block);
+    wait_until(done, false);
+    const int32_t next = backward ? block - 1 : block + 1;
+    if (next >= 0 && next < g_.n_blocks) {
+      ready = gather(next);
+      ready_block = next;
+    }
+  }
+  void reduce_block(int32_t b) {
+    int64_t bytes = block_grad_[static_cast<size_t>(b)];
+    if (b == 0) bytes += block_grad_.back();
+    dp_collective(Collective::kReduceScatter, bytes, clock_);
+    ++buckets_;
+    res_.dp_buckets = buckets_;
+  }
+
+  // Before the optimizer: the last gradients are reduced and the step waits for the stream.
+  void finish_grads() {
+    if (g_.dp <= 1 || grad_at_.empty()) return;
+    if (g_.zero >= 3) {
+      if (bwd_block_ >= 0) reduce_block(bwd_block_);
+      bwd_block_ = -1;
+    } else {
+      flush_bucket();
+    }
+    wait_until(dp_free_, true);
+  }
+
+  // After the optimizer, ZeRO-1/2 gather the updated weight shards (16-bit under bf16-mixed,
+  // the weights' dtype otherwise): exposed, before the next step's forward.
+  void gather_updated_weights() {
+    if (g_.dp <= 1 || g_.zero < 1 || g_.zero >= 3 || block_gather_.empty()) return;
+    int64_t bytes = 0;
+    for (int64_t b : block_gather_) bytes += b;
+    const int64_t done = dp_collective(Collective::kAllGather, bytes, clock_);
+    wait_until(done, true);
+  }
+
+  // The host lane (DESIGN.md §5): eager PyTorch issues each op from Python on the host, which
+  // runs ahead of the GPU; a kernel cannot start before its op is issued, so a GPU faster than
+  // the host waits (a small model is host-bound).
+  void dispatch(int64_t ops) {
+    const int64_t start = host_;
+    host_ = checked_add(host_, checked_mul(ops, dev_.host_dispatch_ns, "step_time_ns"), "step_time_ns");
+    if (opt_.record_timeline && host_ > start)
+      res_.spans.push_back({start, host_ - start, cur_op_, kHost, phase_});
+    if (host_ > clock_) {
+      if (opt_.record_timeline)
+        res_.spans.push_back({clock_, host_ - clock_, kHostWaitSpan, kCompute, phase_});
+      res_.host_wait_ns += host_ - clock_;
+      clock_ = host_;
+    }
+  }
+
   void advance(int32_t op, int64_t compute_ns, int64_t comm_ns) {
     if (opt_.record_timeline && compute_ns > 0)
       res_.spans.push_back({clock_, compute_ns, op, kCompute, phase_});
@@ -284,6 +452,12 @@ class Engine {
       clock_ = checked_add(clock_, comm_ns, "step_time_ns");
       res_.comm_time_ns += comm_ns;  // <= clock_
     }
+  }
+
+  // Tensor-parallel collectives (Megatron-core), on the critical path.
+  int64_t tp_ns(const OpCost& c) const {
+    if (c.comm_kind == 0) return 0;
+    return comm_ns(static_cast<Collective>(c.comm_kind), c.comm_bytes, tp_group_, dev_);
   }
 
   void run_forward(int32_t k, int32_t id, Phase phase, bool recompute) {
@@ -297,10 +471,12 @@ class Engine {
       alloc(*s, c);
     }
     sample(k, op.fwd_transient_bytes);
+    fsdp_enter(op.block, recompute || forward_done_);
+    dispatch(1);
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
-    if (ns < 0) ns = kernel_ns(op.fwd, op.math16, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    const int64_t comm = op.fwd.comm_kind ? collective_ns(op.fwd, g_.tp, dev_) : 0;
+    if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
+    const int64_t comm = tp_ns(op.fwd);
     advance(id, ns, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
@@ -320,8 +496,11 @@ class Engine {
     for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s)
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
-    const int64_t ns = kernel_ns(op.bwd, op.math16, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    advance(id, ns, op.bwd.comm_kind ? collective_ns(op.bwd, g_.tp, dev_) : 0);
+    fsdp_enter(op.block, true);
+    dispatch(1);
+    const int64_t ns = op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
+    advance(id, ns, tp_ns(op.bwd));
+    bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;
     record(k);
@@ -331,10 +510,24 @@ class Engine {
     phase_ = Phase::kOptimizer;
     cur_op_ = -1;
     sample(k, g_.optimizer_transient_bytes);
-    const int64_t ns = kernel_ns(g_.optimizer_cost, false, dev_, g_.precision,
-                                 {dev_.compute_efficiency, dev_.memory_efficiency});
+    finish_grads();
+    const int64_t t0 = clock_;
+    // Foreach and fused optimizers: one Python call per foreach op (graph optimizer_cost.kernels
+    // of them), each launching multi_tensor_apply chunks over the shard's tensors.
+    const int64_t calls = g_.optimizer_cost.kernels;
+    dispatch(calls);
+    OpCost c = g_.optimizer_cost;
+    const int64_t shard = g_.zero >= 1 && g_.dp > 1 ? g_.params_per_rank / g_.dp : g_.params_per_rank;
+    c.kernels = static_cast<uint8_t>(0);
+    const int64_t launches = optimizer_launches(
+        static_cast<int64_t>(g_.param_storages.size()), shard, calls, true);
+    int64_t ns = kernel_ns(c, false, dev_, g_.precision,
+                           {dev_.compute_efficiency, dev_.memory_efficiency});
+    ns = checked_add(ns, checked_mul(launches, dev_.launch_overhead_ns, "step_time_ns"),
+                     "step_time_ns");
     advance(-1, ns, 0);
-    res_.optimizer_time_ns += ns;
+    gather_updated_weights();
+    res_.optimizer_time_ns += clock_ - t0;
     record(k);
   }
 
@@ -403,6 +596,8 @@ class Engine {
       const double peak = g_.precision == Precision::kFp32 ? dev_.peak_fp32_flops_per_s
                                                            : dev_.peak_bf16_flops_per_s;
       r.tokens_per_s = static_cast<double>(g_.tokens) / step_s;
+      // A replica is tp x pp GPUs (each data-parallel replica processes its own tokens).
+      r.tokens_per_s_per_gpu = r.tokens_per_s / static_cast<double>(g_.tp * g_.pp);
       r.mfu = static_cast<double>(r.model_flops) / (step_s * peak);
       // Summed in double: the int64 sum may not exist.
       r.hfu = (static_cast<double>(r.model_flops) + static_cast<double>(r.recompute_flops)) /
@@ -442,6 +637,14 @@ class Engine {
   Breakdown by_cat_{};
   int64_t total_ = 0;
   int64_t clock_ = 0;
+  int64_t host_ = 0;  // the host lane: when the host has issued the ops so far
+  // Data-parallel communication: groups, per-op gradient bytes, per-block gathered bytes, the
+  // stream's clock, the open bucket, and ZeRO-3's current blocks and prefetched gathers.
+  CommGroup tp_group_, dp_group_;
+  std::vector<int64_t> grad_at_, block_gather_, block_grad_;
+  int64_t dp_free_ = 0, pending_grad_ = 0, buckets_ = 0;
+  int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;
+  int64_t fwd_ready_ = 0, bwd_ready_ = 0;
   Phase phase_ = Phase::kForward;
   int32_t cur_op_ = -1, peak_op_ = -1;
   bool forward_done_ = false;

@@ -263,9 +263,18 @@ void Builder::finalize() {
   g_.ops.clear();
   g_.ops.reserve(n_ops);
   g_.idx.reserve(static_cast<size_t>(n_ops) * 8);
+  std::vector<char> param_seen(n_st, 0);
   for (int32_t i = 0; i < n_ops; ++i) {
     Op op = drafts_[i].op;
     op.has_backward = has_bwd[i];
+    // Parameters first read here: their gradients are complete after this op's backward.
+    for (const InputUse& u : drafts_[i].inputs) {
+      const Tensor& x = tensors_[u.tensor];
+      if (!x.param || param_seen[x.storage]) continue;
+      param_seen[x.storage] = 1;
+      const Storage& st = g_.storages[x.storage];
+      op.param_numel += st.bytes / bytes_of(st.dtype);
+    }
     // An op autograd does not record saves nothing (no node holds the tensors).
     if (!has_bwd[i]) save_st[i].clear();
     op.inputs = push_sorted(g_, in_st[i]);
@@ -284,6 +293,16 @@ void Builder::finalize() {
     for (int32_t s : frees[i]) bb += g_.storages[s].bytes;
     op.fwd.bytes = fb;
     op.bwd.bytes = bb + op.bwd_accum_bytes * 2;
+    // Kernel-class shapes (DESIGN.md §5): a linear's rows are those its matmul runs on (the
+    // gathered sequence under SP), recovered exactly from its 2 m n k FLOPs.
+    const OpDraft& dr = drafts_[i];
+    if (dr.exec == Exec::kLinear && dr.dim[1] > 0 && dr.dim[2] > 0 && op.fwd.flops > 0) {
+      op.shape = {op.fwd.flops / (2 * dr.dim[1] * dr.dim[2]), dr.dim[1], dr.dim[2], 0, 0};
+    } else if (dr.exec == Exec::kQk || dr.exec == Exec::kAv) {  // shape[4]: 1 qk, 2 av
+      op.shape = {dr.dim[0], dr.dim[1], dr.dim[2], dr.dim[3], dr.exec == Exec::kQk ? 1 : 2};
+    } else if (dr.exec == Exec::kFlash) {
+      op.shape = {dr.dim[0], dr.dim[1], dr.dim[2], dr.dim[3], dr.dim[5]};
+    }
     g_.ops.push_back(op);
   }
   if (record_exec) {
@@ -519,6 +538,8 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
   g.tp = setup.tp;
   g.dp = setup.dp;
+  g.zero = setup.zero;
+  g.pp = setup.pp;
   Dims dm = make_dims(model, setup);
   Builder bld(g);
   bld.reserve(static_cast<size_t>(st.layers) * 48 + 64);
@@ -645,6 +666,8 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.tokens = g3.tokens;
   out.tp = g3.tp;
   out.dp = g3.dp;
+  out.zero = g3.zero;
+  out.pp = g3.pp;
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());

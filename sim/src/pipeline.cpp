@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "comm.hpp"
 #include "sim/error.hpp"
 #include "workspace.hpp"
 
@@ -44,7 +45,7 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
   const int64_t p = setup.pp, m = setup.vpp, n = setup.microbatches;
   PipelineResult out;
   Workspace ws;
-  int64_t slowest_ns = 0, optimizer_ns = 0;
+  int64_t slowest_ns = 0, optimizer_ns = 0, dp_tail_ns = 0;
   int64_t fwd = 0, bwd = 0, rec = 0;
   // A stage's graph depends only on whether it has the embedding (stage 0) and the head (stage
   // p - 1): the middle stages are one simulation, reused (their in-flight counts differ).
@@ -77,7 +78,9 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
     }
     add_stash(st.result, st.in_flight_bytes - st.stash_bytes);
     const Result& r = st.result;
-    slowest_ns = std::max(slowest_ns, r.step_time_ns - r.optimizer_time_ns);
+    // Per micro-batch: the step less the optimizer and the once-per-step data-parallel tail.
+    slowest_ns = std::max(slowest_ns, r.step_time_ns - r.optimizer_time_ns - r.dp_comm_exposed_ns);
+    dp_tail_ns = std::max(dp_tail_ns, r.dp_comm_exposed_ns);
     optimizer_ns = std::max(optimizer_ns, r.optimizer_time_ns);
     fwd = checked_add(fwd, checked_mul(r.fwd_flops, n, "fwd_flops"), "fwd_flops");
     bwd = checked_add(bwd, checked_mul(r.bwd_flops, n, "bwd_flops"), "bwd_flops");
@@ -91,13 +94,26 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
 
   // The whole step: N micro-batches through the slowest stage plus the pipeline bubble of
   // (p - 1) / m micro-batch times (Narayanan et al. 2021 §2.2: bubble fraction (p - 1) / (m N)),
-  // then the slowest stage's optimizer step. Point-to-point transfers are not modeled.
+  // then the slowest stage's optimizer step. Each micro-batch also sends its activations
+  // [s, b, h] forward and their gradient back between stages (Megatron's p2p send/recv on the
+  // critical path of 1F1B): per micro-batch two transfers, over NVLink when the stages share a
+  // node, else the network (stages are the outermost rank dimension).
+  if (p > 1) {
+    const int64_t act = checked_mul(checked_mul(setup.seq, setup.micro_batch, "p2p bytes"),
+                                    checked_mul(model.hidden, 2, "p2p bytes"), "p2p bytes") /
+                        (setup.sp ? setup.tp : 1);
+    const int64_t stride = setup.tp * setup.dp;
+    const CommGroup pair = comm_group(2, stride, options.gpus_per_node);
+    const double sec = 2 * collective_seconds(Collective::kSendRecv, act, pair, device);
+    slowest_ns = checked_add(slowest_ns, static_cast<int64_t>(std::llround(sec * 1e9)),
+                             "step_time_ns");
+  }
   Result s = out.stages[static_cast<size_t>(out.worst)].result;
   s.pp_stage = out.worst;
   s.pp_in_flight = out.stages[static_cast<size_t>(out.worst)].in_flight;
   const double micro = static_cast<double>(n) + static_cast<double>(p - 1) / static_cast<double>(m);
   s.step_time_ns = static_cast<int64_t>(std::llround(micro * static_cast<double>(slowest_ns))) +
-                   optimizer_ns;
+                   dp_tail_ns + optimizer_ns;
   s.fwd_flops = fwd;
   s.bwd_flops = bwd;
   s.recompute_flops = rec;
@@ -112,6 +128,7 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
                             : device.peak_bf16_flops_per_s;
     const double gpus = static_cast<double>(p);  // FLOPs are summed over the p stages
     s.tokens_per_s = static_cast<double>(n * setup.micro_batch * setup.seq) / step_s;
+    s.tokens_per_s_per_gpu = s.tokens_per_s / static_cast<double>(setup.tp * p);
     s.mfu = static_cast<double>(s.model_flops) / (step_s * peak * gpus);
     s.hfu = static_cast<double>(s.model_flops + s.recompute_flops) / (step_s * peak * gpus);
   }

@@ -39,6 +39,9 @@ struct Device {
   double compute_efficiency = 0;  // share of peak large matmuls reach (measured, see provenance)
   double memory_efficiency = 0;   // share of bandwidth large copies reach
   int64_t launch_overhead_ns = 0; // per kernel, added to every op's duration
+  int sm_count = 0;               // streaming multiprocessors (GEMM wave quantization)
+  int64_t host_dispatch_ns = 0;   // eager PyTorch host time per op (the host lane)
+  double internode_bytes_per_s = 0;  // network bandwidth per GPU between nodes, one direction
   std::vector<KindEfficiency> kind_efficiencies;  // optional per-kind overrides, sorted by kind
 };
 

@@ -118,6 +118,17 @@ struct OpArgs {
   std::array<TensorRef, 4> out{};
 };
 
+// Which kernel runs an op, where more than one could (DESIGN.md §5 kernel classes). kDefault
+// lets sim/src/kernels.cpp pick from (OpKind, shapes, attention kind); the --impl work sets the
+// others per implementation (e.g. FA3 or TE's cuDNN-backed fused attention for Megatron).
+enum class KernelChoice : uint8_t {
+  kDefault,
+  kFlashAttention2,   // Dao-AILab flash-attention 2 (PyTorch SDPA's flash backend)
+  kFlashAttention3,   // flash-attention 3 (Hopper)
+  kCudnnAttention,    // cuDNN fused attention (also Transformer Engine's FusedAttention)
+  kSdpaMemEfficient,  // PyTorch SDPA's memory-efficient (xformers cutlass) kernel
+};
+
 struct Op {
   OpKind kind = OpKind::kAdd;
   const char* name = "";   // role in its block ("qkv", "softmax", ...)
@@ -126,6 +137,11 @@ struct Op {
   bool sac_save = false;        // output kept by the save-matmuls policy (sac:mm)
   bool math16 = true;           // its matmuls run on 16-bit tensor cores (else fp32 peak)
   bool has_backward = false;    // a gradient reaches it, so autograd records and runs its node
+  KernelChoice kernel = KernelChoice::kDefault;  // hook for --impl (see KernelChoice)
+  int64_t param_numel = 0;  // elements of the parameters this op is the first to read in forward
+  // Shapes for the kernel class (copied from the op's dims by the builder): linear {rows, in,
+  // out}; qk/av bmm and flash attention {b, heads, s, head dim, causal}; zeros otherwise.
+  std::array<int64_t, 5> shape{};
 
   IdxRange outputs;   // storages this op allocates in forward (views allocate nothing)
   IdxRange inputs;    // distinct storages it reads in forward (one forward use each)
@@ -174,6 +190,8 @@ struct Graph {
   int64_t tokens = 0;           // tokens per micro-batch and rank-group (b * s)
   int64_t tp = 1;               // tensor-parallel ranks (collective sizes)
   int64_t dp = 1;               // data-parallel ranks
+  int zero = 0;                 // ZeRO stage over the dp ranks (3: FSDP-style per-block gathers)
+  int64_t pp = 1;               // pipeline stages (rank placement for the topology)
   Precision precision = Precision::kBf16Amp;
   Profile profile = Profile::kPytorch;
   std::optional<Impl> impl;  // the code base modeled (resolved); unset under the paper profile

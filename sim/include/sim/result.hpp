@@ -42,15 +42,19 @@ struct MemorySample {
 };
 
 inline constexpr int32_t kStallSpan = -2;  // OpSpan::op of compute waiting for a prefetch
+inline constexpr int32_t kHostWaitSpan = -3;  // OpSpan::op of the GPU idle, waiting on the host
+inline constexpr int32_t kCommWaitSpan = -4;  // OpSpan::op of compute waiting for DP/FSDP comm
 
 // One op's run on a stream, for timelines and traces.
 struct OpSpan {
   int64_t start_ns = 0;
   int64_t duration_ns = 0;
   int32_t op = 0;       // index into the Graph's ops; kStallSpan for a wait on a copy
-  int32_t stream = 0;   // 0 compute, 1 collective, 2 device-to-host copy, 3 host-to-device copy
+  int32_t stream = 0;   // 0 compute, 1 collective, 2 device-to-host copy, 3 host-to-device copy,
+                        // 4 host lane (op dispatch), 5 data-parallel communication
   Phase phase = Phase::kForward;
-  int32_t storage = -1; // copies: the storage moved
+  int32_t storage = -1; // copies: the storage moved; stream 5: the collective (1 all-reduce,
+                        // 2 all-gather, 3 reduce-scatter)
 };
 
 struct Result {
@@ -106,7 +110,13 @@ struct Result {
   int64_t optimizer_time_ns = 0;
   int64_t comm_time_ns = 0;       // tensor-parallel collectives on the critical path
   int64_t offload_stall_ns = 0;   // compute waiting for host-to-device copies (offload)
+  int64_t host_wait_ns = 0;       // GPU idle waiting for the host to issue ops (host-bound)
+  int64_t dp_comm_ns = 0;         // data-parallel/ZeRO/FSDP collectives on their own stream
+  int64_t comm_wait_ns = 0;       // compute waiting for them (the exposed part)
+  int64_t dp_comm_exposed_ns = 0; // of which once per step (gradient reduction's tail, ZeRO gathers)
+  int64_t dp_buckets = 0;         // gradient reduction collectives (DDP buckets, FSDP blocks)
   double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;  // tokens_per_s over the tp x pp GPUs of a replica
   double mfu = 0;   // model FLOPs / (step time x peak)
   double hfu = 0;   // (model + recompute FLOPs) / (step time x peak)
 

@@ -18,6 +18,9 @@ namespace sim {
 
 struct SimOptions {
   bool record_timeline = false;  // fill Result::timeline and Result::spans
+  // Topology (DESIGN.md §5): GPUs per node joined by NVLink; groups spanning nodes use the
+  // device's inter-node bandwidth (--gpus-per-node).
+  int64_t gpus_per_node = 8;
 };
 
 // Scratch memory that repeated simulations on one thread reuse, so that each call does not page
@@ -54,6 +57,11 @@ Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options, Workspace& workspace);
 
 RecomputeMode recompute_mode(Profile profile);
+
+// The share of the large-GEMM rate an op's GEMMs reach after tile and wave quantization (the
+// engine's kernel classes, sim/src/kernels.cpp): its FLOPs over the sum of each GEMM's FLOPs over
+// its own efficiency; 1 for ops without GEMMs or shapes.
+double shape_efficiency(const Op& op, bool backward, const Device& device);
 
 // One storage live at the peak, with the reason it is alive.
 struct PeakItem {

@@ -41,7 +41,10 @@ std::vector<std::string> make_columns() {
         "pp", "vpp", "num_microbatches", "pp_stage", "pp_in_flight",
         // Implementations (DESIGN.md §3): the code base simulated (a key column, appended);
         // empty under the paper profile.
-        "impl"})
+        "impl",
+        // Time model (DESIGN.md §5): tokens/s per GPU (a replica is tp x pp GPUs), the GPU's wait
+        // on the host lane, data-parallel collectives on their stream and compute's wait on them.
+        "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns", "comm_wait_ns"})
     c.emplace_back(name);
   return c;
 }
@@ -119,7 +122,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 12;
+  constexpr int kAfterError = 16;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -193,6 +196,14 @@ std::string csv_row(const Row& row) {
     w.integer(row.result->pp_in_flight);
   }
   w.text(s.impl ? sim::name(*s.impl) : std::string_view());
+  if (failed || row.peak_only) {
+    w.empty(4);
+  } else {
+    w.fixed(row.result->tokens_per_s_per_gpu, 3);
+    w.integer(row.result->host_wait_ns);
+    w.integer(row.result->dp_comm_ns);
+    w.integer(row.result->comm_wait_ns);
+  }
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

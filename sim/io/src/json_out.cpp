@@ -79,6 +79,10 @@ std::string result_json(const Row& row) {
     j["pp_in_flight"] = r.pp_in_flight;
     j["stash_bytes"] = r.stash_bytes;
     j["tokens_per_s"] = r.tokens_per_s;
+    j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+    j["host_wait_ns"] = r.host_wait_ns;
+    j["dp_comm_ns"] = r.dp_comm_ns;
+    j["comm_wait_ns"] = r.comm_wait_ns;
     j["mfu"] = r.mfu;
     j["hfu"] = r.hfu;
     j["fits"] = r.fits;

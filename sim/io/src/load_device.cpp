@@ -26,10 +26,11 @@ constexpr std::string_view kDeviceFormat = "actsim-device-v1";
 // clang-format off
 constexpr std::string_view kIntegerFields[] = {
     "sm_arch", "hbm_bytes", "driver_reserved_bytes", "cuda_context_bytes", "nccl_buffer_bytes", "cublas_workspace_bytes",
-    "launch_overhead_ns"};
+    "launch_overhead_ns", "sm_count", "host_dispatch_ns"};
 constexpr std::string_view kRealFields[] = {
     "peak_bf16_flops_per_s", "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
-    "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency", "memory_efficiency"};
+    "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency", "memory_efficiency",
+    "internode_bytes_per_s"};
 // clang-format on
 
 bool is_numeric_field(std::string_view key) {
@@ -103,7 +104,8 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
                      "nccl_buffer_bytes", "cublas_workspace_bytes", "peak_bf16_flops_per_s",
                      "peak_tf32_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s",
                      "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency",
-                     "memory_efficiency", "launch_overhead_ns", "efficiency_by_kind",
+                     "memory_efficiency", "launch_overhead_ns", "sm_count", "host_dispatch_ns",
+                     "internode_bytes_per_s", "efficiency_by_kind",
                      "provenance"});
   if (const std::string format = in.string("format"); format != kDeviceFormat)
     in.fail("format",
@@ -133,6 +135,11 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
   d.compute_efficiency = in.number("compute_efficiency");
   d.memory_efficiency = in.number("memory_efficiency");
   d.launch_overhead_ns = in.integer("launch_overhead_ns");
+  const int64_t sms = in.integer("sm_count");
+  if (sms <= 0 || sms > 100000) in.fail("sm_count", "must be a positive number of SMs");
+  d.sm_count = static_cast<int>(sms);
+  d.host_dispatch_ns = in.integer("host_dispatch_ns");
+  d.internode_bytes_per_s = in.number("internode_bytes_per_s");
   d.kind_efficiencies = read_kind_efficiencies(in);
   check_provenance(in);
   sim::validate(d);

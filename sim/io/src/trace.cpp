@@ -10,8 +10,13 @@ namespace sim_io {
 namespace {
 
 constexpr int kPid = 1;
-// OpSpan::stream 0..3
-constexpr const char* kTrackNames[] = {"compute", "collective", "copy to host", "copy to device"};
+// OpSpan::stream 0..5
+constexpr const char* kTrackNames[] = {"compute",        "collective",
+                                       "copy to host",   "copy to device",
+                                       "host (dispatch)", "data-parallel comm"};
+constexpr int kTracks = 6;
+constexpr const char* kCollectiveNames[] = {"", "all-reduce", "all-gather", "reduce-scatter",
+                                            "send/recv"};
 
 // Integer nanoseconds as microseconds with exactly three decimals ("12.345"). Never negative.
 std::string micros(int64_t ns) { return fmt::format("{}.{:03}", ns / 1000, ns % 1000); }
@@ -48,7 +53,7 @@ std::string trace_json(const sim::Graph& graph, const sim::Result& result,
                  "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
                  "\"args\":{{\"name\":{}}}}}",
                  kPid, quoted(title));
-  for (int t = 0; t < 4; ++t)
+  for (int t = 0; t < kTracks; ++t)
     fmt::format_to(out,
                    ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},"
                    "\"args\":{{\"name\":\"{}\"}}}}",
@@ -59,7 +64,25 @@ std::string trace_json(const sim::Graph& graph, const sim::Result& result,
     int32_t layer = -1;
     int64_t flops = graph.optimizer_cost.flops;
     int64_t bytes = graph.optimizer_cost.bytes;
-    if (s.stream >= 2 && s.storage >= 0) {  // an offload copy: the storage it moves
+    if (s.stream == 5) {  // a data-parallel collective: storage holds its sim::Collective
+      name = std::string("data-parallel ") +
+             (s.storage >= 1 && s.storage <= 4 ? kCollectiveNames[s.storage] : "collective");
+      flops = 0;
+      bytes = 0;
+    } else if (s.stream == 4) {
+      name = s.op >= 0 ? std::string("dispatch ") + graph.ops[static_cast<std::size_t>(s.op)].name
+                       : std::string("dispatch optimizer");
+      flops = 0;
+      bytes = 0;
+    } else if (s.op == sim::kHostWaitSpan) {
+      name = "idle: GPU waiting for the host to issue the next op";
+      flops = 0;
+      bytes = 0;
+    } else if (s.op == sim::kCommWaitSpan) {
+      name = "wait: compute waiting for data-parallel communication";
+      flops = 0;
+      bytes = 0;
+    } else if (s.stream >= 2 && s.storage >= 0) {  // an offload copy: the storage it moves
       const sim::Storage& st = graph.storages[static_cast<std::size_t>(s.storage)];
       name = std::string(s.stream == 2 ? "copy to host: " : "copy to device: ") + st.role;
       layer = st.block;

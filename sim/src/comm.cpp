@@ -1,0 +1,44 @@
+#include "comm.hpp"
+
+#include <algorithm>
+
+namespace sim {
+
+CommGroup comm_group(int64_t size, int64_t stride, int64_t gpus_per_node) {
+  if (size <= 1) return {1, 1};
+  const int64_t span = size * stride;  // consecutive ranks the group covers
+  if (span <= gpus_per_node) return {size, 1};
+  // Members per node: those of one node's gpus_per_node ranks (at least one).
+  const int64_t per_node = std::max<int64_t>(1, gpus_per_node / stride);
+  return {size, (size + per_node - 1) / per_node};
+}
+
+// NCCL's own cost model (NVIDIA/nccl src/graph/tuning.cc at 01afd20a, ring algorithm, Simple
+// protocol, which large messages use): time = latency + bytes / algorithm bandwidth, where
+//   latency = baseLat 8.4 us + (nsteps - nInterSteps) x 3.4 us (NVLink hop) + nInterSteps x 9.6
+//             us (network hop), nsteps = 2(n-1) for all-reduce, n-1 for all-gather and
+//             reduce-scatter, nInterSteps the same over the nodes;
+//   algorithm bandwidth = bus bandwidth x n / nsteps (NCCL tests' docs, PERFORMANCE.md: busbw =
+//             algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter).
+// Bus bandwidth: NVLink one direction inside a node; across nodes each member of a node drives
+// its own NIC in its own ring channel (one NIC per GPU on DGX A100/H100), so the bus bandwidth is
+// members per node x the per-GPU network bandwidth, at most NVLink's.
+double collective_seconds(Collective c, int64_t bytes, CommGroup g, const Device& d) {
+  const double n = static_cast<double>(g.ranks), nodes = static_cast<double>(g.nodes);
+  if (c == Collective::kSendRecv) {
+    const double bw = g.nodes > 1 ? d.internode_bytes_per_s : d.nvlink_bytes_per_s;
+    const double lat = g.nodes > 1 ? 8.4e-6 + 9.6e-6 : 8.4e-6 + 3.4e-6;
+    return lat + static_cast<double>(bytes) / bw;
+  }
+  if (g.ranks <= 1 || bytes <= 0) return 0;
+  const double nsteps = c == Collective::kAllReduce ? 2 * (n - 1) : n - 1;
+  const double inter = c == Collective::kAllReduce ? 2 * (nodes - 1) : nodes - 1;
+  const double lat = 8.4e-6 + (nsteps - inter) * 3.4e-6 + inter * 9.6e-6;
+  double busbw = d.nvlink_bytes_per_s;
+  if (g.nodes > 1)
+    busbw = std::min(busbw, d.internode_bytes_per_s * std::max(1.0, n / nodes));
+  const double algbw = busbw * n / nsteps;
+  return lat + static_cast<double>(bytes) / algbw;
+}
+
+}  // namespace sim
