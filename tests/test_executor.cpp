@@ -62,7 +62,7 @@ std::vector<Case> cases() {
 executor::StepResult execute(const Graph& g, const char* strategy,
                              const executor::StepOptions& o = {}) {
   const Plan plan = resolve(parse_strategy(strategy), g.n_blocks);
-  const Schedule sched = build_schedule(g, plan, recompute_mode(g.profile));
+  const Schedule sched = build_schedule(g, plan, recompute_mode(g));
   return executor::run_cpu(g, plan, sched, o);
 }
 
@@ -213,7 +213,7 @@ TEST_CASE("executor: a schedule with a free removed or moved early fails loudly"
   const Case c = cases()[0];
   const Graph g = build_graph_exec(c.model, c.setup, dev);
   const Plan plan = resolve(parse_strategy("full"), g.n_blocks);
-  const Schedule good = build_schedule(g, plan, recompute_mode(g.profile));
+  const Schedule good = build_schedule(g, plan, recompute_mode(g));
   CHECK_NOTHROW(executor::run_cpu(g, plan, good));
   // The first free after the forward pass's first few events, and one in the backward pass.
   std::vector<size_t> frees;

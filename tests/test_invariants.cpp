@@ -37,7 +37,7 @@ const char* kStrategies[] = {"none", "full", "every:2", "block:1", "sqrt", "sele
 int64_t scheduled_recompute_flops(const ModelConfig& m, const TrainSetup& t, const Device& dev,
                                   const Strategy& s) {
   const Graph g = build_graph(m, t, dev);
-  const Schedule sched = build_schedule(g, resolve(s, g.n_blocks), recompute_mode(t.profile));
+  const Schedule sched = build_schedule(g, resolve(s, g.n_blocks), recompute_mode(g));
   int64_t sum = 0;
   for (const Event& e : sched.events)
     if (e.kind == EventKind::kRecompute && (e.flags & kCachedOutput) == 0)

@@ -481,6 +481,15 @@ RecomputeMode recompute_mode(Profile p) {
   return p == Profile::kPaper ? RecomputeMode::kReentrant : RecomputeMode::kNonReentrant;
 }
 
+RecomputeMode recompute_mode(const Graph& g) {
+  // The implementation's checkpoint API (ImplSpec::checkpoint): Megatron's CheckpointFunction
+  // (tensor_parallel/random.py) is reentrant; torch.utils.checkpoint(use_reentrant=False) is not.
+  if (g.profile == Profile::kPaper) return RecomputeMode::kReentrant;
+  if (g.impl && spec(*g.impl).checkpoint == CheckpointApi::kReentrant)
+    return RecomputeMode::kReentrant;
+  return RecomputeMode::kNonReentrant;
+}
+
 Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
                   const SimOptions& options) {
   EngineScratch scratch;
@@ -506,14 +515,14 @@ Result run_engine(const Graph& graph, const Schedule& schedule, const Device& de
 
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options) {
-  Schedule s = build_schedule(graph, plan, recompute_mode(graph.profile));
+  Schedule s = build_schedule(graph, plan, recompute_mode(graph));
   return run_engine(graph, s, device, options);
 }
 
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options, Workspace& workspace) {
   Workspace::Buffers& w = workspace.buffers();
-  build_schedule(graph, plan, recompute_mode(graph.profile), w.schedule, w.schedule_scratch);
+  build_schedule(graph, plan, recompute_mode(graph), w.schedule, w.schedule_scratch);
   return run_engine(graph, w.schedule, device, options, w.engine_scratch);
 }
 

@@ -93,6 +93,15 @@ int32_t Builder::causal_mask(int64_t bytes) {
   return mask_;
 }
 
+int32_t Builder::global_buffer(int64_t bytes, DType dtype) {
+  if (global_buffer_ < 0) {
+    global_buffer_ = fresh(bytes, dtype, "global memory buffer", Category::kWorkspace);
+    persistent_[tensors_[global_buffer_].storage] = true;
+    g_.persistent.push_back(tensors_[global_buffer_].storage);
+  }
+  return global_buffer_;
+}
+
 void Builder::set_loss(int32_t t) {
   hold_until_step_end(t);
   loss_op_ = static_cast<int32_t>(drafts_.size() - 1);
@@ -367,10 +376,12 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.g = m.kv_heads % s.tp == 0 ? m.kv_heads / s.tp : 1;  // fewer KV heads than ranks: replicated
   dm.d = m.head_dim;
   dm.f = m.ffn_hidden / s.tp;
-  // Megatron pads the vocabulary to a multiple of 128 * t for vocab-parallel layers
-  // (make_vocab_size_divisible_by = 128); one rank uses it as is.
-  const int64_t mult = 128 * s.tp;
-  dm.v_full = s.tp > 1 ? (m.vocab + mult - 1) / mult * mult : m.vocab;
+  // Megatron pads the vocabulary to a multiple of 128 * t (--make-vocab-size-divisible-by 128,
+  // megatron/training/vocab_utils.py:58 @ d98e8a6), at every t: the implementation's
+  // vocab_multiple. The paper profile pads only vocab-parallel layers (t > 1).
+  const int64_t pad = dm.impl ? dm.impl->vocab_multiple : (s.tp > 1 ? 128 : 0);
+  const int64_t mult = pad * s.tp;
+  dm.v_full = mult > 0 ? (m.vocab + mult - 1) / mult * mult : m.vocab;
   dm.v = dm.v_full / s.tp;
   switch (dm.precision) {
     case Precision::kBf16Mixed:
@@ -397,6 +408,13 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // Eager attention's matmuls: copies of permuted operands (torch.matmul) or strided batched
   // GEMMs on views (Megatron's baddbmm; the paper profile's).
   dm.eager_copies = dm.impl && dm.impl->eager_matmul == EagerMatmul::kCopies;
+  // implmt: Megatron's and torchtitan's op variants (sim/impl.hpp); the paper profile's loss is
+  // Megatron's (Korthikanti §4.3).
+  dm.vocab_parallel_ce = dm.paper || s.tp > 1 ||
+                         (dm.impl && dm.impl->loss == LossVariant::kVocabParallel);
+  dm.megatron_softmax = dm.impl && dm.impl->eager_softmax == EagerSoftmax::kMegatronFused;
+  dm.fused_swiglu = dm.impl && dm.impl->swiglu == SwigluVariant::kFused;
+  dm.qk_global_buffer = dm.impl && dm.impl->qk_global_buffer;
   return dm;
 }
 
@@ -427,8 +445,9 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
     g.initial_uses.push_back(0);
     g.persistent.push_back(static_cast<int32_t>(g.storages.size() - 1));
   };
-  int64_t weights = 0;
-  for (int32_t sid : g.persistent) weights += g.storages[sid].bytes;
+  int64_t weights = 0, buffers = 0;
+  for (int32_t sid : g.persistent)
+    (g.storages[sid].category == Category::kWorkspace ? buffers : weights) += g.storages[sid].bytes;
   // ZeRO-3 shards the weights; the current and the prefetched block are gathered whole.
   if (s.zero >= 3) {
     for (int32_t sid : g.persistent)
@@ -486,8 +505,9 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   g.optimizer_cost.kernels = s.optimizer == Optimizer::kAdamForeach ? 8 : 1;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
-  g.workspace_bytes = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
-  if (g.workspace_bytes > 0) add(g.workspace_bytes, Category::kWorkspace, "cuBLAS workspace");
+  const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
+  if (cublas > 0) add(cublas, Category::kWorkspace, "cuBLAS workspace");
+  g.workspace_bytes = cublas + buffers;  // and Megatron's global memory buffer (graph_blocks.cpp)
   int64_t comm = 0;
   for (int32_t sid : g.persistent)
     if (g.storages[sid].category == Category::kComm) comm += g.storages[sid].bytes;
@@ -640,6 +660,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.n_blocks = n;
   out.precision = g3.precision;
   out.profile = g3.profile;
+  out.impl = g3.impl;
   out.allocator = g3.allocator;
   out.prefetch = g3.prefetch;
   out.tokens = g3.tokens;

@@ -22,6 +22,7 @@ struct Region {
   int32_t stop = -1;     // last op that saves anything (non-reentrant early stop)
   int32_t trigger = -1;  // backward node before which the recompute runs
   bool offload_inputs = false;   // offload+full: the inputs wait on the host, not the device
+  bool reentrant = false;        // replays the whole region, keeping its output (RecomputeMode)
   int32_t last_block = -1;       // block of `last` (whose backward first needs the region)
   std::vector<int32_t> inputs;   // storages made before the region and read in it
 };
@@ -44,7 +45,10 @@ std::vector<Region> make_regions(const Graph& g, const Plan& plan, RecomputeMode
     std::sort(r.inputs.begin(), r.inputs.end());
     r.inputs.erase(std::unique(r.inputs.begin(), r.inputs.end()), r.inputs.end());
     if (r.stop < 0) return;  // nothing saved: nothing to recompute
-    if (mode == RecomputeMode::kNonReentrant) {
+    // Selective activation checkpointing is torch's non-reentrant API only
+    // (torch/utils/checkpoint.py: create_selective_checkpoint_contexts needs use_reentrant=False).
+    r.reentrant = mode == RecomputeMode::kReentrant && kind != RegionKind::kSac;
+    if (!r.reentrant) {
       r.trigger = r.stop;  // recompute on the first unpack of a saved tensor
     } else {
       r.trigger = last;    // CheckpointFunction.backward runs before any node of the segment
@@ -311,7 +315,7 @@ class Scheduler {
         int32_t uses = static_cast<int32_t>(std::upper_bound(cb, ce, reg.stop) -
                                             std::upper_bound(cb, ce, i));
         // Reentrant: the segment's output is kept until the segment's backward ends.
-        if (mode_ == RecomputeMode::kReentrant && consumed_outside(reg, *s)) ++uses;
+        if (reg.reentrant && consumed_outside(reg, *s)) ++uses;
         if (cached) {
           for (int32_t k = 0; k < uses; ++k) hold(*s, {Holder::kForwardUse, -1});
         } else {
@@ -366,7 +370,7 @@ class Scheduler {
               if (live_[*s]) release(*s, {Holder::kSacCache, j});
           }
         }
-        if (mode_ == RecomputeMode::kReentrant) {
+        if (reg.reentrant) {
           for (int32_t j = reg.first; j <= reg.last; ++j) {
             const Op& o = g_.ops[j];
             for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)

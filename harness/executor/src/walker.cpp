@@ -98,7 +98,7 @@ class Walker {
  public:
   Walker(const Graph& g, const sim::Plan& plan, const sim::Schedule& sched, Backend& b)
       : g_(g), plan_(plan), sched_(sched), be_(b),
-        reentrant_(sim::recompute_mode(g.profile) == sim::RecomputeMode::kReentrant) {
+        reentrant_(sim::recompute_mode(g) == sim::RecomputeMode::kReentrant) {
     // Offload plans move storages between device and host on copy streams; this executor has
     // no host copies yet (issue 5 offload; say so rather than run them wrong).
     for (sim::BlockMode m : plan.mode)

@@ -53,7 +53,10 @@ Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options, Workspace& workspace);
 
+// The profile's checkpoint API (paper: reentrant), ignoring the implementation.
 RecomputeMode recompute_mode(Profile profile);
+// The graph's: the paper profile's, else its implementation's ImplSpec::checkpoint.
+RecomputeMode recompute_mode(const Graph& graph);
 
 // One storage live at the peak, with the reason it is alive.
 struct PeakItem {

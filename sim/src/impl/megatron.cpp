@@ -18,6 +18,16 @@ ImplSpec megatron() {
   s.checkpoint = CheckpointApi::kReentrant;  // tensor_parallel/random.py CheckpointFunction
   s.qkv = QkvVariant::kFused;                // linear_qkv
   s.eager_matmul = EagerMatmul::kStrided;    // baddbmm on strided views of mixed_qkv
+  // implmt: language_module.py compute_language_model_loss -> tensor_parallel.
+  // vocab_parallel_cross_entropy at every tp (no --cross-entropy-loss-fusion);
+  // dot_product_attention.py (local spec) FusedScaleMaskSoftmax and the global memory buffer;
+  // mlp.py + fusions/fused_bias_swiglu.py (--swiglu: one linear_fc1 of 2f, SwiGLUFunction saves
+  // its input); training/vocab_utils.py:58 (multiple = make_vocab_size_divisible_by * tp).
+  s.loss = LossVariant::kVocabParallel;
+  s.eager_softmax = EagerSoftmax::kMegatronFused;
+  s.swiglu = SwigluVariant::kSeparate;  // kFused once the executor has its kernel
+  s.vocab_multiple = 128;
+  s.qk_global_buffer = true;
   s.tensor_parallel = true;
   s.pipeline = true;
   s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";
