@@ -65,6 +65,7 @@ struct Region {
   int32_t stop = -1;             // last op replayed: the last that saves (non-reentrant) or all
   int32_t trigger = -1;          // the backward node before which the replay runs
   std::vector<int32_t> inputs;   // storages made before `first` and read inside
+  bool reentrant = false;  // replays the whole region and keeps its output (sim schedule.cpp)
 };
 
 std::string describe_storage(const Graph& g, int32_t s) {
@@ -188,7 +189,9 @@ class Walker {
             r.inputs.push_back(*s);
       }
       if (r.stop < 0) return;  // nothing saved inside: nothing to recompute, nothing held
-      if (reentrant_) {
+      // SAC is torch's non-reentrant API only (as sim/src/schedule.cpp make_regions).
+      r.reentrant = reentrant_ && kind != RegionKind::kSac;
+      if (r.reentrant) {
         // Megatron's CheckpointFunction: its backward runs before any node of the segment and
         // replays all of it.
         r.trigger = last;
@@ -371,7 +374,7 @@ class Walker {
              (cached ? "does" : "does not"));
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
         // Reentrant: the replayed segment's output is kept until the segment's backward ends.
-        const int32_t uses = replay_uses(*s, i, reg.stop) + (reentrant_ && outside(reg, *s) ? 1 : 0);
+        const int32_t uses = replay_uses(*s, i, reg.stop) + (reg.reentrant && outside(reg, *s) ? 1 : 0);
         if (cached) {
           for (int32_t k = 0; k < uses; ++k) hold(*s);
         } else {
@@ -452,7 +455,7 @@ class Walker {
 
   void close(const Region& reg) {
     for (int32_t s : reg.inputs) release(s);
-    if (reentrant_)
+    if (reg.reentrant)
       for (int32_t j = reg.first; j <= reg.last; ++j) {
         const Op& o = g_.ops[j];
         for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
