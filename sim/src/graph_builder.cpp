@@ -385,6 +385,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.v = dm.v_full / s.tp;
   switch (dm.precision) {
     case Precision::kBf16Mixed:
+    case Precision::kFsdp2Bf16:  // the ops see the all-gathered bf16 parameters (no autocast)
       dm.param_dt = DType::kBF16, dm.half_dt = DType::kBF16, dm.resid_dt = DType::kBF16;
       break;
     case Precision::kBf16Amp:
@@ -448,8 +449,28 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   int64_t weights = 0, buffers = 0;
   for (int32_t sid : g.persistent)
     (g.storages[sid].category == Category::kWorkspace ? buffers : weights) += g.storages[sid].bytes;
-  // ZeRO-3 shards the weights; the current and the prefetched block are gathered whole.
-  if (s.zero >= 3) {
+  // FSDP2 (torchtitan parallelize_llama.py apply_fsdp @ 9dec370, MixedPrecisionPolicy(
+  // param_dtype=bf16, reduce_dtype=fp32)): the sharded parameters are fp32 (4 B per parameter
+  // over d ranks, torch/distributed/_composable/fsdp/_fsdp_param.py: the sharded param keeps
+  // the module's dtype); compute runs on bf16 all-gathered copies (the graph's bf16 weights).
+  // The root module (embedding, final norm, output) is gathered at the forward's start and
+  // resharded after it, and gathered again for the whole backward (its post-backward runs
+  // last): its bf16 copy is counted live throughout, beside the current and prefetched block.
+  if (prec == Precision::kFsdp2Bf16) {
+    int64_t root = 0;
+    for (int32_t sid : g.param_storages) {
+      Storage& st = g.storages[sid];
+      if (st.block < 0 || st.block >= g.n_blocks) root = checked_add(root, st.bytes, f);
+      st.bytes = checked_mul(st.bytes / bytes_of(st.dtype), 4, f) / d;  // fp32 shard
+      st.dtype = DType::kF32;
+    }
+    add(checked_add(checked_mul(2, max_block_weights, f), root, f), Category::kComm,
+        "FSDP2 all-gathered bf16 parameters (root, current and prefetched block)");
+    weights = 0;
+    for (int32_t sid : g.persistent)
+      if (g.storages[sid].category == Category::kWeights) weights += g.storages[sid].bytes;
+  } else if (s.zero >= 3) {
+    // ZeRO-3 shards the weights; the current and the prefetched block are gathered whole.
     for (int32_t sid : g.persistent)
       if (g.storages[sid].category == Category::kWeights) g.storages[sid].bytes /= d;
     add(checked_mul(2, max_block_weights, f), Category::kComm, "ZeRO-3 gathered weights");
@@ -464,7 +485,8 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   if (prec == Precision::kBf16Mixed) {
     g.grads_bytes = s.zero >= 2 ? grad_all / d : grad_all;
     add(g.grads_bytes, Category::kGrads, "main_grad buffer (fp32)");
-  } else if (s.zero >= 2) {
+  } else if (s.zero >= 2 || prec == Precision::kFsdp2Bf16) {
+    // FSDP2: reduce_dtype fp32, the reduce-scattered gradient is the fp32 shard's .grad
     g.grads_bytes = grad_all / d;
     add(g.grads_bytes, Category::kGrads, "partitioned grads (fp32)");
   } else if (s.microbatches > 1) {
@@ -483,14 +505,15 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   int64_t per_param = s.optimizer == Optimizer::kSgd ? 4 : 8;
   if (prec == Precision::kBf16Mixed) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
-  if (s.zero >= 1) opt /= d;
+  const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16;
+  if (sharded) opt /= d;
   if (prec == Precision::kFp16Amp) opt += 8;  // GradScaler: fp32 scale + int32 growth tracker
   g.optimizer_bytes = opt;
   add(opt, Category::kOptimizer, "optimizer state");
 
   // Foreach Adam allocates sqrt(v) for the whole group (torch/optim/adam.py _multi_tensor_adam:
   // exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)); fused Adam and SGD none.
-  const int64_t shard = s.zero >= 1 ? numel / d : numel;
+  const int64_t shard = sharded ? numel / d : numel;
   g.optimizer_transient_bytes =
       s.optimizer == Optimizer::kAdamForeach && g.profile != Profile::kPaper
           ? checked_mul(4, shard, f)
@@ -514,6 +537,20 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   g.comm_persistent_bytes = comm;
 }
 
+
+// torchtitan's op-level SAC policy (torchtitan/parallelisms/parallelize_llama.py @ 9dec370,
+// _get_custom_policy): a counter per checkpoint context (one block) counts aten.mm calls, and
+// every op of _save_list is saved "except every second mm" (count % 2 == 0): of a Llama block's
+// wq, wk, wv, wo, w1, w3, w2 the outputs of wq, wv, w1 and w2 are saved; SDPA's always.
+void mark_torchtitan_sac(Graph& g) {
+  int32_t block = -1;
+  int64_t mm = 0;
+  for (Op& op : g.ops) {
+    if (op.block != block) block = op.block, mm = 0;
+    op.sac_save_torchtitan = op.sac_save;
+    if (op.kind == OpKind::kLinear && op.sac_save) op.sac_save_torchtitan = ++mm % 2 == 1;
+  }
+}
 
 // What one rank's graph covers: `layers` blocks, with or without the embedding before them and
 // the head and loss after them (pipeline stages, DESIGN.md §3; Korthikanti §4.2.3).
@@ -545,7 +582,8 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
   // first, whose backward finds every .grad already allocated by the one before.
   bld.persistent_grads =
-      g.precision == Precision::kBf16Mixed || setup.zero >= 2 || setup.microbatches > 1;
+      g.precision == Precision::kBf16Mixed || g.precision == Precision::kFsdp2Bf16 ||
+      setup.zero >= 2 || setup.microbatches > 1;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
   int32_t table = -1;
@@ -555,6 +593,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   if (st.head) detail::build_head(bld, dm, x, table);
   else detail::build_stage_output(bld, dm, x);
   bld.finalize();
+  mark_torchtitan_sac(g);
   return g;
 }
 

@@ -86,7 +86,8 @@ class Scheduler {
   // they get them back, emptied or holding the schedule, when the scheduler is done.
   Scheduler(const Graph& g, const Plan& plan, RecomputeMode mode, int32_t stop_at,
             ScheduleScratch* scratch = nullptr, Schedule* reuse = nullptr)
-      : g_(g), mode_(mode), stop_at_(stop_at), regions_(make_regions(g, plan, mode)),
+      : g_(g), mode_(mode), stop_at_(stop_at), sac_torchtitan_(plan.sac_torchtitan),
+        regions_(make_regions(g, plan, mode)),
         scratch_(scratch) {
     if (scratch_) {
       region_of_.swap(scratch_->region_of);
@@ -287,7 +288,7 @@ class Scheduler {
           if (offloaded(*s)) offload_save(*s, {Holder::kSavedBy, i});
           else hold(*s, {Holder::kSavedBy, i});
         }
-      } else if (regions_[r].kind == RegionKind::kSac && op.sac_save) {
+      } else if (regions_[r].kind == RegionKind::kSac && sac_keeps(op)) {
         for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
           hold(*s, {Holder::kSacCache, i});
       }
@@ -306,7 +307,7 @@ class Scheduler {
     };
     for (int32_t i = reg.first; i <= reg.stop; ++i) {
       const Op& op = g_.ops[i];
-      const bool cached = reg.kind == RegionKind::kSac && op.sac_save;
+      const bool cached = reg.kind == RegionKind::kSac && sac_keeps(op);
       emit(EventKind::kRecompute, i, cached ? kCachedOutput : 0);
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
         const IdxRange cr = g_.consumers[*s];
@@ -365,7 +366,7 @@ class Scheduler {
         if (reg.kind == RegionKind::kSac) {  // cached outputs never replayed (after the stop)
           for (int32_t j = reg.stop + 1; j <= reg.last; ++j) {
             const Op& o = g_.ops[j];
-            if (!o.sac_save) continue;
+            if (!sac_keeps(o)) continue;
             for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
               if (live_[*s]) release(*s, {Holder::kSacCache, j});
           }
@@ -381,9 +382,15 @@ class Scheduler {
     }
   }
 
+  // Whether a SAC region keeps this op's outputs (the plan's policy: sac:mm or sac:torchtitan).
+  bool sac_keeps(const Op& op) const {
+    return sac_torchtitan_ ? op.sac_save_torchtitan : op.sac_save;
+  }
+
   const Graph& g_;
   RecomputeMode mode_;
   int32_t stop_at_;
+  bool sac_torchtitan_ = false;  // Plan::sac_torchtitan
   std::vector<Region> regions_;
   std::vector<int32_t> region_of_;
   std::vector<int32_t> count_;

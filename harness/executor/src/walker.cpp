@@ -331,7 +331,7 @@ class Walker {
     run_forward(i, op);
     if (!active(i)) {
       hold_saves(i);
-    } else if (regions_[r].kind == RegionKind::kSac && op.sac_save) {
+    } else if (regions_[r].kind == RegionKind::kSac && sac_keeps(op)) {
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) hold(*s);
       sac_held_[i] = 1;
     }
@@ -366,7 +366,7 @@ class Walker {
   void recompute(const Region& reg) {
     for (int32_t i = reg.first; i <= reg.stop; ++i) {
       const Op& op = g_.ops[i];
-      const bool cached = reg.kind == RegionKind::kSac && op.sac_save;
+      const bool cached = reg.kind == RegionKind::kSac && sac_keeps(op);
       const uint8_t flags = expect(sim::EventKind::kRecompute, i);
       if (((flags & sim::kCachedOutput) != 0) != cached)
         fail("the schedule's recompute of " + describe_op(g_, i) +
@@ -471,6 +471,11 @@ class Walker {
   }
 
   const Graph& g_;
+  // Whether a SAC region keeps this op's outputs (the plan's policy: sac:mm or sac:torchtitan).
+  bool sac_keeps(const Op& op) const {
+    return plan_.sac_torchtitan ? op.sac_save_torchtitan : op.sac_save;
+  }
+
   const sim::Plan& plan_;
   const sim::Schedule& sched_;
   Backend& be_;
@@ -494,6 +499,10 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("<graph>", "args", "executing a graph not built by build_graph_exec");
   if (graph.tp > 1 || graph.dp > 1)
     throw sim::Unsupported("--tp/--dp", "parallelism", "executing more than one rank");
+  if (graph.precision == sim::Precision::kFsdp2Bf16)
+    throw sim::Unsupported("--precision", "precision",
+                           "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
+                           "executor runs one dtype per parameter)");
   for (const sim::OpArgs& a : graph.args)
     if (a.exec == Exec::kNone) throw sim::Unsupported("<graph>", "op", "executing a synthetic op");
   return Walker(graph, plan, schedule, backend).run();

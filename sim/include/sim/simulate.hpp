@@ -53,6 +53,10 @@ Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options, Workspace& workspace);
 
+// Throws Unsupported("--strategy") for a plan the graph's implementation has no code for
+// (sac:torchtitan and layer-sac:k outside --impl torchtitan). simulate_plan calls it.
+void check_plan(const Plan& plan, const Graph& graph);
+
 // The profile's checkpoint API (paper: reentrant), ignoring the implementation.
 RecomputeMode recompute_mode(Profile profile);
 // The graph's: the paper profile's, else its implementation's ImplSpec::checkpoint.
