@@ -11,6 +11,7 @@
 
 #include "executor/executor.hpp"
 #include "executor_configs.hpp"
+#include "sim/error.hpp"
 #include "numeric.hpp"
 
 using namespace sim;
@@ -349,5 +350,22 @@ TEST_CASE("executor: agrees with the simulator to the byte on 50 random small co
     CHECK(run.peak_bytes == sim.peak_requested_bytes);
     CHECK(run.peak_event_index == sim.peak_event_index);
     CHECK(run.end_bytes == run.baseline_bytes);
+  }
+}
+
+TEST_CASE("executor: refuses fsdp2-bf16 (fp32 shards beside bf16 compute copies) with one line") {
+  TrainSetup t;
+  t.micro_batch = 1;
+  t.seq = 16;
+  t.impl = Impl::kTorchtitan;  // fsdp2-bf16 by default
+  const Graph g = build_graph_exec(fixtures::tiny_gqa_llama(), t, fixtures::executor_device());
+  CHECK(g.precision == Precision::kFsdp2Bf16);
+  try {
+    execute(g, "none");
+    FAIL("the executor ran fsdp2-bf16");
+  } catch (const Unsupported& e) {
+    const std::string what = e.what();
+    CHECK(contains(what, "fsdp2-bf16"));
+    CHECK(what.find('\n') == std::string::npos);
   }
 }

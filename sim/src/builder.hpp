@@ -179,7 +179,6 @@ struct Dims {
   // implmt (megatron, torchtitan) variants, from the ImplSpec (sim/impl.hpp)
   bool vocab_parallel_ce = false;  // Megatron's vocab_parallel_cross_entropy (else float CE)
   bool megatron_softmax = false;   // FusedScaleMaskSoftmax (EagerSoftmax::kMegatronFused)
-  bool fused_swiglu = false;       // one fc1 of 2f and bias_swiglu_impl
   bool qk_global_buffer = false;   // baddbmm's persistent [b*np, s, s] input buffer
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions

@@ -414,7 +414,6 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.vocab_parallel_ce = dm.paper || s.tp > 1 ||
                          (dm.impl && dm.impl->loss == LossVariant::kVocabParallel);
   dm.megatron_softmax = dm.impl && dm.impl->eager_softmax == EagerSoftmax::kMegatronFused;
-  dm.fused_swiglu = dm.impl && dm.impl->swiglu == SwigluVariant::kFused;
   dm.qk_global_buffer = dm.impl && dm.impl->qk_global_buffer;
   return dm;
 }

@@ -73,12 +73,6 @@ enum class EagerSoftmax : uint8_t {
   kMegatronFused,
 };
 
-// The MLP's SwiGLU.
-enum class SwigluVariant : uint8_t {
-  kSeparate,  // gate and up projections, silu(gate) * up: saves gate, up, silu out (HF, titan)
-  kFused,     // one fc1 of 2f, bias_swiglu_impl saves its [n, 2f] input (Megatron --swiglu)
-};
-
 struct ImplSpec {
   Impl id = Impl::kHf;
   std::string_view name;      // as --impl takes it
@@ -96,7 +90,6 @@ struct ImplSpec {
   // --- implmt (megatron, torchtitan) ---
   LossVariant loss = LossVariant::kFloatCrossEntropy;
   EagerSoftmax eager_softmax = EagerSoftmax::kMaskThenSoftmax;
-  SwigluVariant swiglu = SwigluVariant::kSeparate;
   // The vocabulary padded to a multiple of vocab_multiple x tp at every tp (Megatron
   // --make-vocab-size-divisible-by 128, training/vocab_utils.py); 0: as the config has it.
   int64_t vocab_multiple = 0;

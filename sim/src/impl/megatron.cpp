@@ -21,17 +21,17 @@ ImplSpec megatron() {
   // implmt: language_module.py compute_language_model_loss -> tensor_parallel.
   // vocab_parallel_cross_entropy at every tp (no --cross-entropy-loss-fusion);
   // dot_product_attention.py (local spec) FusedScaleMaskSoftmax and the global memory buffer;
-  // mlp.py + fusions/fused_bias_swiglu.py (--swiglu: one linear_fc1 of 2f, SwiGLUFunction saves
-  // its input); training/vocab_utils.py:58 (multiple = make_vocab_size_divisible_by * tp).
+  // training/vocab_utils.py:58 (multiple = make_vocab_size_divisible_by * tp).
   s.loss = LossVariant::kVocabParallel;
   s.eager_softmax = EagerSoftmax::kMegatronFused;
-  s.swiglu = SwigluVariant::kSeparate;  // kFused once the executor has its kernel
   s.vocab_multiple = 128;
   s.qk_global_buffer = true;
   s.tensor_parallel = true;
   s.pipeline = true;
   s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";
-  s.not_modeled = "FP8, fused cross entropy";
+  s.not_modeled =
+      "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
+      "--attention-softmax-in-fp32 above s = 4096";
   return s;
 }
 
