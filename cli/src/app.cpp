@@ -89,6 +89,10 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   validate->add_option("--device", inv.validate_device,
                        "re-simulate every row on this device (name or file) instead of the "
                        "row's, e.g. one actsim calibrate wrote");
+  validate->add_option("--format", inv.flags.format,
+                       "table (default) or csv: one record per row with its model family, "
+                       "implementation, figure and error (scripts/error_bands.py reads them)");
+  validate->add_option("-o,--output", inv.flags.output, "write to this file instead of stdout");
   validate->callback([&verb, &inv, tolerance] {
     verb = Verb::kValidate;
     inv.tolerance_given = tolerance->count() > 0;
