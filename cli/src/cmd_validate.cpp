@@ -144,11 +144,12 @@ int cmd_validate(const Invocation& inv) {
       throw sim::ConfigError(where, "schema_version", "'" + get("schema_version") + "' is not 1");
     if (!get("error").empty()) continue;  // a row that could not be measured: nothing to compare
     const std::string& source = get("source");
+    // snapshot: a PyTorch memory snapshot's row (actsim snapshot/compare), read as torch's.
     if (source != "sim" && source != "cpu" && source != "cuda" && source != "torch" &&
-        source != "torch-cpu" && source != "published")
+        source != "torch-cpu" && source != "published" && source != "snapshot")
       throw sim::ConfigError(where, "source", "'" + source +
-                                                  "' is not sim, cpu, cuda, torch, torch-cpu or "
-                                                  "published");
+                                                  "' is not sim, cpu, cuda, torch, torch-cpu, "
+                                                  "published or snapshot");
     // Columns appended after the first schema (pipelines, impl, published figures): optional.
     auto optional = [&](const char* name) -> std::string {
       const auto it = col.find(name);
