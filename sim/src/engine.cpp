@@ -477,10 +477,6 @@ std::string_view phase_name(Phase p) {
   return "?";
 }
 
-RecomputeMode recompute_mode(Profile p) {
-  return p == Profile::kPaper ? RecomputeMode::kReentrant : RecomputeMode::kNonReentrant;
-}
-
 RecomputeMode recompute_mode(const Graph& g) {
   // The implementation's checkpoint API (ImplSpec::checkpoint): Megatron's CheckpointFunction
   // (tensor_parallel/random.py) is reentrant; torch.utils.checkpoint(use_reentrant=False) is not.

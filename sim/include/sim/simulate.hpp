@@ -57,8 +57,6 @@ Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
 // (sac:torchtitan and layer-sac:k outside --impl torchtitan). simulate_plan calls it.
 void check_plan(const Plan& plan, const Graph& graph);
 
-// The profile's checkpoint API (paper: reentrant), ignoring the implementation.
-RecomputeMode recompute_mode(Profile profile);
 // The graph's: the paper profile's, else its implementation's ImplSpec::checkpoint.
 RecomputeMode recompute_mode(const Graph& graph);
 
