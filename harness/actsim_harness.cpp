@@ -64,7 +64,7 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
   const sim::Graph g =
       sim::build_graph_exec(model, p.setup, in.devices[static_cast<size_t>(p.device)]);
   const sim::Plan plan = sim::resolve(axes.strategies[static_cast<size_t>(p.strategy)], g.n_blocks);
-  const sim::Schedule schedule = sim::build_schedule(g, plan, sim::recompute_mode(g.profile));
+  const sim::Schedule schedule = sim::build_schedule(g, plan, sim::recompute_mode(g));
   executor::StepOptions opt;
   opt.seed = seed;
   executor::StepResult run;

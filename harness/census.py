@@ -216,25 +216,33 @@ def dropout(C, name, x, p):
         return r.out(y)
 
 
-def attention(C, q, k, v, to3, mask, p, d):
+def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None):
     """Standard attention as explicit ops. `to3` folds a layout's q, k or v into the [b*a, s, d]
     operand of the batched matmuls (a view or a copy, whichever the layout gives; inside the
-    qk and av regions, so a copy counts as theirs)."""
+    qk and av regions, so a copy counts as theirs). `megatron_mask` (True = masked): Megatron's
+    FusedScaleMaskSoftmax as its torch fallback runs it (megatron/core/fusions/fused_softmax.py
+    forward_torch_softmax, transformer/utils.py attention_mask_func @ d98e8a6): the scores
+    masked in place, then softmax, in one region (the fused CUDA kernel makes and saves the
+    same: no masked copy, the probabilities in the scores' dtype)."""
     with C.op("qk", q, k) as r:
         q3, k3 = to3(q), to3(k)
         buf = torch.empty(q3.shape[0], q3.shape[1], k3.shape[1], dtype=q3.dtype)  # beta = 0: unread
         scores = r.out(torch.baddbmm(buf, q3, k3.transpose(1, 2), beta=0.0,
                                      alpha=1.0 / math.sqrt(d)))
-    with C.op("causal mask", scores) as r:
-        masked = r.out(torch.where(mask, scores, float("-inf")))
-    with C.op("softmax", masked) as r:
-        probs = r.out(torch.softmax(masked, dim=-1))
+    if megatron_mask is not None:
+        with C.op("softmax", scores) as r:
+            probs = r.out(torch.softmax(scores.masked_fill_(megatron_mask, -10000.0), dim=-1))
+    else:
+        with C.op("causal mask", scores) as r:
+            masked = r.out(torch.where(mask, scores, float("-inf")))
+        with C.op("softmax", masked) as r:
+            probs = r.out(torch.softmax(masked, dim=-1))
     dprobs = dropout(C, "attention dropout", probs, p)
     with C.op("av", dprobs, v) as r:
         return r.out(torch.bmm(dprobs, to3(v)))
 
 
-def gpt_block(C, P, x, mask, p, hf_layout=False):
+def gpt_block(C, P, x, mask, p, hf_layout=False, megatron_mask=None):
     """GPT block, pre-norm. Megatron's [s, b, h] layout: the fused QKV output viewed as
     [s, b, a, 3d] and split on the last dim, so q, k, v and their [s, b*a, d] folds are views of
     the QKV storage (Megatron-LM ParallelAttention / core_attention), as the memory model has it.
@@ -256,7 +264,10 @@ def gpt_block(C, P, x, mask, p, hf_layout=False):
             s, b, _ = x.shape
             q, k, v = r.out(*qkv.view(s, b, a, 3 * d).split(d, dim=-1))
             to3 = lambda t: t.reshape(s, b * a, d).transpose(0, 1)  # views: b and a merge
-    ctx = attention(C, q, k, v, to3, mask, p, d)
+    # Megatron's layout runs Megatron's softmax, except under autocast (which Megatron never
+    # uses, and where the simulator keeps the out-of-place mask).
+    ctx = attention(C, q, k, v, to3, mask, p, d,
+                    None if hf_layout or torch.is_autocast_cpu_enabled() else megatron_mask)
     with C.op("attention out copy", ctx) as r:
         order = (0, 2, 1, 3) if hf_layout else (2, 0, 1, 3)
         c = r.out(ctx.view(b, a, s, d).permute(*order).contiguous().view(*x.shape))
@@ -416,7 +427,9 @@ def run_case(dims, regime, p, hf_layout=False):
     ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t: t), ctx:
         if gpt:
-            out = gpt_block(C, P, x, mask, p, hf_layout)
+            # Megatron's get_default_causal_mask (transformer/utils.py: triu(diagonal=1), cached)
+            mmask = C.buffer(torch.ones(s, s, dtype=torch.bool).triu(diagonal=1))
+            out = gpt_block(C, P, x, mask, p, hf_layout, mmask)
         else:
             # HF LlamaRotaryEmbedding: cos, sin [b, s, d], made once per forward in x's dtype
             inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))

@@ -165,7 +165,7 @@ int gen_main(int argc, char** argv) {
       throw sim::ConfigError("--allocator", "allocator", "the executor runs exact bytes (exact)");
     const sim::Graph g = sim::build_graph_exec(in.models.front(), p.setup, in.devices.front());
     const sim::Plan plan = sim::resolve(axes.strategies.front(), g.n_blocks);
-    const sim::Schedule schedule = sim::build_schedule(g, plan, sim::recompute_mode(g.profile));
+    const sim::Schedule schedule = sim::build_schedule(g, plan, sim::recompute_mode(g));
     Recorder rec(g, executor::make_cpu_backend(g, {}), axes.models.front());
     executor::run_step(g, plan, schedule, rec);
     const std::string text = rec.snapshot().dump() + "\n";

@@ -349,6 +349,32 @@ sed -n 2p b.csv | cut -d, -f6 | grep -q '^custom:'
 sed -n 3p b.csv | grep -q 'smallest feasible peak'
 ]=])
 
+# --impl megatron / torchtitan refusals: one line naming the flag, exit 2, no output file.
+actsim_cli_test(implmt_refusals [=[
+rm -f out.csv out.csv.partial
+set +e
+"$1" run --model gpt2-small --impl torchtitan --seq 64 -o out.csv 2> err1.txt
+rc1=$?
+"$1" run --model gpt2-small --impl megatron --seq 64 --strategy sac:torchtitan 2> err2.txt
+rc2=$?
+"$1" run --model llama-3-8b --impl torchtitan --seq 64 --dp 2 --zero 1 2> err3.txt
+rc3=$?
+set -e
+test $rc1 -eq 2
+test $rc2 -eq 2
+test $rc3 -eq 2
+test ! -e out.csv
+test ! -e out.csv.partial
+test "$(wc -l < err1.txt)" -eq 1
+test "$(wc -l < err2.txt)" -eq 1
+test "$(wc -l < err3.txt)" -eq 1
+grep -q -- '--impl' err1.txt
+grep -q -- '--strategy' err2.txt
+grep -q 'sac:torchtitan' err2.txt
+grep -q -- '--precision' err3.txt
+"$1" run --model llama-3-8b --impl torchtitan --seq 256 --dp 8 --zero 3 --strategy sac:torchtitan > ok.txt
+grep -q 'fsdp2-bf16' ok.txt
+]=])
 # The validated error bands: the committed models/error-bands.csv is what scripts/error_bands.py
 # writes from validation/ with this binary (regenerate it after a change to the simulator), and
 # run prints the band of the implementation and family it simulated, or "not validated".

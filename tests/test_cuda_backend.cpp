@@ -61,7 +61,7 @@ TEST_CASE("cuda backend: the CPU backend's peak, loss and gradients on a GPU; a 
       const std::string strategy = st;
       CAPTURE(strategy);
       const Plan plan = resolve(parse_strategy(st), g.n_blocks);
-      const Schedule sched = build_schedule(g, plan, recompute_mode(g.profile));
+      const Schedule sched = build_schedule(g, plan, recompute_mode(g));
       const executor::StepResult cpu = executor::run_cpu(g, plan, sched, {});
       const cuda_harness::CudaStep gpu = cuda_harness::run_cuda(g, plan, sched, {}, 0);
       CHECK(gpu.step.peak_bytes == cpu.peak_bytes);

@@ -197,7 +197,7 @@ TEST_CASE("cuda host: the device ledger's peak is the walker's and the simulator
       CAPTURE(strategy);
       const Result sim = simulate(c.model, c.setup, dev, parse_strategy(st));
       const Plan plan = resolve(parse_strategy(st), g.n_blocks);
-      const Schedule sched = build_schedule(g, plan, recompute_mode(g.profile));
+      const Schedule sched = build_schedule(g, plan, recompute_mode(g));
       LedgerBackend be(g, {});
       const executor::StepResult first = executor::run_step(g, plan, sched, be);
       CHECK(be.arena().planner().peak_live_bytes() == first.peak_bytes);

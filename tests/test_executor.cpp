@@ -11,6 +11,7 @@
 
 #include "executor/executor.hpp"
 #include "executor_configs.hpp"
+#include "sim/error.hpp"
 #include "numeric.hpp"
 
 using namespace sim;
@@ -62,7 +63,7 @@ std::vector<Case> cases() {
 executor::StepResult execute(const Graph& g, const char* strategy,
                              const executor::StepOptions& o = {}) {
   const Plan plan = resolve(parse_strategy(strategy), g.n_blocks);
-  const Schedule sched = build_schedule(g, plan, recompute_mode(g.profile));
+  const Schedule sched = build_schedule(g, plan, recompute_mode(g));
   return executor::run_cpu(g, plan, sched, o);
 }
 
@@ -213,7 +214,7 @@ TEST_CASE("executor: a schedule with a free removed or moved early fails loudly"
   const Case c = cases()[0];
   const Graph g = build_graph_exec(c.model, c.setup, dev);
   const Plan plan = resolve(parse_strategy("full"), g.n_blocks);
-  const Schedule good = build_schedule(g, plan, recompute_mode(g.profile));
+  const Schedule good = build_schedule(g, plan, recompute_mode(g));
   CHECK_NOTHROW(executor::run_cpu(g, plan, good));
   // The first free after the forward pass's first few events, and one in the backward pass.
   std::vector<size_t> frees;
@@ -349,5 +350,22 @@ TEST_CASE("executor: agrees with the simulator to the byte on 50 random small co
     CHECK(run.peak_bytes == sim.peak_requested_bytes);
     CHECK(run.peak_event_index == sim.peak_event_index);
     CHECK(run.end_bytes == run.baseline_bytes);
+  }
+}
+
+TEST_CASE("executor: refuses fsdp2-bf16 (fp32 shards beside bf16 compute copies) with one line") {
+  TrainSetup t;
+  t.micro_batch = 1;
+  t.seq = 16;
+  t.impl = Impl::kTorchtitan;  // fsdp2-bf16 by default
+  const Graph g = build_graph_exec(fixtures::tiny_gqa_llama(), t, fixtures::executor_device());
+  CHECK(g.precision == Precision::kFsdp2Bf16);
+  try {
+    execute(g, "none");
+    FAIL("the executor ran fsdp2-bf16");
+  } catch (const Unsupported& e) {
+    const std::string what = e.what();
+    CHECK(contains(what, "fsdp2-bf16"));
+    CHECK(what.find('\n') == std::string::npos);
   }
 }

@@ -17,7 +17,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--device", f.device, "GPU names (models/devices/*.json) or paths");
   if (options.strategy) {
     add("--strategy", f.strategy,
-        "none, full, every:K, block:K, sqrt, selective, sac:mm, offload, offload+full, "
+        "none, full, every:K, block:K, sqrt, selective, sac:mm, sac:torchtitan, layer-sac:K, offload, offload+full, "
         "custom:none@0-3+full@4-11+seg@12-23/4 (also sel@, sac@, offload@, offload-full@), "
         "budget:60GiB (the planner's plan)");
   }
@@ -25,7 +25,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--impl", f.impl,
       "the code base simulated: " + sim::impl_names() +
           " (default: hf for HuggingFace configs, megatron for actsim GPT files)");
-  add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32 (default: the profile's)");
+  add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32, fsdp2-bf16 (default: the implementation's)");
   add("--attention", f.attention,
       "standard (eager) or flash (SDPA / fused kernels); default: the implementation's");
   add("--dropout", f.dropout, "dropout probability for all sites (default: the config's)");

@@ -70,7 +70,7 @@ Simulated simulate(const cli_common::Axes& axes, const cli_common::Inputs& input
     int64_t& peak = s.phase_peak[aligned(m.phase)];
     peak = std::max(peak, m.allocated_bytes);
   }
-  const auto holders = sim::holders_at(graph, plan, sim::recompute_mode(graph.profile),
+  const auto holders = sim::holders_at(graph, plan, sim::recompute_mode(graph),
                                        s.result.peak_event_index);
   for (std::size_t i = 0; i < holders.size(); ++i) {
     if (holders[i].empty()) continue;

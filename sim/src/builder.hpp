@@ -109,6 +109,9 @@ class Builder {
   void autocast_cache(int32_t tensor) { autocast_cached_.push_back(tensors_[tensor].storage); }
   // The causal-mask buffer (bool [s, s]), made once, persistent.
   int32_t causal_mask(int64_t bytes);
+  // Megatron's global memory buffer (workspace category), made once, persistent: the largest
+  // request of the rank (parallel_state.GlobalMemoryBuffer grows to the largest).
+  int32_t global_buffer(int64_t bytes, DType dtype);
   // Marks the last added op as part of core attention (selective recompute's region).
   void mark_core_attention_last() { drafts_.back().op.core_attention = true; }
   void set_labels(int32_t t) { labels_ = t; }
@@ -148,6 +151,7 @@ class Builder {
   int32_t labels_ = -1;
   int32_t rope_tables_ = -1;
   int32_t mask_ = -1;
+  int32_t global_buffer_ = -1;
   int32_t loss_op_ = -1;
 };
 
@@ -172,6 +176,10 @@ struct Dims {
   double p_attn = 0, p_hidden = 0, p_embd = 0;
   bool fused_qkv = true;   // GPT: one Q/K/V projection split into views; Llama/BERT: three
   bool eager_copies = false;  // eager attention's torch.matmul copies permuted operands (HF)
+  // implmt (megatron, torchtitan) variants, from the ImplSpec (sim/impl.hpp)
+  bool vocab_parallel_ce = false;  // Megatron's vocab_parallel_cross_entropy (else float CE)
+  bool megatron_softmax = false;   // FusedScaleMaskSoftmax (EagerSoftmax::kMegatronFused)
+  bool qk_global_buffer = false;   // baddbmm's persistent [b*np, s, s] input buffer
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -680,8 +680,13 @@ std::string_view phase_name(Phase p) {
   return "?";
 }
 
-RecomputeMode recompute_mode(Profile p) {
-  return p == Profile::kPaper ? RecomputeMode::kReentrant : RecomputeMode::kNonReentrant;
+RecomputeMode recompute_mode(const Graph& g) {
+  // The implementation's checkpoint API (ImplSpec::checkpoint): Megatron's CheckpointFunction
+  // (tensor_parallel/random.py) is reentrant; torch.utils.checkpoint(use_reentrant=False) is not.
+  if (g.profile == Profile::kPaper) return RecomputeMode::kReentrant;
+  if (g.impl && spec(*g.impl).checkpoint == CheckpointApi::kReentrant)
+    return RecomputeMode::kReentrant;
+  return RecomputeMode::kNonReentrant;
 }
 
 Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
@@ -709,15 +714,30 @@ Result run_engine(const Graph& graph, const Schedule& schedule, const Device& de
 
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options) {
-  Schedule s = build_schedule(graph, plan, recompute_mode(graph.profile));
+  check_plan(plan, graph);
+  Schedule s = build_schedule(graph, plan, recompute_mode(graph));
   return run_engine(graph, s, device, options);
 }
 
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options, Workspace& workspace) {
+  check_plan(plan, graph);
   Workspace::Buffers& w = workspace.buffers();
-  build_schedule(graph, plan, recompute_mode(graph.profile), w.schedule, w.schedule_scratch);
+  build_schedule(graph, plan, recompute_mode(graph), w.schedule, w.schedule_scratch);
   return run_engine(graph, w.schedule, device, options, w.engine_scratch);
+}
+
+void check_plan(const Plan& plan, const Graph& graph) {
+  // torchtitan's AC options are its own code's (parallelize_llama.py): another code base has
+  // neither its SAC policy nor its layer counter (sac:mm, every:k and custom: are the general
+  // forms).
+  if (!plan.torchtitan_ac || graph.impl == Impl::kTorchtitan) return;
+  throw Unsupported("--strategy", "strategy",
+                    "sac:torchtitan and layer-sac:k under " +
+                        (graph.impl ? "--impl " + std::string(name(*graph.impl))
+                                    : std::string("the paper profile")) +
+                        " (torchtitan's activation-checkpointing options; use sac:mm, every:k or "
+                        "custom:)");
 }
 
 Result simulate(const ModelConfig& model, const TrainSetup& setup, const Device& device,

@@ -40,7 +40,7 @@ std::vector<PeakItem> explain_peak(const Graph& graph, const Plan& plan, const R
                                    int max_items) {
   std::vector<PeakItem> items;
   if (result.peak_event_index < 0) return items;
-  const auto holders = holders_at(graph, plan, recompute_mode(graph.profile),
+  const auto holders = holders_at(graph, plan, recompute_mode(graph),
                                   result.peak_event_index);
   // Group storages with the same role, dtype, category and reason across blocks.
   struct Group {

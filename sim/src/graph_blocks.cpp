@@ -491,6 +491,13 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     qk.op.core_attention = true;
     qk.exec = Exec::kQk;
     qk.inputs = {{q, GradRule::kNew}, {kk, GradRule::kNew}};
+    if (dm.qk_global_buffer) {
+      // Megatron's baddbmm(matmul_input_buffer, q, k^T, beta=0) (dot_product_attention.py
+      // @ d98e8a6): the buffer comes from parallel_state.get_global_memory_buffer() ("mpu",
+      // [b*np, sq, sk] in the scores' dtype), allocated once and kept for the run; beta = 0 reads
+      // nothing of it and the scores are a new tensor.
+      qk.inputs.push_back({bld.global_buffer(bytes(scores_numel, hdt), hdt), GradRule::kNone});
+    }
     int32_t scores = bld.fresh(bytes(scores_numel, hdt), hdt, "attention scores");
     qk.outputs = {scores};
     const int32_t q_op = operand(qk, q, false, "q for bmm");
@@ -501,7 +508,15 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     qk.op.fwd.flops = fl;
     qk.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(qk));
-    if (causal && !dm.paper) {
+    // Megatron's FusedScaleMaskSoftmax (fusions/fused_softmax.py @ d98e8a6): the fused
+    // scaled_upper_triang_masked_softmax kernel for 16 < s <= 4096 (is_kernel_available: also
+    // s % 4 == 0 and b*np % 4 == 0) takes the 16-bit scores and saves its 16-bit output; the
+    // fallback (forward_torch_softmax) masks in place (utils.py attention_mask_func: masked_fill_)
+    // and runs torch softmax in the scores' dtype (attention_softmax_in_fp32 off, arguments.py's
+    // default). Either way no masked copy exists and the probabilities are 16-bit; the softmax
+    // op below carries the causal mask (dim[2]).
+    const bool megatron_sm = dm.megatron_softmax && !dm.amp;
+    if (causal && !dm.paper && !megatron_sm) {
       // torch.where(causal_mask, scores, -inf): a new tensor; the mask is a persistent buffer
       OpDraft mk = o.draft(OpKind::kMask, "causal mask");
       mk.op.core_attention = true;
@@ -528,7 +543,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     OpDraft sm = o.draft(OpKind::kSoftmax, "softmax");
     sm.op.core_attention = true;
     sm.exec = Exec::kSoftmax;
-    sm.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s, causal && dm.paper ? 1 : 0};
+    sm.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s, causal && (dm.paper || megatron_sm) ? 1 : 0};
     sm.op.math16 = false;
     sm.inputs.push_back({sm_in, GradRule::kNew});
     int32_t probs = bld.fresh(bytes(scores_numel, p_dt), p_dt, "softmax out");
@@ -608,10 +623,14 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   const int64_t n = dm.n_full();
   const int64_t lv = bytes(mul(n, dm.v), DType::kF32);
   int32_t loss = bld.fresh(4, DType::kF32, "loss");
-  if (dm.paper || dm.t > 1) {
-    // Megatron-core vocab_parallel_cross_entropy: an fp32 copy of the logits made into the
-    // softmax in place and saved (Korthikanti §4.3: 4sbv/t); the backward writes the gradient
-    // into it in place and casts it back to the logits' dtype.
+  if (dm.vocab_parallel_ce) {
+    // Megatron-core vocab_parallel_cross_entropy (tensor_parallel/cross_entropy.py @ d98e8a6:
+    // calculate_logits_max `vocab_parallel_logits.float()`, then in place: `-= logits_max`,
+    // `torch.exp(..., out=exp_logits)`, `exp_logits.div_(sum)`, ctx.save_for_backward(exp_logits,
+    // target_mask, masked_target_1d)), used at every tp (language_module.py
+    // compute_language_model_loss): one fp32 copy of the logits made into the softmax in place
+    // and saved (Korthikanti §4.3: 4sbv/t); the backward writes the gradient into it in place
+    // (grad_input = softmax; mul_) and the engine casts it back to the logits' dtype.
     OpDraft d = o.draft(OpKind::kVocabCe, "cross entropy");
     d.op.math16 = false;
     d.exec = Exec::kVocabCe;

@@ -93,6 +93,15 @@ int32_t Builder::causal_mask(int64_t bytes) {
   return mask_;
 }
 
+int32_t Builder::global_buffer(int64_t bytes, DType dtype) {
+  if (global_buffer_ < 0) {
+    global_buffer_ = fresh(bytes, dtype, "global memory buffer", Category::kWorkspace);
+    persistent_[tensors_[global_buffer_].storage] = true;
+    g_.persistent.push_back(tensors_[global_buffer_].storage);
+  }
+  return global_buffer_;
+}
+
 void Builder::set_loss(int32_t t) {
   hold_until_step_end(t);
   loss_op_ = static_cast<int32_t>(drafts_.size() - 1);
@@ -386,13 +395,16 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.g = m.kv_heads % s.tp == 0 ? m.kv_heads / s.tp : 1;  // fewer KV heads than ranks: replicated
   dm.d = m.head_dim;
   dm.f = m.ffn_hidden / s.tp;
-  // Megatron pads the vocabulary to a multiple of 128 * t for vocab-parallel layers
-  // (make_vocab_size_divisible_by = 128); one rank uses it as is.
-  const int64_t mult = 128 * s.tp;
-  dm.v_full = s.tp > 1 ? (m.vocab + mult - 1) / mult * mult : m.vocab;
+  // Megatron pads the vocabulary to a multiple of 128 * t (--make-vocab-size-divisible-by 128,
+  // megatron/training/vocab_utils.py:58 @ d98e8a6), at every t: the implementation's
+  // vocab_multiple. The paper profile pads only vocab-parallel layers (t > 1).
+  const int64_t pad = dm.impl ? dm.impl->vocab_multiple : (s.tp > 1 ? 128 : 0);
+  const int64_t mult = pad * s.tp;
+  dm.v_full = mult > 0 ? (m.vocab + mult - 1) / mult * mult : m.vocab;
   dm.v = dm.v_full / s.tp;
   switch (dm.precision) {
     case Precision::kBf16Mixed:
+    case Precision::kFsdp2Bf16:  // the ops see the all-gathered bf16 parameters (no autocast)
       dm.param_dt = DType::kBF16, dm.half_dt = DType::kBF16, dm.resid_dt = DType::kBF16;
       break;
     case Precision::kBf16Amp:
@@ -416,6 +428,12 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // Eager attention's matmuls: copies of permuted operands (torch.matmul) or strided batched
   // GEMMs on views (Megatron's baddbmm; the paper profile's).
   dm.eager_copies = dm.impl && dm.impl->eager_matmul == EagerMatmul::kCopies;
+  // implmt: Megatron's and torchtitan's op variants (sim/impl.hpp); the paper profile's loss is
+  // Megatron's (Korthikanti §4.3).
+  dm.vocab_parallel_ce = dm.paper || s.tp > 1 ||
+                         (dm.impl && dm.impl->loss == LossVariant::kVocabParallel);
+  dm.megatron_softmax = dm.impl && dm.impl->eager_softmax == EagerSoftmax::kMegatronFused;
+  dm.qk_global_buffer = dm.impl && dm.impl->qk_global_buffer;
   return dm;
 }
 
@@ -446,10 +464,31 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
     g.initial_uses.push_back(0);
     g.persistent.push_back(static_cast<int32_t>(g.storages.size() - 1));
   };
-  int64_t weights = 0;
-  for (int32_t sid : g.persistent) weights += g.storages[sid].bytes;
-  // ZeRO-3 shards the weights; the current and the prefetched block are gathered whole.
-  if (s.zero >= 3) {
+  int64_t weights = 0, buffers = 0;
+  for (int32_t sid : g.persistent)
+    (g.storages[sid].category == Category::kWorkspace ? buffers : weights) += g.storages[sid].bytes;
+  // FSDP2 (torchtitan parallelize_llama.py apply_fsdp @ 9dec370, MixedPrecisionPolicy(
+  // param_dtype=bf16, reduce_dtype=fp32)): the sharded parameters are fp32 (4 B per parameter
+  // over d ranks, torch/distributed/_composable/fsdp/_fsdp_param.py: the sharded param keeps
+  // the module's dtype); compute runs on bf16 all-gathered copies (the graph's bf16 weights).
+  // The root module (embedding, final norm, output) is gathered at the forward's start and
+  // resharded after it, and gathered again for the whole backward (its post-backward runs
+  // last): its bf16 copy is counted live throughout, beside the current and prefetched block.
+  if (prec == Precision::kFsdp2Bf16) {
+    int64_t root = 0;
+    for (int32_t sid : g.param_storages) {
+      Storage& st = g.storages[sid];
+      if (st.block < 0 || st.block >= g.n_blocks) root = checked_add(root, st.bytes, f);
+      st.bytes = checked_mul(st.bytes / bytes_of(st.dtype), 4, f) / d;  // fp32 shard
+      st.dtype = DType::kF32;
+    }
+    add(checked_add(checked_mul(2, max_block_weights, f), root, f), Category::kComm,
+        "FSDP2 all-gathered bf16 parameters (root, current and prefetched block)");
+    weights = 0;
+    for (int32_t sid : g.persistent)
+      if (g.storages[sid].category == Category::kWeights) weights += g.storages[sid].bytes;
+  } else if (s.zero >= 3) {
+    // ZeRO-3 shards the weights; the current and the prefetched block are gathered whole.
     for (int32_t sid : g.persistent)
       if (g.storages[sid].category == Category::kWeights) g.storages[sid].bytes /= d;
     add(checked_mul(2, max_block_weights, f), Category::kComm, "ZeRO-3 gathered weights");
@@ -464,7 +503,8 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   if (prec == Precision::kBf16Mixed) {
     g.grads_bytes = s.zero >= 2 ? grad_all / d : grad_all;
     add(g.grads_bytes, Category::kGrads, "main_grad buffer (fp32)");
-  } else if (s.zero >= 2) {
+  } else if (s.zero >= 2 || prec == Precision::kFsdp2Bf16) {
+    // FSDP2: reduce_dtype fp32, the reduce-scattered gradient is the fp32 shard's .grad
     g.grads_bytes = grad_all / d;
     add(g.grads_bytes, Category::kGrads, "partitioned grads (fp32)");
   } else if (s.microbatches > 1) {
@@ -483,14 +523,15 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   int64_t per_param = s.optimizer == Optimizer::kSgd ? 4 : 8;
   if (prec == Precision::kBf16Mixed) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
-  if (s.zero >= 1) opt /= d;
+  const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16;
+  if (sharded) opt /= d;
   if (prec == Precision::kFp16Amp) opt += 8;  // GradScaler: fp32 scale + int32 growth tracker
   g.optimizer_bytes = opt;
   add(opt, Category::kOptimizer, "optimizer state");
 
   // Foreach Adam allocates sqrt(v) for the whole group (torch/optim/adam.py _multi_tensor_adam:
   // exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)); fused Adam and SGD none.
-  const int64_t shard = s.zero >= 1 ? numel / d : numel;
+  const int64_t shard = sharded ? numel / d : numel;
   g.optimizer_transient_bytes =
       s.optimizer == Optimizer::kAdamForeach && g.profile != Profile::kPaper
           ? checked_mul(4, shard, f)
@@ -505,14 +546,29 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   g.optimizer_cost.kernels = s.optimizer == Optimizer::kAdamForeach ? 8 : 1;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
-  g.workspace_bytes = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
-  if (g.workspace_bytes > 0) add(g.workspace_bytes, Category::kWorkspace, "cuBLAS workspace");
+  const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
+  if (cublas > 0) add(cublas, Category::kWorkspace, "cuBLAS workspace");
+  g.workspace_bytes = cublas + buffers;  // and Megatron's global memory buffer (graph_blocks.cpp)
   int64_t comm = 0;
   for (int32_t sid : g.persistent)
     if (g.storages[sid].category == Category::kComm) comm += g.storages[sid].bytes;
   g.comm_persistent_bytes = comm;
 }
 
+
+// torchtitan's op-level SAC policy (torchtitan/parallelisms/parallelize_llama.py @ 9dec370,
+// _get_custom_policy): a counter per checkpoint context (one block) counts aten.mm calls, and
+// every op of _save_list is saved "except every second mm" (count % 2 == 0): of a Llama block's
+// wq, wk, wv, wo, w1, w3, w2 the outputs of wq, wv, w1 and w2 are saved; SDPA's always.
+void mark_torchtitan_sac(Graph& g) {
+  int32_t block = -1;
+  int64_t mm = 0;
+  for (Op& op : g.ops) {
+    if (op.block != block) block = op.block, mm = 0;
+    op.sac_save_torchtitan = op.sac_save;
+    if (op.kind == OpKind::kLinear && op.sac_save) op.sac_save_torchtitan = ++mm % 2 == 1;
+  }
+}
 
 // What one rank's graph covers: `layers` blocks, with or without the embedding before them and
 // the head and loss after them (pipeline stages, DESIGN.md §3; Korthikanti §4.2.3).
@@ -546,7 +602,8 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
   // first, whose backward finds every .grad already allocated by the one before.
   bld.persistent_grads =
-      g.precision == Precision::kBf16Mixed || setup.zero >= 2 || setup.microbatches > 1;
+      g.precision == Precision::kBf16Mixed || g.precision == Precision::kFsdp2Bf16 ||
+      setup.zero >= 2 || setup.microbatches > 1;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
   int32_t table = -1;
@@ -556,6 +613,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   if (st.head) detail::build_head(bld, dm, x, table);
   else detail::build_stage_output(bld, dm, x);
   bld.finalize();
+  mark_torchtitan_sac(g);
   return g;
 }
 
@@ -661,6 +719,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.n_blocks = n;
   out.precision = g3.precision;
   out.profile = g3.profile;
+  out.impl = g3.impl;
   out.allocator = g3.allocator;
   out.prefetch = g3.prefetch;
   out.tokens = g3.tokens;

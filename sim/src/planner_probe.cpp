@@ -28,7 +28,7 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
   Schedule sched;
   Result r;
   try {
-    sched = build_schedule(g, plan, recompute_mode(g.profile));
+    sched = build_schedule(g, plan, recompute_mode(g));
     r = run_engine(g, sched, d, SimOptions{true});
   } catch (const ConfigError&) {
     return p;

@@ -22,6 +22,7 @@ struct Region {
   int32_t stop = -1;     // last op that saves anything (non-reentrant early stop)
   int32_t trigger = -1;  // backward node before which the recompute runs
   bool offload_inputs = false;   // offload+full: the inputs wait on the host, not the device
+  bool reentrant = false;        // replays the whole region, keeping its output (RecomputeMode)
   int32_t last_block = -1;       // block of `last` (whose backward first needs the region)
   std::vector<int32_t> inputs;   // storages made before the region and read in it
 };
@@ -44,7 +45,10 @@ std::vector<Region> make_regions(const Graph& g, const Plan& plan, RecomputeMode
     std::sort(r.inputs.begin(), r.inputs.end());
     r.inputs.erase(std::unique(r.inputs.begin(), r.inputs.end()), r.inputs.end());
     if (r.stop < 0) return;  // nothing saved: nothing to recompute
-    if (mode == RecomputeMode::kNonReentrant) {
+    // Selective activation checkpointing is torch's non-reentrant API only
+    // (torch/utils/checkpoint.py: create_selective_checkpoint_contexts needs use_reentrant=False).
+    r.reentrant = mode == RecomputeMode::kReentrant && kind != RegionKind::kSac;
+    if (!r.reentrant) {
       r.trigger = r.stop;  // recompute on the first unpack of a saved tensor
     } else {
       r.trigger = last;    // CheckpointFunction.backward runs before any node of the segment
@@ -82,7 +86,8 @@ class Scheduler {
   // they get them back, emptied or holding the schedule, when the scheduler is done.
   Scheduler(const Graph& g, const Plan& plan, RecomputeMode mode, int32_t stop_at,
             ScheduleScratch* scratch = nullptr, Schedule* reuse = nullptr)
-      : g_(g), mode_(mode), stop_at_(stop_at), regions_(make_regions(g, plan, mode)),
+      : g_(g), mode_(mode), stop_at_(stop_at), sac_torchtitan_(plan.sac_torchtitan),
+        regions_(make_regions(g, plan, mode)),
         scratch_(scratch) {
     if (scratch_) {
       region_of_.swap(scratch_->region_of);
@@ -283,7 +288,7 @@ class Scheduler {
           if (offloaded(*s)) offload_save(*s, {Holder::kSavedBy, i});
           else hold(*s, {Holder::kSavedBy, i});
         }
-      } else if (regions_[r].kind == RegionKind::kSac && op.sac_save) {
+      } else if (regions_[r].kind == RegionKind::kSac && sac_keeps(op)) {
         for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
           hold(*s, {Holder::kSacCache, i});
       }
@@ -302,7 +307,7 @@ class Scheduler {
     };
     for (int32_t i = reg.first; i <= reg.stop; ++i) {
       const Op& op = g_.ops[i];
-      const bool cached = reg.kind == RegionKind::kSac && op.sac_save;
+      const bool cached = reg.kind == RegionKind::kSac && sac_keeps(op);
       emit(EventKind::kRecompute, i, cached ? kCachedOutput : 0);
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
         const IdxRange cr = g_.consumers[*s];
@@ -311,7 +316,7 @@ class Scheduler {
         int32_t uses = static_cast<int32_t>(std::upper_bound(cb, ce, reg.stop) -
                                             std::upper_bound(cb, ce, i));
         // Reentrant: the segment's output is kept until the segment's backward ends.
-        if (mode_ == RecomputeMode::kReentrant && consumed_outside(reg, *s)) ++uses;
+        if (reg.reentrant && consumed_outside(reg, *s)) ++uses;
         if (cached) {
           for (int32_t k = 0; k < uses; ++k) hold(*s, {Holder::kForwardUse, -1});
         } else {
@@ -361,12 +366,12 @@ class Scheduler {
         if (reg.kind == RegionKind::kSac) {  // cached outputs never replayed (after the stop)
           for (int32_t j = reg.stop + 1; j <= reg.last; ++j) {
             const Op& o = g_.ops[j];
-            if (!o.sac_save) continue;
+            if (!sac_keeps(o)) continue;
             for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
               if (live_[*s]) release(*s, {Holder::kSacCache, j});
           }
         }
-        if (mode_ == RecomputeMode::kReentrant) {
+        if (reg.reentrant) {
           for (int32_t j = reg.first; j <= reg.last; ++j) {
             const Op& o = g_.ops[j];
             for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
@@ -377,9 +382,15 @@ class Scheduler {
     }
   }
 
+  // Whether a SAC region keeps this op's outputs (the plan's policy: sac:mm or sac:torchtitan).
+  bool sac_keeps(const Op& op) const {
+    return sac_torchtitan_ ? op.sac_save_torchtitan : op.sac_save;
+  }
+
   const Graph& g_;
   RecomputeMode mode_;
   int32_t stop_at_;
+  bool sac_torchtitan_ = false;  // Plan::sac_torchtitan
   std::vector<Region> regions_;
   std::vector<int32_t> region_of_;
   std::vector<int32_t> count_;

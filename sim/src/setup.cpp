@@ -10,11 +10,12 @@ namespace sim {
 namespace {
 
 // One table per enum: the names the CLI, CSV and JSON use.
-constexpr std::array<std::pair<Precision, std::string_view>, 4> kPrecisions{{
+constexpr std::array<std::pair<Precision, std::string_view>, 5> kPrecisions{{
     {Precision::kBf16Mixed, "bf16-mixed"},
     {Precision::kBf16Amp, "bf16-amp"},
     {Precision::kFp16Amp, "fp16-amp"},
     {Precision::kFp32, "fp32"},
+    {Precision::kFsdp2Bf16, "fsdp2-bf16"},
 }};
 constexpr std::array<std::pair<AttentionKind, std::string_view>, 2> kAttentions{{
     {AttentionKind::kStandard, "standard"},
@@ -124,6 +125,10 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
     require(s.seq % s.tp == 0, "--sp", "sp", "sequence length must divide by tp");
   }
   if (s.zero > 0) require(s.dp > 1, "--zero", "zero", "ZeRO needs --dp > 1");
+  if (resolved_precision(s) == Precision::kFsdp2Bf16)
+    require(s.dp == 1 || s.zero == 3, "--precision", "precision",
+            "fsdp2-bf16 shards parameters, gradients and optimizer state over --dp: it needs "
+            "--zero 3");
 
   if (s.profile == Profile::kPaper) {
     // The paper profile is Korthikanti et al. 2022 exactly and only (DESIGN.md §3 Profiles).

@@ -118,7 +118,7 @@ constexpr Entry kTable[] = {
     {"sqrt", StrategyKind::kSqrt, false},       {"selective", StrategyKind::kSelective, false},
     {"sac", StrategyKind::kSacMm, false},       {"custom", StrategyKind::kCustom, false},
     {"offload", StrategyKind::kOffload, false}, {"offload+full", StrategyKind::kOffloadFull, false},
-    {"budget", StrategyKind::kBudget, false},
+    {"budget", StrategyKind::kBudget, false},   {"layer-sac", StrategyKind::kLayerSac, true},
 };
 
 std::string_view kind_name(StrategyKind k) {
@@ -152,7 +152,8 @@ Strategy parse_strategy(std::string_view text) {
     Strategy s;
     s.kind = e.kind;
     if (e.kind == StrategyKind::kSacMm) {
-      if (arg != "mm") fail(text, "the selective-AC policy is written sac:mm");
+      if (arg == "torchtitan") s.kind = StrategyKind::kSacTorchtitan;
+      else if (arg != "mm") fail(text, "the selective-AC policies are sac:mm and sac:torchtitan");
     } else if (e.kind == StrategyKind::kBudget) {
       const std::optional<int64_t> bytes = parse_bytes(arg);
       if (!has_arg || !bytes || *bytes < 1)
@@ -172,16 +173,18 @@ Strategy parse_strategy(std::string_view text) {
     return s;
   }
   fail(text,
-       "unknown strategy (none, full, every:k, block:k, sqrt, selective, sac:mm, offload, "
-       "offload+full, custom:<spec>, budget:<bytes>)");
+       "unknown strategy (none, full, every:k, block:k, sqrt, selective, sac:mm, sac:torchtitan, "
+       "layer-sac:k, offload, offload+full, custom:<spec>, budget:<bytes>)");
 }
 
 std::string Strategy::canonical() const {
   switch (kind) {
     case StrategyKind::kEvery:
     case StrategyKind::kBlock:
+    case StrategyKind::kLayerSac:
     case StrategyKind::kBudget: return std::string(kind_name(kind)) + ":" + std::to_string(k);
     case StrategyKind::kSacMm: return "sac:mm";
+    case StrategyKind::kSacTorchtitan: return "sac:torchtitan";
     case StrategyKind::kCustom: {
       std::string s = "custom:";
       for (size_t i = 0; i < clauses.size(); ++i) {
@@ -264,6 +267,20 @@ Plan resolve(const Strategy& s, int64_t n) {
       break;
     case StrategyKind::kSelective: plan.mode.assign(static_cast<size_t>(n), BlockMode::kSelective); break;
     case StrategyKind::kSacMm: plan.mode.assign(static_cast<size_t>(n), BlockMode::kSacMm); break;
+    case StrategyKind::kSacTorchtitan:
+      // torchtitan parallelize_llama.py _apply_ac_to_transformer_block, selective_ac_option "op"
+      plan.mode.assign(static_cast<size_t>(n), BlockMode::kSacMm);
+      plan.sac_torchtitan = plan.torchtitan_ac = true;
+      break;
+    case StrategyKind::kLayerSac:
+      // torchtitan (parallelize_llama.py @ 9dec370): ptd_checkpoint_wrapper._count counts the
+      // blocks from 1 and wraps those with _count % k == 0 in a full checkpoint.
+      if (s.k > n) fail(text, "k = " + std::to_string(s.k) + " exceeds the model's " +
+                                  std::to_string(n) + " blocks");
+      for (int64_t i = 0; i < n; ++i)
+        if ((i + 1) % s.k == 0) push_blocks(plan, i, i, 1);
+      plan.torchtitan_ac = true;
+      break;
     case StrategyKind::kOffload: plan.mode.assign(static_cast<size_t>(n), BlockMode::kOffload); break;
     case StrategyKind::kOffloadFull: push_blocks(plan, 0, n - 1, 1, true); break;
     case StrategyKind::kBudget:

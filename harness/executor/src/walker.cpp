@@ -65,6 +65,7 @@ struct Region {
   int32_t stop = -1;             // last op replayed: the last that saves (non-reentrant) or all
   int32_t trigger = -1;          // the backward node before which the replay runs
   std::vector<int32_t> inputs;   // storages made before `first` and read inside
+  bool reentrant = false;  // replays the whole region and keeps its output (sim schedule.cpp)
 };
 
 std::string describe_storage(const Graph& g, int32_t s) {
@@ -98,7 +99,7 @@ class Walker {
  public:
   Walker(const Graph& g, const sim::Plan& plan, const sim::Schedule& sched, Backend& b)
       : g_(g), plan_(plan), sched_(sched), be_(b),
-        reentrant_(sim::recompute_mode(g.profile) == sim::RecomputeMode::kReentrant) {
+        reentrant_(sim::recompute_mode(g) == sim::RecomputeMode::kReentrant) {
     // Offload plans move storages between device and host on copy streams; this executor has
     // no host copies yet (issue 5 offload; say so rather than run them wrong).
     for (sim::BlockMode m : plan.mode)
@@ -188,7 +189,9 @@ class Walker {
             r.inputs.push_back(*s);
       }
       if (r.stop < 0) return;  // nothing saved inside: nothing to recompute, nothing held
-      if (reentrant_) {
+      // SAC is torch's non-reentrant API only (as sim/src/schedule.cpp make_regions).
+      r.reentrant = reentrant_ && kind != RegionKind::kSac;
+      if (r.reentrant) {
         // Megatron's CheckpointFunction: its backward runs before any node of the segment and
         // replays all of it.
         r.trigger = last;
@@ -328,7 +331,7 @@ class Walker {
     run_forward(i, op);
     if (!active(i)) {
       hold_saves(i);
-    } else if (regions_[r].kind == RegionKind::kSac && op.sac_save) {
+    } else if (regions_[r].kind == RegionKind::kSac && sac_keeps(op)) {
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) hold(*s);
       sac_held_[i] = 1;
     }
@@ -363,7 +366,7 @@ class Walker {
   void recompute(const Region& reg) {
     for (int32_t i = reg.first; i <= reg.stop; ++i) {
       const Op& op = g_.ops[i];
-      const bool cached = reg.kind == RegionKind::kSac && op.sac_save;
+      const bool cached = reg.kind == RegionKind::kSac && sac_keeps(op);
       const uint8_t flags = expect(sim::EventKind::kRecompute, i);
       if (((flags & sim::kCachedOutput) != 0) != cached)
         fail("the schedule's recompute of " + describe_op(g_, i) +
@@ -371,7 +374,7 @@ class Walker {
              (cached ? "does" : "does not"));
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
         // Reentrant: the replayed segment's output is kept until the segment's backward ends.
-        const int32_t uses = replay_uses(*s, i, reg.stop) + (reentrant_ && outside(reg, *s) ? 1 : 0);
+        const int32_t uses = replay_uses(*s, i, reg.stop) + (reg.reentrant && outside(reg, *s) ? 1 : 0);
         if (cached) {
           for (int32_t k = 0; k < uses; ++k) hold(*s);
         } else {
@@ -452,7 +455,7 @@ class Walker {
 
   void close(const Region& reg) {
     for (int32_t s : reg.inputs) release(s);
-    if (reentrant_)
+    if (reg.reentrant)
       for (int32_t j = reg.first; j <= reg.last; ++j) {
         const Op& o = g_.ops[j];
         for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
@@ -468,6 +471,11 @@ class Walker {
   }
 
   const Graph& g_;
+  // Whether a SAC region keeps this op's outputs (the plan's policy: sac:mm or sac:torchtitan).
+  bool sac_keeps(const Op& op) const {
+    return plan_.sac_torchtitan ? op.sac_save_torchtitan : op.sac_save;
+  }
+
   const sim::Plan& plan_;
   const sim::Schedule& sched_;
   Backend& be_;
@@ -491,6 +499,10 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("<graph>", "args", "executing a graph not built by build_graph_exec");
   if (graph.tp > 1 || graph.dp > 1)
     throw sim::Unsupported("--tp/--dp", "parallelism", "executing more than one rank");
+  if (graph.precision == sim::Precision::kFsdp2Bf16)
+    throw sim::Unsupported("--precision", "precision",
+                           "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
+                           "executor runs one dtype per parameter)");
   for (const sim::OpArgs& a : graph.args)
     if (a.exec == Exec::kNone) throw sim::Unsupported("<graph>", "op", "executing a synthetic op");
   return Walker(graph, plan, schedule, backend).run();

@@ -135,6 +135,9 @@ struct Op {
   int32_t block = -1;      // -1 outside the blocks (embedding, final norm, loss)
   bool core_attention = false;  // inside Megatron's selective-recompute region
   bool sac_save = false;        // output kept by the save-matmuls policy (sac:mm)
+  // output kept by torchtitan's op-level SAC policy (sac:torchtitan): sac_save, but for every
+  // second aten.mm of its block (graph_builder.cpp mark_torchtitan_sac)
+  bool sac_save_torchtitan = false;
   bool math16 = true;           // its matmuls run on 16-bit tensor cores (else fp32 peak)
   bool has_backward = false;    // a gradient reaches it, so autograd records and runs its node
   KernelChoice kernel = KernelChoice::kDefault;  // hook for --impl (see KernelChoice)

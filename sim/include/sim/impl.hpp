@@ -50,6 +50,29 @@ enum class DropoutDefault : uint8_t {
 // segment and keeps its output until the segment's backward ends.
 enum class CheckpointApi : uint8_t { kNonReentrant, kReentrant };
 
+// --- implmt (megatron, torchtitan): op variants of these two code bases ---
+
+// The language-model loss.
+enum class LossVariant : uint8_t {
+  // logits.float() then F.cross_entropy = log_softmax (saves its fp32 output) + nll_loss; the
+  // backward makes two fp32 vocab-sized gradients (HF, nanoGPT, torchtitan's pred.float()).
+  kFloatCrossEntropy,
+  // Megatron-core vocab_parallel_cross_entropy at every tp (tensor_parallel/cross_entropy.py):
+  // one fp32 copy of the logits made into the softmax in place and saved; the backward writes
+  // the gradient into it in place.
+  kVocabParallel,
+};
+
+// Eager attention's softmax over 16-bit scores when the parameters are 16-bit (bf16-mixed).
+enum class EagerSoftmax : uint8_t {
+  // The causal mask applied out of place (torch.where / masked_fill), then softmax (HF).
+  kMaskThenSoftmax,
+  // Megatron's FusedScaleMaskSoftmax (fusions/fused_softmax.py): for 16 < s <= 4096 the fused
+  // scaled_upper_triang_masked_softmax kernel (no mask tensor, 16-bit probabilities saved);
+  // otherwise masked_fill then torch softmax in fp32 (attention_softmax_in_fp32), cast back.
+  kMegatronFused,
+};
+
 struct ImplSpec {
   Impl id = Impl::kHf;
   std::string_view name;      // as --impl takes it
@@ -64,6 +87,15 @@ struct ImplSpec {
   EagerMatmul eager_matmul = EagerMatmul::kCopies;
   bool tensor_parallel = false;  // --tp/--sp: Megatron-core's tensor and sequence parallelism
   bool pipeline = false;         // --pp/--vpp: a pipeline schedule of this code base
+  // --- implmt (megatron, torchtitan) ---
+  LossVariant loss = LossVariant::kFloatCrossEntropy;
+  EagerSoftmax eager_softmax = EagerSoftmax::kMaskThenSoftmax;
+  // The vocabulary padded to a multiple of vocab_multiple x tp at every tp (Megatron
+  // --make-vocab-size-divisible-by 128, training/vocab_utils.py); 0: as the config has it.
+  int64_t vocab_multiple = 0;
+  // Eager attention's baddbmm reads a persistent [b*np, s, s] 16-bit buffer of Megatron's global
+  // memory buffer (parallel_state.get_global_memory_buffer, kept for the whole run).
+  bool qk_global_buffer = false;
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 };

@@ -12,7 +12,10 @@
 
 namespace sim {
 
-enum class Precision : uint8_t { kBf16Mixed, kBf16Amp, kFp16Amp, kFp32 };
+// kFsdp2Bf16: FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (torchtitan): fp32
+// sharded parameters, gradients and optimizer state; bf16 parameters all-gathered per block for
+// compute; bf16 activations and residual; no autocast.
+enum class Precision : uint8_t { kBf16Mixed, kBf16Amp, kFp16Amp, kFp32, kFsdp2Bf16 };
 enum class AttentionKind : uint8_t { kStandard, kFlash };
 enum class Profile : uint8_t { kPytorch, kPaper };
 enum class Optimizer : uint8_t { kAdamForeach, kAdamFused, kSgd };
@@ -49,7 +52,7 @@ AttentionKind resolved_attention(const TrainSetup& setup);
 void validate(const ModelConfig& model, const TrainSetup& setup);
 
 // Names as the CLI, CSV and JSON write them, and their inverse (nullopt when unknown).
-std::string_view name(Precision p);          // "bf16-mixed", "bf16-amp", "fp16-amp", "fp32"
+std::string_view name(Precision p);          // "bf16-mixed", "bf16-amp", "fp16-amp", "fp32", "fsdp2-bf16"
 std::string_view name(AttentionKind a);      // "standard", "flash"
 std::string_view name(Profile p);            // "pytorch", "paper"
 std::string_view name(Optimizer o);          // "adam", "adam-fused", "sgd"

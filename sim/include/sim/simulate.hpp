@@ -56,7 +56,12 @@ Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options, Workspace& workspace);
 
-RecomputeMode recompute_mode(Profile profile);
+// Throws Unsupported("--strategy") for a plan the graph's implementation has no code for
+// (sac:torchtitan and layer-sac:k outside --impl torchtitan). simulate_plan calls it.
+void check_plan(const Plan& plan, const Graph& graph);
+
+// The graph's: the paper profile's, else its implementation's ImplSpec::checkpoint.
+RecomputeMode recompute_mode(const Graph& graph);
 
 // The share of the large-GEMM rate an op's GEMMs reach after tile and wave quantization (the
 // engine's kernel classes, sim/src/kernels.cpp): its FLOPs over the sum of each GEMM's FLOPs over

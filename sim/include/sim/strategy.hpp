@@ -17,7 +17,10 @@ enum class StrategyKind : uint8_t {
   kBlock,      // block:k — the first k blocks (of each pipeline stage) checkpointed, Megatron "block"
   kSqrt,       // m = round(sqrt(n)) segments, first n mod m one block longer (Chen et al. 2016)
   kSelective,  // core attention recomputed (Korthikanti et al. 2022 §5)
-  kSacMm,      // save matmul and SDPA outputs, recompute the rest (torchtitan's SAC policy)
+  kSacMm,      // save matmul and SDPA outputs, recompute the rest
+  kSacTorchtitan,  // sac:torchtitan — torchtitan's op SAC: as sac:mm but every second mm recomputed
+  kLayerSac,   // layer-sac:k — every k-th block checkpointed, counting from 1 (torchtitan
+               // selective_ac_option = k)
   kCustom,     // custom:<clause>+<clause>..., see Clause
   kOffload,      // every saved tensor of each block copied to pinned host memory, prefetched back
   kOffloadFull,  // offload+full: each block checkpointed, its checkpointed input kept on the host
@@ -43,7 +46,8 @@ struct Strategy {
   friend bool operator==(const Strategy&, const Strategy&) = default;
 };
 
-// Parses "none", "full", "every:4", "block:2", "sqrt", "selective", "sac:mm" and
+// Parses "none", "full", "every:4", "block:2", "sqrt", "selective", "sac:mm", "sac:torchtitan",
+// "layer-sac:2" and
 // "custom:none@0-3+full@4-23+seg@24-31/4" (also "sel@a-b", "sac@a-b", "offload@a-b",
 // "offload-full@a-b"), "offload", "offload+full" and "budget:60GiB" (bytes, or an integer with
 // KiB/MiB/GiB/TiB; canonical "budget:<bytes>"). Throws ConfigError with
@@ -70,6 +74,8 @@ struct Segment {
 
 struct Plan {
   std::vector<BlockMode> mode;    // one per block
+  bool sac_torchtitan = false;    // kSacMm blocks keep Op::sac_save_torchtitan, not Op::sac_save
+  bool torchtitan_ac = false;     // from sac:torchtitan or layer-sac:k (torchtitan's options)
   std::vector<Segment> segments;  // ascending, disjoint; exactly the kCheckpoint blocks
 };
 

@@ -18,10 +18,20 @@ ImplSpec megatron() {
   s.checkpoint = CheckpointApi::kReentrant;  // tensor_parallel/random.py CheckpointFunction
   s.qkv = QkvVariant::kFused;                // linear_qkv
   s.eager_matmul = EagerMatmul::kStrided;    // baddbmm on strided views of mixed_qkv
+  // implmt: language_module.py compute_language_model_loss -> tensor_parallel.
+  // vocab_parallel_cross_entropy at every tp (no --cross-entropy-loss-fusion);
+  // dot_product_attention.py (local spec) FusedScaleMaskSoftmax and the global memory buffer;
+  // training/vocab_utils.py:58 (multiple = make_vocab_size_divisible_by * tp).
+  s.loss = LossVariant::kVocabParallel;
+  s.eager_softmax = EagerSoftmax::kMegatronFused;
+  s.vocab_multiple = 128;
+  s.qk_global_buffer = true;
   s.tensor_parallel = true;
   s.pipeline = true;
   s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";
-  s.not_modeled = "FP8, fused cross entropy";
+  s.not_modeled =
+      "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
+      "--attention-softmax-in-fp32 above s = 4096";
   return s;
 }
 

@@ -11,7 +11,9 @@ ImplSpec torchtitan() {
   s.code = "pytorch/torchtitan";
   s.version = "v0.2.2 (73a0e6979dd1)";
   s.families = "llama";
-  s.precision = Precision::kBf16Amp;  // placeholder until the FSDP2 regime lands
+  // parallelize_llama.py apply_fsdp: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)
+  // over fp32 model parameters, no autocast (train.py @ 9dec370 / v0.2.2)
+  s.precision = Precision::kFsdp2Bf16;
   s.attention = AttentionKind::kFlash;
   s.dropout = DropoutDefault::kZero;
   s.checkpoint = CheckpointApi::kNonReentrant;  // ptd_checkpoint_wrapper: NO_REENTRANT
