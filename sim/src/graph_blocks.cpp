@@ -501,7 +501,46 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     qk.op.fwd.flops = fl;
     qk.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(qk));
-    if (causal && !dm.paper) {
+    const ImplSpec* im = dm.impl;
+    if (im && im->attn_scale == AttnScale::kMulScalar) {
+      // nanoGPT model.py:67 `(q @ k^T) * (1.0 / math.sqrt(hs))`: the product is a new tensor;
+      // MulBackward0 saves only `other`, a wrapped 0-dim double (host memory on CUDA; 8 B of the
+      // CPU's per block, not modeled). The unscaled scores are freed once multiplied.
+      OpDraft sc = o.draft(OpKind::kMul, "attention scale");
+      sc.op.core_attention = true;
+      sc.op.math16 = false;
+      sc.inputs.push_back({scores, GradRule::kNew});
+      int32_t scaled = o.fresh_like(scores, "scaled scores");
+      sc.outputs.push_back(scaled);
+      bld.add_op(std::move(sc));
+      scores = scaled;
+    }
+    if (causal && !dm.paper && im && im->causal_mask == CausalMaskKind::kBlockF32Eq) {
+      // nanoGPT model.py:49-50: `self.bias`, fp32 [1, 1, block_size, block_size], one persistent
+      // buffer per block (counted with the weights); model.py:68 `self.bias[:, :, :T, :T] == 0`
+      // makes a bool [T, T] every forward, and `masked_fill` (out of place: a new scores
+      // tensor) saves it for its backward (MaskedFillBackward0 saves mask).
+      const int64_t pos = m.max_positions > 0 ? m.max_positions : dm.s;
+      int32_t buf = bld.buffer(bytes(mul(pos, pos), DType::kF32), DType::kF32,
+                               "causal mask buffer (fp32, per block)");
+      OpDraft eq = o.draft(OpKind::kMask, "mask == 0");
+      eq.op.core_attention = true;
+      eq.op.math16 = false;
+      eq.inputs.push_back({buf, GradRule::kNone});
+      int32_t keep = bld.fresh(bytes(mul(dm.s, dm.s), DType::kBool), DType::kBool, "mask == 0");
+      eq.outputs.push_back(keep);
+      bld.add_op(std::move(eq));
+      OpDraft mf = o.draft(OpKind::kMask, "masked fill");
+      mf.op.core_attention = true;
+      mf.op.math16 = false;
+      mf.inputs.push_back({scores, GradRule::kNew});
+      mf.inputs.push_back({keep, GradRule::kNone});
+      int32_t masked = o.fresh_like(scores, "masked scores");
+      mf.outputs.push_back(masked);
+      mf.saves = {keep};
+      bld.add_op(std::move(mf));
+      scores = masked;
+    } else if (causal && !dm.paper) {
       // torch.where(causal_mask, scores, -inf): a new tensor; the mask is a persistent buffer
       OpDraft mk = o.draft(OpKind::kMask, "causal mask");
       mk.op.core_attention = true;
@@ -605,6 +644,9 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   // Output projection (vocab-parallel column linear), tied to the word embeddings or its own.
   int32_t logits = o.linear(y, dm.h, dm.v, m.post_norm, Tp::kColumn, "lm head", "logits",
                             m.tied_embeddings ? word_table : -1);
+  // nanoGPT's train.py keeps `logits` (its `logits, loss = model(X, Y)`) until the next
+  // iteration's forward returns: through backward and the optimizer step.
+  if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);
   const int64_t n = dm.n_full();
   const int64_t lv = bytes(mul(n, dm.v), DType::kF32);
   int32_t loss = bld.fresh(4, DType::kF32, "loss");

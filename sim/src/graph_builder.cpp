@@ -402,7 +402,8 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
 
 // Persistent state per rank (DESIGN.md §3 precision table; Megatron-LM
 // theoretical_memory_usage.py: 18 B/param, distributed optimizer 6 + 12/d).
-void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
+void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& s,
+                          const Device& dev) {
   const char* f = "persistent bytes";
   int64_t numel = 0, max_block_weights = 0;
   std::vector<int64_t> block_weights(static_cast<size_t>(g.n_blocks), 0);
@@ -470,11 +471,27 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   add(opt, Category::kOptimizer, "optimizer state");
 
   // Foreach Adam allocates sqrt(v) for the whole group (torch/optim/adam.py _multi_tensor_adam:
-  // exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)); fused Adam and SGD none.
+  // exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)), and torch 1.13 also the
+  // out-of-place `denom` (ImplSpec::foreach_eps); per group, so the largest group's (the
+  // implementation's param_groups); fused Adam and SGD none.
   const int64_t shard = s.zero >= 1 ? numel / d : numel;
+  int64_t per_foreach = 4, group = shard;
+  if (g.impl && g.profile != Profile::kPaper) {
+    const ImplSpec& im = spec(*g.impl);
+    const bool eager = s.attention && *s.attention == AttentionKind::kStandard;
+    if ((eager ? im.foreach_eps_eager : im.foreach_eps) == ForeachEps::kOutOfPlace)
+      per_foreach = 8;
+    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0) {
+      const int64_t vec = vector_parameter_count(model);
+      const int64_t all = parameter_count(model);
+      // the larger group, as a share of this rank's shard
+      const int64_t larger = std::max(vec, all - vec);
+      group = all > 0 ? static_cast<int64_t>(static_cast<__int128>(shard) * larger / all) : shard;
+    }
+  }
   g.optimizer_transient_bytes =
       s.optimizer == Optimizer::kAdamForeach && g.profile != Profile::kPaper
-          ? checked_mul(4, shard, f)
+          ? checked_mul(per_foreach, group, f)
           : 0;
   // Bytes moved per parameter of the shard: foreach Adam runs lerp_(m), mul_(v), addcmul_(v),
   // sqrt, div_, add_, addcdiv_(p) and the decoupled weight decay mul_(p): 80 B; fused Adam reads
@@ -549,7 +566,7 @@ void complete(Graph& g, const ModelConfig& model, const TrainSetup& setup, const
     ++r.count;
   }
   g.params = parameter_count(model);
-  add_persistent_state(g, setup, device);
+  add_persistent_state(g, model, setup, device);
   g.initial_uses.assign(g.storages.size(), 0);
   for (const Op& op : g.ops)
     for (int32_t k = 0; k < op.inputs.count; ++k) ++g.initial_uses[g.idx[op.inputs.begin + k]];
@@ -594,6 +611,9 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
     owner[s] = st.producer >= 0 ? g3.ops[st.producer].block : -1;
   }
   for (int32_t s : g3.param_storages) owner[s] = g3.storages[s].block;
+  // A persistent buffer made while building block 1 (nanoGPT's per-block mask) is block 1's.
+  for (int32_t s : g3.persistent)
+    if (owner[s] < 0 && g3.storages[s].block == 1) owner[s] = 1;
   // block 0 storage -> the block 1 storage made by the same local op in the same position
   std::vector<int32_t> next_of(ns, -1);
   for (int32_t l = 0; l < b1.count; ++l) {
@@ -640,6 +660,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.n_blocks = n;
   out.precision = g3.precision;
   out.profile = g3.profile;
+  out.impl = g3.impl;
   out.allocator = g3.allocator;
   out.prefetch = g3.prefetch;
   out.tokens = g3.tokens;

@@ -52,5 +52,8 @@ void validate(const ModelConfig& model);
 
 // Parameters of the whole model (not per rank), checked against overflow.
 int64_t parameter_count(const ModelConfig& model);
+// Of those, the one-dimensional ones (biases, norm weights): the no-decay group of nanoGPT's
+// configure_optimizers and of HF's Trainer.
+int64_t vector_parameter_count(const ModelConfig& model);
 
 }  // namespace sim
