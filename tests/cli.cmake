@@ -348,3 +348,25 @@ actsim_cli_test(sweep_budget [=[
 sed -n 2p b.csv | cut -d, -f6 | grep -q '^custom:'
 sed -n 3p b.csv | grep -q 'smallest feasible peak'
 ]=])
+
+# --impl nanogpt refuses what nanoGPT lacks (one line naming the implementation and the feature,
+# exit 2, no output file); the "Not modeled" line names each implementation's own gaps; the
+# release knobs parse, and a bad --set-to-none is one line, exit 2.
+actsim_cli_test(impl_nanogpt_and_release_knobs [=[
+rm -f o.txt o.txt.partial
+status=0
+"$1" run --model gpt2-small --impl nanogpt --tp 2 -o o.txt 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -e o.txt
+grep -q 'tensor parallelism under --impl nanogpt' err.txt
+status=0
+"$1" run --model llama-3-8b --impl nanogpt 2> err.txt || status=$?
+test "$status" -eq 2 && grep -q 'llama family under --impl nanogpt' err.txt
+"$1" run --model gpt2-small --impl hf,nanogpt > nm.txt
+grep -q 'under --impl hf: torch.compile' nm.txt
+grep -q "under --impl nanogpt: torch.compile (train.py's default compile=True)" nm.txt
+"$1" run --optimizer adam-loop --set-to-none off > knobs.txt
+grep -q 'peak allocated' knobs.txt
+status=0
+"$1" run --set-to-none maybe 2> err.txt || status=$?
+test "$status" -eq 2 && grep -q -- '--set-to-none' err.txt
+]=])

@@ -55,3 +55,29 @@ TEST_CASE("hf gelu_new (NewGELUActivation): 12 sbf more per layer than one GeLU 
     CHECK(fixtures::run(m, nano, "none").activation_bytes_per_layer == hf_one);
   }
 }
+
+TEST_CASE("release knobs: --optimizer adam-loop holds one fp32 temporary of the largest parameter") {
+  // gpt2-small's largest parameter is the tied word-embedding table, v x h.
+  const ModelConfig m = fixtures::gpt2_small();
+  TrainSetup t = hf(1, 128, Precision::kBf16Amp);
+  t.optimizer = Optimizer::kAdamLoop;
+  CHECK(build_graph(m, t, fixtures::h100()).optimizer_transient_bytes == 4 * m.vocab * m.hidden);
+  t.zero = 1;
+  t.dp = 2;  // ZeRO-1 updates this rank's half of it
+  CHECK(build_graph(m, t, fixtures::h100()).optimizer_transient_bytes ==
+        4 * m.vocab * m.hidden / 2);
+}
+
+TEST_CASE("release knobs: --set-to-none off keeps every fp32 gradient through the step") {
+  // set_to_none: the grads are allocated by backward and freed after the optimizer step, so the
+  // forward pass holds none; off: 4 bytes per parameter are live from the start, and the peak
+  // rises by exactly the gradients the peak did not already hold.
+  const ModelConfig m = fixtures::gpt2_small();
+  TrainSetup t = hf(1, 128, Precision::kBf16Amp);
+  const Result on = fixtures::run(m, t, "none");
+  t.set_to_none = false;
+  const Result off = fixtures::run(m, t, "none");
+  CHECK(off.baseline_bytes - on.baseline_bytes == 4 * parameter_count(m));
+  CHECK(off.peak_requested_bytes - on.peak_requested_bytes ==
+        4 * parameter_count(m) - on.peak_breakdown[static_cast<int>(Category::kGrads)]);
+}

@@ -38,6 +38,7 @@ struct CommonFlags {
   std::string pp = "1";                // --pp (one value)
   std::string vpp = "1";               // --vpp (one value)
   std::string microbatches = "1";      // --num-microbatches (one value)
+  std::string set_to_none = "on";      // --set-to-none on|off (one value)
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
 };
@@ -73,6 +74,7 @@ struct Axes {
   std::vector<sim::AllocatorKind> allocators;
   int64_t prefetch = 1;  // offload: blocks copied back ahead (one value for the whole sweep)
   int64_t pp = 1, vpp = 1, microbatches = 1;  // pipeline (one value each for the whole sweep)
+  bool set_to_none = true;  // --set-to-none (one value for the whole sweep)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

@@ -449,6 +449,12 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   } else if (s.zero >= 2) {
     g.grads_bytes = grad_all / d;
     add(g.grads_bytes, Category::kGrads, "partitioned grads (fp32)");
+  } else if (!s.set_to_none) {
+    // zero_grad(set_to_none=False) (torch < 2.0's default, HF's Trainer of early 2022): every
+    // .grad, allocated by the first step's backward, is zeroed in place and kept.
+    g.grads_bytes = grad_all;
+    add(grad_all, Category::kGrads, "parameter grads (zeroed, kept: --set-to-none off)");
+    if (d > 1) add(grad_all, Category::kComm, "DDP gradient buckets");
   } else if (s.microbatches > 1) {
     // Gradient accumulation: from the second micro-batch on, every .grad exists (allocated by
     // the first micro-batch's backward, kept until zero_grad after the optimizer step).
@@ -486,21 +492,38 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
       const int64_t all = parameter_count(model);
       // the larger group, as a share of this rank's shard
       const int64_t larger = std::max(vec, all - vec);
-      group = all > 0 ? static_cast<int64_t>(static_cast<__int128>(shard) * larger / all) : shard;
+      group = shard == all ? larger
+                           : static_cast<int64_t>(std::llround(static_cast<double>(shard) *
+                                                               static_cast<double>(larger) /
+                                                               static_cast<double>(all)));
     }
   }
   g.optimizer_transient_bytes =
       s.optimizer == Optimizer::kAdamForeach && g.profile != Profile::kPaper
           ? checked_mul(per_foreach, group, f)
           : 0;
+  // A per-parameter loop: HF's adamw_hf (transformers optimization.py AdamW.step:
+  // `denom = exp_avg_sq.sqrt().add_(eps)`) holds one fp32 temporary of the parameter being
+  // updated, so the largest parameter's (the word embeddings, typically). torch's single-tensor
+  // Adam (`(exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`) briefly holds two: not
+  // distinguished here.
+  if (s.optimizer == Optimizer::kAdamLoop && g.profile != Profile::kPaper) {
+    int64_t largest = 0;
+    for (int32_t sid : g.param_storages)
+      largest = std::max(largest, g.storages[sid].bytes / bytes_of(g.storages[sid].dtype));
+    if (s.zero >= 1) largest /= d;
+    g.optimizer_transient_bytes = checked_mul(4, largest, f);
+  }
   // Bytes moved per parameter of the shard: foreach Adam runs lerp_(m), mul_(v), addcmul_(v),
   // sqrt, div_, add_, addcdiv_(p) and the decoupled weight decay mul_(p): 80 B; fused Adam reads
   // and writes p, m, v and reads g: 28 B; SGD with momentum: 20 B; bf16 params add a 2 B copy.
-  int64_t moved = s.optimizer == Optimizer::kAdamForeach ? 80
+  int64_t moved = s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 80
                   : s.optimizer == Optimizer::kAdamFused ? 28 : 20;
   if (prec == Precision::kBf16Mixed) moved += 2;
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
-  g.optimizer_cost.kernels = s.optimizer == Optimizer::kAdamForeach ? 8 : 1;
+  // (adam-loop launches about 8 per parameter tensor; counted as foreach's 8: not modeled)
+  g.optimizer_cost.kernels =
+      s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 8 : 1;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
   g.workspace_bytes = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
@@ -542,7 +565,8 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
   // first, whose backward finds every .grad already allocated by the one before.
   bld.persistent_grads =
-      g.precision == Precision::kBf16Mixed || setup.zero >= 2 || setup.microbatches > 1;
+      g.precision == Precision::kBf16Mixed || setup.zero >= 2 || setup.microbatches > 1 ||
+      !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
   int32_t table = -1;
