@@ -3,23 +3,26 @@
 # corpus: the strategy seeds in fuzz/corpus/strategy; real HF config.json files of many families
 # (fuzz/corpus/config), every shipped model and device config and the fuzz regressions for the
 # config loader; argument vectors (fuzz/corpus/cli, one argument per line) for the command line,
-# which writes only inside its own temporary folder under build-fuzz/run/tmp. A crash fails with the reproducer's path;
-# add it to tests/fuzz_regressions/ with a test. Usage: scripts/fuzz.sh [SECONDS]
+# which writes only inside its own temporary folder under build-fuzz/run/tmp; the snapshot
+# converter's JSON (fuzz/corpus/snapshot, from python/tests/snapshot_fixtures.py). A crash fails
+# with the reproducer's path; add it to tests/fuzz_regressions/ with a test. Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DACTSIM_FUZZ=ON -DACTSIM_BUILD_TESTS=OFF \
   -DACTSIM_BUILD_GUI=OFF -DACTSIM_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_strategy fuzz_config fuzz_cli
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_strategy fuzz_config fuzz_cli fuzz_snapshot
 work=build-fuzz/run
-rm -rf "$work" && mkdir -p "$work/strategy" "$work/config" "$work/cli" "$work/artifacts" "$work/tmp"
+rm -rf "$work" && mkdir -p "$work/strategy" "$work/config" "$work/cli" "$work/snapshot" \
+  "$work/artifacts" "$work/tmp"
+cp fuzz/corpus/snapshot/* "$work/snapshot/"
 cp fuzz/corpus/strategy/* "$work/strategy/"
 cp fuzz/corpus/config/*.json models/*.json models/devices/*.json tests/fuzz_regressions/*.json \
   "$work/config/"
 cp fuzz/corpus/cli/* "$work/cli/"
 if [[ -d tests/fuzz_regressions/cli ]]; then cp tests/fuzz_regressions/cli/* "$work/cli/"; fi
 export ACTSIM_MODELS="$PWD/models" TMPDIR="$PWD/$work/tmp"
-for t in strategy config cli; do
+for t in strategy config cli snapshot; do
   echo "fuzz: $t for ${seconds}s" >&2
   if ! "build-fuzz/fuzz/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=4096 \
        -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/$t" 2>"$work/$t.log"; then

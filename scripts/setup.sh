@@ -6,11 +6,13 @@ cd "$(dirname "$0")/.."
 
 # The one apt line of shared TOOLCHAIN.md: compilers, CMake/Ninja, the libraries, the GUI
 # stack, Xvfb and Mesa for headless screenshots, clang's fuzzer/sanitizer runtimes, and Debian's
-# PyTorch for the saved-tensor census.
+# PyTorch for the saved-tensor census; pybind11, pytest and setuptools for the Python package
+# (python/; `pip install --no-build-isolation .`).
 packages=(build-essential cmake ninja-build pkg-config
   libcli11-dev libfmt-dev doctest-dev nlohmann-json3-dev libbenchmark-dev
   libimgui-dev libstb-dev libglfw3-dev libgl-dev libgl1-mesa-dri xvfb xauth
-  clang libclang-rt-14-dev python3 python3-torch)
+  clang libclang-rt-14-dev python3 python3-torch
+  pybind11-dev python3-dev python3-pytest python3-setuptools python3-wheel python3-pip python3-pandas)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -370,3 +370,18 @@ status=0
 "$1" run --set-to-none maybe 2> err.txt || status=$?
 test "$status" -eq 2 && grep -q -- '--set-to-none' err.txt
 ]=])
+
+# The validated error bands: the committed models/error-bands.csv is what scripts/error_bands.py
+# writes from validation/ with this binary (regenerate it after a change to the simulator), and
+# run prints the band of the implementation and family it simulated, or "not validated".
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  actsim_cli_test(error_bands [=[
+"$3" "$2/scripts/error_bands.py" "$1" -o bands.csv
+diff -u "$2/models/error-bands.csv" bands.csv
+"$1" run --model korthikanti-22b --batch 1 --seq 2048 > megatron.txt
+grep -q '^  validated  *allocated: mean [0-9.]* %, max [0-9.]* % over [0-9]* rows (Megatron-LM' megatron.txt
+"$1" run --model gpt2-small --impl nanogpt --dropout 0 > none.txt
+grep -q '^  validated  *.*nanogpt' none.txt
+]=] ${PROJECT_SOURCE_DIR} ${Python3_EXECUTABLE})
+endif()

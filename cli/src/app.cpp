@@ -89,6 +89,10 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
   validate->add_option("--device", inv.validate_device,
                        "re-simulate every row on this device (name or file) instead of the "
                        "row's, e.g. one actsim calibrate wrote");
+  validate->add_option("--format", inv.flags.format,
+                       "table (default) or csv: one record per row with its model family, "
+                       "implementation, figure and error (scripts/error_bands.py reads them)");
+  validate->add_option("-o,--output", inv.flags.output, "write to this file instead of stdout");
   validate->callback([&verb, &inv, tolerance] {
     verb = Verb::kValidate;
     inv.tolerance_given = tolerance->count() > 0;
@@ -115,6 +119,31 @@ void build_app(CLI::App& app, Invocation& inv, Verb& verb) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   calibrate->callback([&verb] { verb = Verb::kCalibrate; });
+
+  CLI::App* snapshot = app.add_subcommand(
+      "snapshot", "a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot): the "
+                  "measured peaks, when they happen, and the largest blocks live at the peak; "
+                  "csv/json: a row of the CSV schema (source snapshot) keyed by the common flags");
+  snapshot->add_option("file", inv.snapshot_file, "the snapshot pickle (or its converted .json)")
+      ->required();
+  snapshot->add_option("--cuda-device", inv.snapshot_device,
+                       "the CUDA device whose trace is read (default: the first with one)")
+      ->check(CLI::NonNegativeNumber);
+  cli_common::add_common_flags(*snapshot, inv.flags, {true, true, "table|csv|json (default table)"});
+  snapshot->callback([&verb] { verb = Verb::kSnapshot; });
+
+  CLI::App* compare = app.add_subcommand(
+      "compare", "a PyTorch memory snapshot against the simulated step of the common flags' "
+                 "configuration: peaks measured and simulated, phases side by side, and the "
+                 "tensors live at both peaks matched (the rest listed as missed or invented)");
+  compare->add_option("--snapshot", inv.snapshot_file,
+                      "the snapshot pickle (or its converted .json)")
+      ->required();
+  compare->add_option("--cuda-device", inv.snapshot_device,
+                      "the CUDA device whose trace is read (default: the first with one)")
+      ->check(CLI::NonNegativeNumber);
+  cli_common::add_common_flags(*compare, inv.flags, {true, true, "table|csv|json (default table)"});
+  compare->callback([&verb] { verb = Verb::kCompare; });
 }
 
 }  // namespace
@@ -136,7 +165,7 @@ Parsed parse_command_line(int argc, const char* const* argv) {
     } else {
       parsed.exit_code = 2;
       parsed.message = e.get_name() == "RequiredError" && app.get_subcommands().empty()
-                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models, validate or calibrate (see --help)"
+                           ? "a verb is required: run, sweep, merge, valley, plan, trace, models, validate, calibrate, snapshot or compare (see --help)"
                            : e.what();
     }
     return parsed;
@@ -165,6 +194,8 @@ int run_invocation(const Invocation& inv) {
     case Verb::kValidate: return cmd_validate(inv);
     case Verb::kPlan: return cmd_plan(inv);
     case Verb::kCalibrate: return cmd_calibrate(inv);
+    case Verb::kSnapshot: return cmd_snapshot(inv);
+    case Verb::kCompare: return cmd_compare(inv);
   }
   return 1;
 }

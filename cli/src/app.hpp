@@ -13,7 +13,8 @@
 
 namespace actsim_cli {
 
-enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate, kPlan, kCalibrate };
+enum class Verb : uint8_t { kRun, kSweep, kValley, kTrace, kModels, kMerge, kValidate, kPlan, kCalibrate,
+                          kSnapshot, kCompare };
 
 // actsim calibrate's own flags (cmd_calibrate.cpp); -o is flags.output.
 struct CalibrateFlags {
@@ -40,6 +41,9 @@ struct Invocation {
   std::string budget;  // plan --budget, as typed (sim::parse_bytes)
   std::string validate_device;  // validate --device: re-simulate every row on this device
   CalibrateFlags calibrate;   // calibrate
+  std::string snapshot_file;     // snapshot, compare --snapshot: the PyTorch snapshot (.pickle,
+                                 // or the converter's .json)
+  int64_t snapshot_device = -1;  // --cuda-device; -1: the first device with a trace
 };
 
 // What parsing gave: an invocation, or text to print with an exit status (help, usage errors).

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
+#include "sim/impl.hpp"
 #include "sim_io/load.hpp"
 #include "sweep.hpp"
 
@@ -43,6 +44,21 @@ int cmd_models(const Invocation& /*inv*/) {
     }
   }
   out += '\n' + devices.render();
+
+  // Implementations (--impl): the code base, the release modeled, the families it runs and its
+  // defaults (sim/src/impl/).
+  TextTable impls({"impl", "code base", "modeled", "families", "precision", "attention",
+                   "checkpoint"},
+                  "lllllll");
+  for (const sim::ImplSpec& s : sim::implementations()) {
+    impls.add({std::string(s.name), std::string(s.code), std::string(s.version),
+               std::string(s.families), std::string(sim::name(s.precision)),
+               std::string(sim::name(s.attention)),
+               s.checkpoint == sim::CheckpointApi::kReentrant ? "reentrant" : "non-reentrant"});
+  }
+  out += '\n' + impls.render();
+  out += "Default --impl: megatron for actsim GPT files (family megatron-gpt) and with --tp or --pp "
+         "> 1; hf for HuggingFace configs.\n";
 
   if (!problems.empty()) out += "\nFiles that do not load:\n" + problems;
 

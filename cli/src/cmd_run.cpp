@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "error_bands.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
 #include "sim/impl.hpp"
@@ -84,13 +85,17 @@ std::string render_stages(const sim::PipelineResult& pr, const sim::TrainSetup& 
 }
 
 std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
-                         const sim::Device& device, const std::vector<sim::PeakItem>& items) {
+                         const sim::Device& device, const std::vector<sim::PeakItem>& items,
+                         const std::vector<ErrorBand>& bands) {
   const sim::Result& r = *row.result;
   const auto ms = [](int64_t ns) { return human_time_ns(ns); };
   std::string out;
   out += fmt::format("== {} on {}, strategy {} ==\n", row.key.model, row.key.device,
                      row.key.strategy);
   out += fmt::format("   {}\n", setup_line(row.key.setup));
+  if (row.key.setup.impl && row.key.setup.dp > 1)  // what data parallelism means in that code
+    out += fmt::format("   --dp {} --zero {}: {}\n", row.key.setup.dp, row.key.setup.zero,
+                       sim::spec(*row.key.setup.impl).zero_means);
   out += fmt::format("   {} parameters ({} per rank), {} blocks, {} model\n",
                      human_count(r.params), human_count(r.params_per_rank), r.layers,
                      model.family.empty() ? std::string("?") : model.family);
@@ -114,6 +119,12 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
   } else {
     memory.add({"peak allocated", fmt::format("{}", Bytes{r.peak_allocated_bytes}), when});
   }
+  // The error the simulator showed against measurements of this implementation and family
+  // (models/error-bands.csv, from validation/).
+  memory.add({"validated", row.key.setup.impl ? "" : "-",
+              row.key.setup.impl
+                  ? describe_band(bands, sim::name(*row.key.setup.impl), model.family)
+                  : std::string("the paper profile: Korthikanti et al.'s closed form")});
   memory.add({"peak less persistent", fmt::format("{}", Bytes{r.activation_peak_bytes}),
               "activations, grads of activations, casts and temporaries at the peak"});
   memory.add({"activations per layer", fmt::format("{}", Bytes{r.activation_bytes_per_layer}),
@@ -191,6 +202,9 @@ int cmd_run(const Invocation& inv) {
   const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
   const int64_t total = cli_common::point_count(axes);
   const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
+  const std::vector<ErrorBand> bands =
+      format == Format::kTable ? load_error_bands(cli_common::search_dirs())
+                               : std::vector<ErrorBand>{};
 
   // Everything is rendered before the output is opened: an error leaves no file behind.
   std::string text;
@@ -253,7 +267,7 @@ int cmd_run(const Invocation& inv) {
     switch (format) {
       case Format::kTable:
         if (i > 0) text += '\n';
-        text += render_table(row, model, device, items);
+        text += render_table(row, model, device, items, bands);
         text += stages;
         break;
       case Format::kCsv: text += sim_io::csv_row(row); break;

@@ -22,6 +22,7 @@
 // given, names the stage that was measured (Megatron logs memory on the last rank, the last
 // stage), else the worst stage is compared. An `impl` column names the implementation the row
 // ran (absent or empty: the model's default one).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -36,7 +37,9 @@
 #include "sim/pipeline.hpp"
 #include "sim/simulate.hpp"
 #include "sim_io/load.hpp"
+#include "sim_io/output.hpp"
 #include "sweep.hpp"
+#include "flags.hpp"
 
 namespace actsim_cli {
 namespace {
@@ -72,6 +75,7 @@ double default_tolerance(Figure f, double fallback) {
 struct Checked {
   int64_t index = 0;
   std::string source, model, strategy, group;  // group: citation, else source
+  std::string family, impl;                    // the model's family, the implementation simulated
   Figure figure = Figure::kRequested;
   int64_t predicted = 0, measured = 0;
   double error_pct = 0, tolerance = 0;
@@ -140,11 +144,12 @@ int cmd_validate(const Invocation& inv) {
       throw sim::ConfigError(where, "schema_version", "'" + get("schema_version") + "' is not 1");
     if (!get("error").empty()) continue;  // a row that could not be measured: nothing to compare
     const std::string& source = get("source");
+    // snapshot: a PyTorch memory snapshot's row (actsim snapshot/compare), read as torch's.
     if (source != "sim" && source != "cpu" && source != "cuda" && source != "torch" &&
-        source != "torch-cpu" && source != "published")
+        source != "torch-cpu" && source != "published" && source != "snapshot")
       throw sim::ConfigError(where, "source", "'" + source +
-                                                  "' is not sim, cpu, cuda, torch, torch-cpu or "
-                                                  "published");
+                                                  "' is not sim, cpu, cuda, torch, torch-cpu, "
+                                                  "published or snapshot");
     // Columns appended after the first schema (pipelines, impl, published figures): optional.
     auto optional = [&](const char* name) -> std::string {
       const auto it = col.find(name);
@@ -224,6 +229,11 @@ int cmd_validate(const Invocation& inv) {
     c.model = mname;
     c.strategy = strategy.canonical();
     c.group = optional("citation").empty() ? source : optional("citation");
+    c.family = models.at(mname).family;
+    {
+      const sim::TrainSetup resolved = sim::resolve_setup(models.at(mname), s);
+      c.impl = resolved.impl ? std::string(sim::name(*resolved.impl)) : std::string("paper");
+    }
     const char* column = "peak_allocated_bytes";
     if (source == "published") {
       if (s.allocator == sim::AllocatorKind::kExact)
@@ -275,7 +285,8 @@ int cmd_validate(const Invocation& inv) {
                       : default_tolerance(c.figure, inv.tolerance);
     c.pass = c.tolerance == 0 ? c.predicted == c.measured
                               : std::abs(c.error_pct) <= c.tolerance;
-    if (col.count("step_time_ns") && !get("step_time_ns").empty() && source != "sim") {
+    if (col.count("step_time_ns") && !get("step_time_ns").empty() && source != "sim" &&
+        source != "torch-cpu") {  // a CPU's time is not a GPU's
       c.time_measured = integer("step_time_ns");
       c.time_predicted = step_time_ns;
       if (c.time_measured <= 0) throw sim::ConfigError(where, "step_time_ns", "must be > 0");
@@ -283,6 +294,24 @@ int cmd_validate(const Invocation& inv) {
     rows.push_back(std::move(c));
   }
 
+  if (cli_common::parse_format(inv.flags.format, "table|csv", cli_common::Format::kTable) ==
+      cli_common::Format::kCsv) {
+    // One record per row, for scripts/error_bands.py (the error bands actsim run prints).
+    std::string csv =
+        "row_index,source,group,model,family,impl,strategy,figure,predicted_bytes,measured_bytes,"
+        "error_pct,tolerance_pct,pass\n";
+    for (const Checked& c : rows)
+      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.4f},{},{}\n", c.index,
+                         sim_io::csv_quote(c.source), sim_io::csv_quote(c.group),
+                         sim_io::csv_quote(c.model), sim_io::csv_quote(c.family), c.impl,
+                         sim_io::csv_quote(c.strategy), figure_name(c.figure), c.predicted,
+                         c.measured, c.error_pct, c.tolerance, c.pass ? "true" : "false");
+    Output sink(inv.flags.output);
+    sink.write(csv);
+    sink.commit();
+    return std::any_of(rows.begin(), rows.end(), [](const Checked& c) { return !c.pass; }) ? 3
+                                                                                            : 0;
+  }
   TextTable table({"row", "source", "model", "strategy", "figure", "predicted", "measured",
                    "error", ""},
                   "rllllrrrl");

@@ -15,5 +15,7 @@ int cmd_merge(const Invocation& inv);   // join a sharded sweep's CSV files
 int cmd_validate(const Invocation& inv);  // measured rows against re-simulation (exit 3: misses)
 int cmd_plan(const Invocation& inv);    // the least-recompute plan under --budget
 int cmd_calibrate(const Invocation& inv);  // fit a device's efficiencies to per-op timings
+int cmd_snapshot(const Invocation& inv);   // a PyTorch memory snapshot's measured peaks
+int cmd_compare(const Invocation& inv);    // a snapshot against the simulated step
 
 }  // namespace actsim_cli

@@ -6,17 +6,26 @@
 
 #include "gui_plot/format.hpp"
 #include "panels.hpp"
+#include "sim/error.hpp"
+#include "sim/impl.hpp"
 
 namespace gui {
 namespace {
 
 void status_line(const AppState& st) {
-  const sim::TrainSetup& s = st.inputs.setup;
-  ImGui::Text("%s on %s:  micro-batch %lld, seq %lld, tp %lld%s, dp %lld, ZeRO %d, %s, %s",
+  // The set-up with the implementation's defaults made explicit (as the CLI prints it).
+  sim::TrainSetup s = st.inputs.setup;
+  try {
+    s = sim::resolve_setup(st.inputs.model, s);
+  } catch (const sim::ConfigError&) {
+    // the graph error below says why
+  }
+  const std::string impl = s.impl ? std::string(sim::name(*s.impl)) + ", " : std::string();
+  ImGui::Text("%s on %s:  micro-batch %lld, seq %lld, tp %lld%s, dp %lld, ZeRO %d, %s%s, %s",
               st.inputs.model_label.c_str(), st.inputs.device_label.c_str(),
               static_cast<long long>(s.micro_batch), static_cast<long long>(s.seq),
               static_cast<long long>(s.tp), s.sp ? " + sp" : "", static_cast<long long>(s.dp),
-              s.zero, std::string(sim::name(s.profile)).c_str(),
+              s.zero, impl.c_str(), std::string(sim::name(s.profile)).c_str(),
               std::string(sim::name(sim::resolved_precision(s))).c_str());
   if (!st.graph_error.empty()) {
     ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%s", st.graph_error.c_str());

@@ -10,7 +10,7 @@ namespace gui {
 namespace {
 
 constexpr std::array<std::string_view, 2> kProfiles{"pytorch", "paper"};
-constexpr std::array<std::string_view, 5> kPrecisions{"profile default", "bf16-mixed", "bf16-amp",
+constexpr std::array<std::string_view, 5> kPrecisions{"impl default", "bf16-mixed", "bf16-amp",
                                                       "fp16-amp", "fp32"};
 constexpr std::array<std::string_view, 3> kAttention{"impl default", "standard", "flash"};
 constexpr std::array<std::string_view, 5> kImpls{"model default", "hf", "torchtitan", "megatron",

@@ -1,0 +1,98 @@
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+_Scalar = Union[int, float, str, bool]
+_Value = Union[_Scalar, Sequence[_Scalar], range, None]
+Row = Dict[str, Union[int, float, str, bool, None]]
+
+class ConfigError(ValueError):
+    """Bad input: the CLI's one-line message ("--seq: 1k:x: ...")."""
+
+def columns() -> List[str]: ...
+def run(
+    *,
+    model: _Value = ...,
+    device: _Value = ...,
+    strategy: _Value = ...,
+    profile: _Value = ...,
+    precision: _Value = ...,
+    attention: _Value = ...,
+    dropout: _Value = ...,
+    batch: _Value = ...,
+    seq: _Value = ...,
+    tp: _Value = ...,
+    sp: _Value = ...,
+    dp: _Value = ...,
+    zero: _Value = ...,
+    optimizer: _Value = ...,
+    allocator: _Value = ...,
+    prefetch: _Value = ...,
+    pp: _Value = ...,
+    vpp: _Value = ...,
+    num_microbatches: _Value = ...,
+    **flags: _Value,
+) -> List[Row]: ...
+def sweep(
+    *,
+    jobs: Optional[int] = ...,
+    shard: Optional[str] = ...,
+    model: _Value = ...,
+    device: _Value = ...,
+    strategy: _Value = ...,
+    profile: _Value = ...,
+    precision: _Value = ...,
+    attention: _Value = ...,
+    dropout: _Value = ...,
+    batch: _Value = ...,
+    seq: _Value = ...,
+    tp: _Value = ...,
+    sp: _Value = ...,
+    dp: _Value = ...,
+    zero: _Value = ...,
+    optimizer: _Value = ...,
+    allocator: _Value = ...,
+    prefetch: _Value = ...,
+    pp: _Value = ...,
+    vpp: _Value = ...,
+    num_microbatches: _Value = ...,
+    **flags: _Value,
+) -> Iterator[Row]: ...
+def plan(
+    budget: Union[int, str],
+    *,
+    model: _Value = ...,
+    device: _Value = ...,
+    profile: _Value = ...,
+    precision: _Value = ...,
+    attention: _Value = ...,
+    dropout: _Value = ...,
+    batch: _Value = ...,
+    seq: _Value = ...,
+    tp: _Value = ...,
+    sp: _Value = ...,
+    dp: _Value = ...,
+    zero: _Value = ...,
+    optimizer: _Value = ...,
+    allocator: _Value = ...,
+    prefetch: _Value = ...,
+    **flags: _Value,
+) -> Row: ...
+def valley(
+    *,
+    model: _Value = ...,
+    device: _Value = ...,
+    profile: _Value = ...,
+    precision: _Value = ...,
+    attention: _Value = ...,
+    dropout: _Value = ...,
+    batch: _Value = ...,
+    seq: _Value = ...,
+    tp: _Value = ...,
+    sp: _Value = ...,
+    dp: _Value = ...,
+    zero: _Value = ...,
+    optimizer: _Value = ...,
+    allocator: _Value = ...,
+    **flags: _Value,
+) -> List[Dict[str, Union[int, float, str, bool]]]: ...
+def explain_peak(top: int = ..., **flags: _Value) -> List[Dict[str, Union[int, str, None]]]: ...
+def models() -> Dict[str, List[Any]]: ...
