@@ -120,7 +120,7 @@ int cmd_compare(const Invocation& inv) {
 
   std::string text;
   if (format == Format::kCsv) {
-    text = sim_io::csv_header() + sim_io::csv_row(snapshot_row(axes, p, sim.result, peaks));
+    text = sim_io::csv_header() + sim_io::csv_row(snapshot_row(axes, inputs, p, sim.result, peaks));
   } else if (format == Format::kJson) {
     using J = nlohmann::ordered_json;
     J obj{{"snapshot", snap.file},

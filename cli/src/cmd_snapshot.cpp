@@ -94,11 +94,12 @@ const SnapshotDevice& pick_snapshot_device(const Snapshot& s, int64_t wanted,
   return *chosen;
 }
 
-sim_io::Row snapshot_row(const cli_common::Axes& axes, const cli_common::Point& point,
+sim_io::Row snapshot_row(const cli_common::Axes& axes, const cli_common::Inputs& inputs,
+                         const cli_common::Point& point,
                          const sim::Result& model_size, const SnapshotPeaks& peaks) {
   sim_io::Row row;
   row.source = "snapshot";
-  row.key = cli_common::row_key(axes, point);
+  row.key = cli_common::row_key(axes, inputs, point);
   row.peak_only = true;
   sim::Result r;
   r.layers = model_size.layers;
@@ -135,7 +136,7 @@ int cmd_snapshot(const Invocation& inv) {
     size.layers = g.n_blocks;
     size.params = g.params;
     size.params_per_rank = g.params_per_rank;
-    const sim_io::Row row = snapshot_row(axes, p, size, peaks);
+    const sim_io::Row row = snapshot_row(axes, inputs, p, size, peaks);
     if (format == Format::kCsv) {
       text = sim_io::csv_header() + sim_io::csv_row(row);
     } else {

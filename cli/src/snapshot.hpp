@@ -123,7 +123,8 @@ const SnapshotDevice& pick_snapshot_device(const Snapshot& s, int64_t wanted,
 // common flags name, layers/params/params_per_rank from `model_size`, the measured peaks in
 // peak_allocated_bytes, peak_requested_bytes and peak_reserved_bytes, peak_phase the allocated
 // peak's phase hint; every figure that was not measured empty (Row::peak_only).
-sim_io::Row snapshot_row(const cli_common::Axes& axes, const cli_common::Point& point,
+sim_io::Row snapshot_row(const cli_common::Axes& axes, const cli_common::Inputs& inputs,
+                         const cli_common::Point& point,
                          const sim::Result& model_size, const SnapshotPeaks& peaks);
 
 }  // namespace actsim_cli

@@ -107,7 +107,7 @@ Fields plan(const actsim_cli::Invocation& inv, const std::vector<std::filesystem
                            what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
   }
   sim_io::Row row;
-  row.key = cli_common::row_key(axes, p);
+  row.key = cli_common::row_key(axes, inputs, p);
   row.key.strategy = planned.strategy.canonical();
   row.result = planned.result;
   return fields_of(row);
