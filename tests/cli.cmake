@@ -375,6 +375,29 @@ grep -q -- '--precision' err3.txt
 "$1" run --model llama-3-8b --impl torchtitan --seq 256 --dp 8 --zero 3 --strategy sac:torchtitan > ok.txt
 grep -q 'fsdp2-bf16' ok.txt
 ]=])
+
+# --impl nanogpt refuses what nanoGPT lacks (one line naming the implementation and the feature,
+# exit 2, no output file); the "Not modeled" line names each implementation's own gaps; the
+# release knobs parse, and a bad --set-to-none is one line, exit 2.
+actsim_cli_test(impl_nanogpt_and_release_knobs [=[
+rm -f o.txt o.txt.partial
+status=0
+"$1" run --model gpt2-small --impl nanogpt --tp 2 -o o.txt 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -e o.txt
+grep -q 'tensor parallelism under --impl nanogpt' err.txt
+status=0
+"$1" run --model llama-3-8b --impl nanogpt 2> err.txt || status=$?
+test "$status" -eq 2 && grep -q 'llama family under --impl nanogpt' err.txt
+"$1" run --model gpt2-small --impl hf,nanogpt > nm.txt
+grep -q 'under --impl hf: torch.compile' nm.txt
+grep -q "under --impl nanogpt: torch.compile (train.py's default compile=True)" nm.txt
+"$1" run --optimizer adam-loop --set-to-none off > knobs.txt
+grep -q 'peak allocated' knobs.txt
+status=0
+"$1" run --set-to-none maybe 2> err.txt || status=$?
+test "$status" -eq 2 && grep -q -- '--set-to-none' err.txt
+]=])
+
 # The validated error bands: the committed models/error-bands.csv is what scripts/error_bands.py
 # writes from validation/ with this binary (regenerate it after a change to the simulator), and
 # run prints the band of the implementation and family it simulated, or "not validated".

@@ -13,6 +13,7 @@
 #include "executor_configs.hpp"
 #include "sim/error.hpp"
 #include "numeric.hpp"
+#include "sim/error.hpp"
 
 using namespace sim;
 
@@ -368,4 +369,30 @@ TEST_CASE("executor: refuses fsdp2-bf16 (fp32 shards beside bf16 compute copies)
     CHECK(contains(what, "fsdp2-bf16"));
     CHECK(what.find('\n') == std::string::npos);
   }
+}
+
+TEST_CASE("executor: --impl nanogpt with SDPA runs to the simulator's byte; its slow path is refused") {
+  const Device dev = fixtures::executor_device();
+  TrainSetup s;
+  s.impl = Impl::kNanogpt;
+  s.micro_batch = 2;
+  s.seq = 8;
+  s.precision = Precision::kFp32;
+  s.attention = AttentionKind::kFlash;  // nanoGPT's path on torch >= 2.0: no op of its own
+  const ModelConfig m = fixtures::tiny_gpt();
+  const Graph g = build_graph_exec(m, s, dev);
+  for (const char* st : {"none", "full", "every:2"}) {
+    const std::string strategy = st;
+    CAPTURE(strategy);
+    const Result sim = simulate(m, s, dev, parse_strategy(st));
+    const executor::StepResult run = execute(g, st);
+    CHECK(run.peak_bytes == sim.peak_requested_bytes);
+    CHECK(run.peak_event_index == sim.peak_event_index);
+    CHECK(run.end_bytes == run.baseline_bytes);
+  }
+  // The slow path's scale multiply and `== 0` mask have no executor kernel: refused by name.
+  s.attention = AttentionKind::kStandard;
+  const Graph slow = build_graph_exec(m, s, dev);
+  CHECK_THROWS_WITH_AS(execute(slow, "none"), doctest::Contains("executing op \"attention scale\""),
+                       Unsupported);
 }

@@ -194,3 +194,10 @@ awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i } NR > 1 { $c["i
 test $? -eq 2 && grep -q "llama family under --impl nanogpt" "$2.err"
 ]=] sh $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/published-rows)
 set_tests_properties(validation.published_rows_load PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+
+# nanoGPT's real model.py measured on the CPU (validation/real-code, source torch-cpu, impl
+# nanogpt, fp32): every row within 0.5 % of its measured absolute peak (issue 10's target). The
+# rows name their model files relative to the repository root.
+add_test(NAME validation.real_code_nanogpt
+         COMMAND actsim validate validation/real-code/nanogpt.csv --tolerance 0.5
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

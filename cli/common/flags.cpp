@@ -38,7 +38,11 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       ->group("Model and setup");
   add("--dp", f.dp, "data-parallel ranks");
   add("--zero", f.zero, "ZeRO stage 0-3 over the data-parallel ranks");
-  add("--optimizer", f.optimizer, "adam (foreach), adam-fused, sgd");
+  add("--optimizer", f.optimizer,
+      "adam (foreach), adam-fused, adam-loop (per-parameter: HF adamw_hf, single-tensor), sgd");
+  add("--set-to-none", f.set_to_none,
+      "on: zero_grad frees the gradients between steps (torch >= 2.0); off: zeroed and kept "
+      "(torch < 2.0, HF's Trainer of early 2022)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -110,6 +114,11 @@ Axes parse_axes(const CommonFlags& f) {
   a.vpp = one(f.vpp, "--vpp", 1);
   a.microbatches = one(f.microbatches, "--num-microbatches", 1);
   a.gpus_per_node = one(f.gpus_per_node, "--gpus-per-node", 1);
+  {
+    const std::vector<bool> v = parse_switch_axis(f.set_to_none, "--set-to-none");
+    if (v.size() != 1) throw sim::ConfigError("--set-to-none", f.set_to_none, "takes one value, not a list");
+    a.set_to_none = v.front();
+  }
   return a;
 }
 

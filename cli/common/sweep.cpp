@@ -113,6 +113,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.pp = a.pp;
   t.vpp = a.vpp;
   t.microbatches = a.microbatches;
+  t.set_to_none = a.set_to_none;
   return p;
 }
 

@@ -15,7 +15,7 @@ constexpr std::array<std::string_view, 6> kPrecisions{"impl default", "bf16-mixe
 constexpr std::array<std::string_view, 3> kAttention{"impl default", "standard", "flash"};
 constexpr std::array<std::string_view, 5> kImpls{"model default", "hf", "torchtitan", "megatron",
                                                  "nanogpt"};  // sim::implementations() order
-constexpr std::array<std::string_view, 3> kOptimizers{"adam", "adam-fused", "sgd"};
+constexpr std::array<std::string_view, 4> kOptimizers{"adam", "adam-fused", "sgd", "adam-loop"};  // sim::Optimizer order
 constexpr std::array<std::string_view, 3> kAllocators{"exact", "caching", "caching-expandable"};
 
 }  // namespace

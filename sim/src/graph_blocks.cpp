@@ -193,6 +193,53 @@ class Ops {
     return y;
   }
 
+  // The MLP's GeLU. HF's gelu_new (activations.py NewGELUActivation) is pointwise ops:
+  //   0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3.0))))
+  // evaluated left to right: t1 = 0.5 * x (MulBackward0 saves only the scalar), pow (saves its
+  // input; on CUDA autocast's fp32 list, so x is first cast to fp32 and the cast is saved),
+  // 0.044715 * p, x + that (promoted), sqrt(2/pi) * that (nothing saved), tanh (saves its
+  // output), 1.0 + tanh (nothing saved), t1 * that (saves both operands). derivatives.yaml:
+  // pow.Tensor_Scalar: self; tanh: result; mul.Tensor: self and other when both need grad.
+  // Everything else (nn.GELU, F.gelu exact or tanh) is one op saving its input.
+  int32_t gelu(int32_t x) {
+    const bool ops = dm_.impl && dm_.impl->gelu == GeluVariant::kConfig &&
+                     dm_.model->activation == Activation::kGeluNew;
+    if (!ops) return unary_saving_input(OpKind::kGelu, x, "gelu", "gelu out");
+    auto scalar_op = [&](OpKind kind, int32_t in, const char* name, bool pass, bool save_out) {
+      const Tensor t = b_.tensor(in);
+      OpDraft d = draft(kind, name);
+      d.op.math16 = false;
+      d.inputs.push_back({in, pass ? GradRule::kPass : GradRule::kNew, 0});
+      int32_t y = b_.fresh(t.bytes, t.dtype, name);
+      d.outputs.push_back(y);
+      if (save_out) d.saves.push_back(y);
+      b_.add_op(std::move(d));
+      return y;
+    };
+    const Tensor tx = b_.tensor(x);
+    const int64_t n = numel_of(tx);
+    int32_t t1 = scalar_op(OpKind::kMul, x, "gelu_new 0.5*x", false, false);
+    int32_t xp = dm_.amp ? cast(x, DType::kF32, "gelu_new pow cast", "gelu_new pow input") : x;
+    int32_t p = -1;
+    {
+      OpDraft d = draft(OpKind::kMul, "gelu_new pow");
+      d.op.math16 = false;
+      d.inputs.push_back({xp, GradRule::kNew});
+      p = b_.fresh(b_.tensor(xp).bytes, b_.tensor(xp).dtype, "gelu_new pow");
+      d.outputs.push_back(p);
+      d.saves = {xp};
+      b_.add_op(std::move(d));
+    }
+    int32_t c = scalar_op(OpKind::kMul, p, "gelu_new 0.044715*pow", false, false);
+    int32_t inner = add(x, c, "gelu_new x+");
+    int32_t sc = scalar_op(OpKind::kMul, inner, "gelu_new sqrt(2/pi)*", false, false);
+    int32_t th = scalar_op(OpKind::kGelu, sc, "gelu_new tanh", false, true);
+    int32_t one = scalar_op(OpKind::kAdd, th, "gelu_new 1+tanh", true, false);
+    const DType dt = promote(b_.tensor(t1).dtype, b_.tensor(one).dtype);
+    return mul_op(t1, one, bytes(n, dt), dt, "gelu_new product", "gelu out", true, true,
+                  Exec::kNone, 0, 0);
+  }
+
   // a * b with both requiring grad: saves both (MulBackward0 needs other for self and self for
   // other).
   int32_t mul_op(int32_t x, int32_t y, int64_t out_bytes, DType dt, const char* name,
@@ -516,7 +563,46 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     // default). Either way no masked copy exists and the probabilities are 16-bit; the softmax
     // op below carries the causal mask (dim[2]).
     const bool megatron_sm = dm.megatron_softmax && !dm.amp;
-    if (causal && !dm.paper && !megatron_sm) {
+    const ImplSpec* im = dm.impl;
+    if (im && im->attn_scale == AttnScale::kMulScalar) {
+      // nanoGPT model.py:67 `(q @ k^T) * (1.0 / math.sqrt(hs))`: the product is a new tensor;
+      // MulBackward0 saves only `other`, a wrapped 0-dim double (host memory on CUDA; 8 B of the
+      // CPU's per block, not modeled). The unscaled scores are freed once multiplied.
+      OpDraft sc = o.draft(OpKind::kMul, "attention scale");
+      sc.op.core_attention = true;
+      sc.op.math16 = false;
+      sc.inputs.push_back({scores, GradRule::kNew});
+      int32_t scaled = o.fresh_like(scores, "scaled scores");
+      sc.outputs.push_back(scaled);
+      bld.add_op(std::move(sc));
+      scores = scaled;
+    }
+    if (causal && !dm.paper && im && im->causal_mask == CausalMaskKind::kBlockF32Eq) {
+      // nanoGPT model.py:49-50: `self.bias`, fp32 [1, 1, block_size, block_size], one persistent
+      // buffer per block (counted with the weights); model.py:68 `self.bias[:, :, :T, :T] == 0`
+      // makes a bool [T, T] every forward, and `masked_fill` (out of place: a new scores
+      // tensor) saves it for its backward (MaskedFillBackward0 saves mask).
+      const int64_t pos = m.max_positions > 0 ? m.max_positions : dm.s;
+      int32_t buf = bld.buffer(bytes(mul(pos, pos), DType::kF32), DType::kF32,
+                               "causal mask buffer (fp32, per block)");
+      OpDraft eq = o.draft(OpKind::kMask, "mask == 0");
+      eq.op.core_attention = true;
+      eq.op.math16 = false;
+      eq.inputs.push_back({buf, GradRule::kNone});
+      int32_t keep = bld.fresh(bytes(mul(dm.s, dm.s), DType::kBool), DType::kBool, "mask == 0");
+      eq.outputs.push_back(keep);
+      bld.add_op(std::move(eq));
+      OpDraft mf = o.draft(OpKind::kMask, "masked fill");
+      mf.op.core_attention = true;
+      mf.op.math16 = false;
+      mf.inputs.push_back({scores, GradRule::kNew});
+      mf.inputs.push_back({keep, GradRule::kNone});
+      int32_t masked = o.fresh_like(scores, "masked scores");
+      mf.outputs.push_back(masked);
+      mf.saves = {keep};
+      bld.add_op(std::move(mf));
+      scores = masked;
+    } else if (causal && !dm.paper && !megatron_sm) {
       // torch.where(causal_mask, scores, -inf): a new tensor; the mask is a persistent buffer
       OpDraft mk = o.draft(OpKind::kMask, "causal mask");
       mk.op.core_attention = true;
@@ -585,7 +671,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
   int32_t mlp_out = -1;
   if (m.mlp == MlpKind::kGelu) {
     int32_t u = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "fc1", "fc1 out");
-    int32_t gu = o.unary_saving_input(OpKind::kGelu, u, "gelu", "gelu out");
+    int32_t gu = o.gelu(u);
     mlp_out = o.linear(gu, dm.f, h, m.linear_bias, Tp::kRow, "fc2", "fc2 out");
   } else {
     // HF LlamaMLP: down(silu(gate(x)) * up(x))
@@ -620,6 +706,9 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   // Output projection (vocab-parallel column linear), tied to the word embeddings or its own.
   int32_t logits = o.linear(y, dm.h, dm.v, m.post_norm, Tp::kColumn, "lm head", "logits",
                             m.tied_embeddings ? word_table : -1);
+  // nanoGPT's train.py keeps `logits` (its `logits, loss = model(X, Y)`) until the next
+  // iteration's forward returns: through backward and the optimizer step.
+  if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);
   const int64_t n = dm.n_full();
   const int64_t lv = bytes(mul(n, dm.v), DType::kF32);
   int32_t loss = bld.fresh(4, DType::kF32, "loss");

@@ -439,7 +439,8 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
 
 // Persistent state per rank (DESIGN.md §3 precision table; Megatron-LM
 // theoretical_memory_usage.py: 18 B/param, distributed optimizer 6 + 12/d).
-void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
+void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& s,
+                          const Device& dev) {
   const char* f = "persistent bytes";
   int64_t numel = 0, max_block_weights = 0;
   std::vector<int64_t> block_weights(static_cast<size_t>(g.n_blocks), 0);
@@ -507,6 +508,12 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
     // FSDP2: reduce_dtype fp32, the reduce-scattered gradient is the fp32 shard's .grad
     g.grads_bytes = grad_all / d;
     add(g.grads_bytes, Category::kGrads, "partitioned grads (fp32)");
+  } else if (!s.set_to_none) {
+    // zero_grad(set_to_none=False) (torch < 2.0's default, HF's Trainer of early 2022): every
+    // .grad, allocated by the first step's backward, is zeroed in place and kept.
+    g.grads_bytes = grad_all;
+    add(grad_all, Category::kGrads, "parameter grads (zeroed, kept: --set-to-none off)");
+    if (d > 1) add(grad_all, Category::kComm, "DDP gradient buckets");
   } else if (s.microbatches > 1) {
     // Gradient accumulation: from the second micro-batch on, every .grad exists (allocated by
     // the first micro-batch's backward, kept until zero_grad after the optimizer step).
@@ -530,20 +537,53 @@ void add_persistent_state(Graph& g, const TrainSetup& s, const Device& dev) {
   add(opt, Category::kOptimizer, "optimizer state");
 
   // Foreach Adam allocates sqrt(v) for the whole group (torch/optim/adam.py _multi_tensor_adam:
-  // exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)); fused Adam and SGD none.
+  // exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)), and torch 1.13 also the
+  // out-of-place `denom` (ImplSpec::foreach_eps); per group, so the largest group's (the
+  // implementation's param_groups); fused Adam and SGD none.
   const int64_t shard = sharded ? numel / d : numel;
+  int64_t per_foreach = 4, group = shard;
+  if (g.impl && g.profile != Profile::kPaper) {
+    const ImplSpec& im = spec(*g.impl);
+    const bool eager = s.attention && *s.attention == AttentionKind::kStandard;
+    if ((eager ? im.foreach_eps_eager : im.foreach_eps) == ForeachEps::kOutOfPlace)
+      per_foreach = 8;
+    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0) {
+      const int64_t vec = vector_parameter_count(model);
+      const int64_t all = parameter_count(model);
+      // the larger group, as a share of this rank's shard
+      const int64_t larger = std::max(vec, all - vec);
+      group = shard == all ? larger
+                           : static_cast<int64_t>(std::llround(static_cast<double>(shard) *
+                                                               static_cast<double>(larger) /
+                                                               static_cast<double>(all)));
+    }
+  }
   g.optimizer_transient_bytes =
       s.optimizer == Optimizer::kAdamForeach && g.profile != Profile::kPaper
-          ? checked_mul(4, shard, f)
+          ? checked_mul(per_foreach, group, f)
           : 0;
+  // A per-parameter loop: HF's adamw_hf (transformers optimization.py AdamW.step:
+  // `denom = exp_avg_sq.sqrt().add_(eps)`) holds one fp32 temporary of the parameter being
+  // updated, so the largest parameter's (the word embeddings, typically). torch's single-tensor
+  // Adam (`(exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`) briefly holds two: not
+  // distinguished here.
+  if (s.optimizer == Optimizer::kAdamLoop && g.profile != Profile::kPaper) {
+    int64_t largest = 0;
+    for (int32_t sid : g.param_storages)
+      largest = std::max(largest, g.storages[sid].bytes / bytes_of(g.storages[sid].dtype));
+    if (s.zero >= 1) largest /= d;
+    g.optimizer_transient_bytes = checked_mul(4, largest, f);
+  }
   // Bytes moved per parameter of the shard: foreach Adam runs lerp_(m), mul_(v), addcmul_(v),
   // sqrt, div_, add_, addcdiv_(p) and the decoupled weight decay mul_(p): 80 B; fused Adam reads
   // and writes p, m, v and reads g: 28 B; SGD with momentum: 20 B; bf16 params add a 2 B copy.
-  int64_t moved = s.optimizer == Optimizer::kAdamForeach ? 80
+  int64_t moved = s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 80
                   : s.optimizer == Optimizer::kAdamFused ? 28 : 20;
   if (prec == Precision::kBf16Mixed) moved += 2;
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
-  g.optimizer_cost.kernels = s.optimizer == Optimizer::kAdamForeach ? 8 : 1;
+  // (adam-loop launches about 8 per parameter tensor; counted as foreach's 8: not modeled)
+  g.optimizer_cost.kernels =
+      s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 8 : 1;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
   const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
@@ -603,7 +643,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   // first, whose backward finds every .grad already allocated by the one before.
   bld.persistent_grads =
       g.precision == Precision::kBf16Mixed || g.precision == Precision::kFsdp2Bf16 ||
-      setup.zero >= 2 || setup.microbatches > 1;
+      setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
   int32_t table = -1;
@@ -628,7 +668,7 @@ void complete(Graph& g, const ModelConfig& model, const TrainSetup& setup, const
     ++r.count;
   }
   g.params = parameter_count(model);
-  add_persistent_state(g, setup, device);
+  add_persistent_state(g, model, setup, device);
   g.initial_uses.assign(g.storages.size(), 0);
   for (const Op& op : g.ops)
     for (int32_t k = 0; k < op.inputs.count; ++k) ++g.initial_uses[g.idx[op.inputs.begin + k]];
@@ -673,6 +713,9 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
     owner[s] = st.producer >= 0 ? g3.ops[st.producer].block : -1;
   }
   for (int32_t s : g3.param_storages) owner[s] = g3.storages[s].block;
+  // A persistent buffer made while building block 1 (nanoGPT's per-block mask) is block 1's.
+  for (int32_t s : g3.persistent)
+    if (owner[s] < 0 && g3.storages[s].block == 1) owner[s] = 1;
   // block 0 storage -> the block 1 storage made by the same local op in the same position
   std::vector<int32_t> next_of(ns, -1);
   for (int32_t l = 0; l < b1.count; ++l) {

@@ -73,4 +73,16 @@ int64_t parameter_count(const ModelConfig& m) {
   return total;
 }
 
+int64_t vector_parameter_count(const ModelConfig& m) {
+  // parameter_count's biases and norms, term by term (it has checked the sizes for overflow)
+  const int64_t h = m.hidden, d = m.head_dim, a = m.heads, g = m.kv_heads, ff = m.ffn_hidden;
+  const int64_t norm = m.norm_bias ? 2 * h : h;
+  int64_t block = 2 * norm;
+  if (m.qkv_bias) block += (a + 2 * g) * d;
+  if (m.linear_bias) block += h + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * ff + h;
+  int64_t total = block * m.layers + norm;
+  if (m.post_norm) total += h + norm + m.vocab;  // BERT's MLM head: dense bias, norm, decoder bias
+  return total;
+}
+
 }  // namespace sim

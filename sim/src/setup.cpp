@@ -25,10 +25,11 @@ constexpr std::array<std::pair<Profile, std::string_view>, 2> kProfiles{{
     {Profile::kPytorch, "pytorch"},
     {Profile::kPaper, "paper"},
 }};
-constexpr std::array<std::pair<Optimizer, std::string_view>, 3> kOptimizers{{
+constexpr std::array<std::pair<Optimizer, std::string_view>, 4> kOptimizers{{
     {Optimizer::kAdamForeach, "adam"},
     {Optimizer::kAdamFused, "adam-fused"},
     {Optimizer::kSgd, "sgd"},
+    {Optimizer::kAdamLoop, "adam-loop"},
 }};
 constexpr std::array<std::pair<AllocatorKind, std::string_view>, 3> kAllocators{{
     {AllocatorKind::kExact, "exact"},

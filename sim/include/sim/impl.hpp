@@ -73,6 +73,53 @@ enum class EagerSoftmax : uint8_t {
   kMegatronFused,
 };
 
+// --- implhf (nanoGPT and HF variants) ---
+
+// How eager attention scales its scores.
+enum class AttnScale : uint8_t {
+  kInMatmul,   // inside the score GEMM (baddbmm's alpha, Megatron; the paper's)
+  kMulScalar,  // a separate multiply by a Python float (nanoGPT model.py:67
+               // `(q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))`): a new [b, a, s, s]
+               // tensor; MulBackward0 saves only the wrapped scalar (a host-side double on CUDA)
+};
+
+// The causal mask of eager attention.
+enum class CausalMaskKind : uint8_t {
+  kSharedBool,  // one bool [s, s] buffer for the model, `torch.where(mask, scores, -inf)`
+  kBlockF32Eq,  // nanoGPT's slow path (model.py:49-50, 68): each block registers a persistent
+                // fp32 buffer [1, 1, block_size, block_size] (block_size = the config's
+                // positions); every forward computes `bias[:, :, :T, :T] == 0` (a new bool
+                // [s, s]), which `masked_fill` saves
+};
+
+// How long the training loop keeps the logits.
+enum class LogitsLifetime : uint8_t {
+  kLoss,  // freed once the loss no longer needs them (HF's Trainer returns only the loss)
+  kStep,  // held until the step ends: nanoGPT train.py:299-314 keeps `logits` through backward
+          // and the optimizer step (its `logits, loss = model(X, Y)`)
+};
+
+// The optimizer's parameter groups (torch's foreach kernels run per group, so their temporaries
+// are sized by the largest group).
+enum class ParamGroups : uint8_t {
+  kOne,          // one group of every parameter
+  kDecayNoDecay, // weight decay on matrices, none on biases and norm weights: nanoGPT model.py
+                 // configure_optimizers (dim >= 2), HF Trainer get_decay_parameter_names
+};
+
+// torch's foreach Adam/AdamW (_multi_tensor_adam[w]): the temporaries per parameter of a group.
+enum class ForeachEps : uint8_t {
+  kInPlace,     // torch >= 2.1 adam.py: sqrt(v) then `_foreach_add_(exp_avg_sq_sqrt, eps)`: 4 B
+  kOutOfPlace,  // torch 1.13 adamw.py:418-420: sqrt(v), then `denom = _foreach_add(sqrt, eps)`,
+                // both alive at the addcdiv: 8 B
+};
+
+// The GeLU of the MLP.
+enum class GeluVariant : uint8_t {
+  kFused,   // one op saving its input whatever the config names (nn.GELU; Megatron's)
+  kConfig,  // as the config's activation function names it (HF ACT2FN: gelu_new is pointwise ops)
+};
+
 struct ImplSpec {
   Impl id = Impl::kHf;
   std::string_view name;      // as --impl takes it
@@ -96,6 +143,16 @@ struct ImplSpec {
   // Eager attention's baddbmm reads a persistent [b*np, s, s] 16-bit buffer of Megatron's global
   // memory buffer (parallel_state.get_global_memory_buffer, kept for the whole run).
   bool qk_global_buffer = false;
+
+  // --- implhf: op variants of nanoGPT and HF (see the enums above) ---
+  AttnScale attn_scale = AttnScale::kInMatmul;
+  CausalMaskKind causal_mask = CausalMaskKind::kSharedBool;
+  LogitsLifetime logits = LogitsLifetime::kLoss;
+  GeluVariant gelu = GeluVariant::kFused;
+  ParamGroups param_groups = ParamGroups::kOne;
+  ForeachEps foreach_eps = ForeachEps::kInPlace;          // the release modeled
+  ForeachEps foreach_eps_eager = ForeachEps::kInPlace;    // under --attention standard
+  // --- end implhf ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 };

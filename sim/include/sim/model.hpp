@@ -10,6 +10,13 @@ namespace sim {
 enum class MlpKind : uint8_t { kGelu, kSwiglu };  // h→f GeLU→h, or SwiGLU (gate, up; down)
 enum class NormKind : uint8_t { kLayerNorm, kRmsNorm };
 enum class PosEmbedding : uint8_t { kLearned, kRope };  // learned table, or rotary (no weights)
+// The GeLU an HF config names (activation_function, hidden_act): transformers' ACT2FN.
+enum class Activation : uint8_t {
+  kGelu,      // "gelu": F.gelu, one op saving its input (and actsim model files' "gelu")
+  kGeluTanh,  // "gelu_pytorch_tanh": F.gelu(approximate="tanh"), one op saving its input
+  kGeluNew,   // "gelu_new": NewGELUActivation, pointwise Python ops (activations.py)
+  kGeluFast,  // "gelu_fast": FastGELUActivation, pointwise ops; simulated as one op (not modeled)
+};
 
 struct ModelConfig {
   std::string name;    // as the user named it: a file stem ("gpt2-small") or a path
@@ -27,6 +34,7 @@ struct ModelConfig {
   int64_t type_vocab = 0;     // BERT token-type embeddings; 0 when absent
 
   MlpKind mlp = MlpKind::kGelu;
+  Activation activation = Activation::kGelu;  // the GeLU variant, when mlp is kGelu
   NormKind norm = NormKind::kLayerNorm;
   PosEmbedding positions = PosEmbedding::kLearned;
   bool post_norm = false;        // BERT: norm after each residual add (and on the embeddings)
@@ -52,5 +60,8 @@ void validate(const ModelConfig& model);
 
 // Parameters of the whole model (not per rank), checked against overflow.
 int64_t parameter_count(const ModelConfig& model);
+// Of those, the one-dimensional ones (biases, norm weights): the no-decay group of nanoGPT's
+// configure_optimizers and of HF's Trainer.
+int64_t vector_parameter_count(const ModelConfig& model);
 
 }  // namespace sim

@@ -18,7 +18,9 @@ namespace sim {
 enum class Precision : uint8_t { kBf16Mixed, kBf16Amp, kFp16Amp, kFp32, kFsdp2Bf16 };
 enum class AttentionKind : uint8_t { kStandard, kFlash };
 enum class Profile : uint8_t { kPytorch, kPaper };
-enum class Optimizer : uint8_t { kAdamForeach, kAdamFused, kSgd };
+// kAdamLoop: a per-parameter loop (HF's adamw_hf, torch's single-tensor Adam): one temporary the
+// size of the largest parameter.
+enum class Optimizer : uint8_t { kAdamForeach, kAdamFused, kSgd, kAdamLoop };
 enum class AllocatorKind : uint8_t { kExact, kCaching, kCachingExpandable };
 
 struct TrainSetup {
@@ -38,6 +40,9 @@ struct TrainSetup {
   int64_t prefetch = 1;      // offload: blocks whose saved tensors are copied back ahead (--prefetch)
   int64_t pp = 1;            // pipeline stages p (--pp)
   int64_t vpp = 1;           // model chunks per stage m, interleaved schedule when > 1 (--vpp)
+  // --set-to-none: zero_grad(set_to_none=True) frees the gradients between steps (torch >= 2.0
+  // default); false: they are zeroed and kept, persistent (torch < 2.0, HF's Trainer of 2022).
+  bool set_to_none = true;
   int64_t microbatches = 1;  // micro-batches per step N (--num-microbatches; gradient accumulation)
 };
 
@@ -55,7 +60,7 @@ void validate(const ModelConfig& model, const TrainSetup& setup);
 std::string_view name(Precision p);          // "bf16-mixed", "bf16-amp", "fp16-amp", "fp32", "fsdp2-bf16"
 std::string_view name(AttentionKind a);      // "standard", "flash"
 std::string_view name(Profile p);            // "pytorch", "paper"
-std::string_view name(Optimizer o);          // "adam", "adam-fused", "sgd"
+std::string_view name(Optimizer o);          // "adam", "adam-fused", "sgd", "adam-loop"
 std::string_view name(AllocatorKind a);      // "exact", "caching", "caching-expandable"
 std::optional<Precision> parse_precision(std::string_view s);
 std::optional<AttentionKind> parse_attention(std::string_view s);

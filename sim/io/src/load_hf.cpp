@@ -62,14 +62,22 @@ bool lists(std::string_view list, std::string_view word) {
 // Keys that count routed experts; more than one expert is MoE whatever the model_type says.
 constexpr std::string_view kExpertKeys[] = {"num_local_experts", "num_experts", "n_routed_experts"};
 
-// HF's GeLU variants (exact, tanh approximations): one elementwise op on the same tensor, so
-// the same memory and FLOPs for actsim.
+// HF's GeLU variants (exact, tanh approximations). F.gelu (exact or tanh) is one op; gelu_new
+// is pointwise Python ops whose saves the hf implementation models (sim::Activation).
 constexpr std::string_view kGelus[] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
 
 bool is_gelu(std::string_view act) {
   for (std::string_view g : kGelus)
     if (g == act) return true;
   return false;
+}
+
+// One of kGelus (checked first) as the simulator's activation variant.
+sim::Activation activation_of(std::string_view act) {
+  if (act == "gelu_new") return sim::Activation::kGeluNew;
+  if (act == "gelu_pytorch_tanh") return sim::Activation::kGeluTanh;
+  if (act == "gelu_fast") return sim::Activation::kGeluFast;
+  return sim::Activation::kGelu;
 }
 
 [[noreturn]] void refuse(const ObjectReader& in, std::string_view key, const std::string& feature) {
@@ -130,6 +138,7 @@ sim::ModelConfig gpt2(const ObjectReader& in) {
   }
   const std::string act = in.string_or("activation_function", "gelu_new");
   if (!is_gelu(act)) refuse(in, "activation_function", "activation " + act + " (gpt2)");
+  m.activation = activation_of(act);
   refuse_cross_attention(in, "gpt2");
 
   m.mlp = sim::MlpKind::kGelu;
@@ -204,6 +213,7 @@ sim::ModelConfig bert(const ObjectReader& in) {
   if (m.type_vocab < 0) in.fail("type_vocab_size", "must not be negative");
   const std::string act = in.string_or("hidden_act", "gelu");
   if (!is_gelu(act)) refuse(in, "hidden_act", "hidden_act " + act + " (bert)");
+  m.activation = activation_of(act);
   const std::string pos = in.string_or("position_embedding_type", "absolute");
   if (pos != "absolute")
     refuse(in, "position_embedding_type", "relative position embeddings " + pos + " (bert)");

@@ -23,6 +23,7 @@ ImplSpec hf() {
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kArchitecture;
   s.eager_matmul = EagerMatmul::kCopies;
+  s.gelu = GeluVariant::kConfig;  // modeling_gpt2.py GPT2MLP: ACT2FN[config.activation_function]
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
   return s;

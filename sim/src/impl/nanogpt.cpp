@@ -18,7 +18,15 @@ ImplSpec nanogpt() {
   s.dropout = DropoutDefault::kZero;  // train.py:55 dropout = 0.0
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kFused;  // model.py:56 one c_attn
-  s.eager_matmul = EagerMatmul::kCopies;
+  s.eager_matmul = EagerMatmul::kCopies;  // model.py:67, 71 `@` on transposed views
+  s.attn_scale = AttnScale::kMulScalar;    // model.py:67
+  s.causal_mask = CausalMaskKind::kBlockF32Eq;  // model.py:49-50, 68
+  s.logits = LogitsLifetime::kStep;        // train.py:299-314 keeps `logits`
+  s.gelu = GeluVariant::kFused;            // model.py:83 nn.GELU()
+  s.param_groups = ParamGroups::kDecayNoDecay;  // model.py configure_optimizers: dim >= 2 decays
+  // model.py:45 takes the slow path exactly when torch lacks SDPA (torch < 2.0), whose foreach
+  // AdamW adds eps out of place; with SDPA (torch >= 2.0) the modeled release is current torch.
+  s.foreach_eps_eager = ForeachEps::kOutOfPlace;
   s.zero_means = "DDP (train.py); ZeRO is not in nanoGPT: modeled as torch's ZeroRedundancyOptimizer";
   s.not_modeled = "torch.compile (train.py's default compile=True)";
   return s;
