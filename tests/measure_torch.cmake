@@ -173,7 +173,7 @@ test $status -eq 3
 grep -q '^2 rows, 0 within' "$3/off.txt"
 # The committed nanoGPT measurements parse and re-simulate (whatever today's error).
 cd "$2"
-for f in validation/real-code/nanogpt.csv validation/real-code/nanogpt-drop-logits.csv
+for f in validation/real-code/nanogpt.csv validation/real-code/variants/nanogpt-drop-logits.csv
 do
   set +e
   "$1" validate "$f" > "$3/nanogpt.txt"

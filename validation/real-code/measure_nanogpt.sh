@@ -3,7 +3,7 @@
 # CPU in fp32 under none, full and every:2 for the three configurations below, and writes
 #   nanogpt.csv              the step as train.py runs it (`logits` held through backward and
 #                            the optimizer step: train.py:300)
-#   nanogpt-drop-logits.csv  the same with the logits dropped as soon as the loss is computed
+#   variants/nanogpt-drop-logits.csv  the same with the logits dropped as soon as the loss is computed
 # (README.md here). Usage, from anywhere:
 #   validation/real-code/measure_nanogpt.sh NANOGPT_DIR [PYTHON]
 # NANOGPT_DIR holds an unmodified model.py of karpathy/nanoGPT (outside this repository);
@@ -36,6 +36,9 @@ nanogpt-l6-h384-bias 6 6 384 true 2 256
 CONFIGS
   set -- "$tmp/$file-nanogpt-l4-h256-bias.csv" "$tmp/$file-nanogpt-l4-h256-nobias.csv" \
     "$tmp/$file-nanogpt-l6-h384-bias.csv"
-  { head -n 1 "$1"; for f in "$@"; do tail -n +2 "$f"; done; } > "$out/$file.csv.partial"
-  mv "$out/$file.csv.partial" "$out/$file.csv"
+  # The variant --impl nanogpt does not model (logits dropped) goes to variants/ (README).
+  dest="$out/$file.csv"
+  [ "$keep" = true ] || dest="$out/variants/$file.csv"
+  { head -n 1 "$1"; for f in "$@"; do tail -n +2 "$f"; done; } > "$dest.partial"
+  mv "$dest.partial" "$dest"
 done
