@@ -52,8 +52,10 @@ std::string render_table(const std::string& model, const sim::Device& device,
   std::string out = fmt::format(
       "Plan for {} on {} under a budget of {} ({} peak per GPU)\n", model, device.name,
       Bytes{plan.budget_bytes}, caching ? "reserved" : "allocated");
-  out += fmt::format("  micro-batch {}, seq {}, {} profile, {}, {} attention, tp {}, dp {}, ZeRO {}\n\n",
-                     setup.micro_batch, setup.seq, sim::name(setup.profile),
+  out += fmt::format("  micro-batch {}, seq {}, {}{} profile, {}, {} attention, tp {}, dp {}, ZeRO {}\n\n",
+                     setup.micro_batch, setup.seq,
+                     setup.impl ? fmt::format("--impl {}, ", sim::name(*setup.impl)) : std::string(),
+                     sim::name(setup.profile),
                      sim::name(sim::resolved_precision(setup)), sim::name(sim::resolved_attention(setup)),
                      setup.tp, setup.dp, setup.zero);
   out += fmt::format("  {}\n\n", plan.strategy.canonical());
@@ -142,7 +144,7 @@ int cmd_plan(const Invocation& inv) {
   row.result = plan.result;
   switch (format) {
     case Format::kTable:
-      text = render_table(axes.models.front(), device, p.setup, plan,
+      text = render_table(axes.models.front(), device, sim::resolve_setup(inputs.models.front(), p.setup), plan,
                           sim::best_fixed(graph, device, budget));
       break;
     case Format::kCsv: text = sim_io::csv_header() + sim_io::csv_row(row); break;
