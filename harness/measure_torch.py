@@ -85,7 +85,7 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
               "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
               "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
-              "dp_comm_ns", "comm_wait_ns"])
+              "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant"])
 
 # --optimizer: the torch optimizer and the name actsim's `optimizer` column gives it.
 OPTIMIZERS = {"adamw": "adam", "adamw-loop": "adam-loop", "sgd": "sgd"}
@@ -452,7 +452,8 @@ def measure(args):
                  peak_phase=phase, weights_bytes=weights, grads_bytes=grads,
                  optimizer_bytes=opt_state, workspace_bytes=0, peak_requested_bytes=peak,
                  peak_reserved_bytes=peak, prefetch=1, pp=1, vpp=1, num_microbatches=1,
-                 pp_stage=0, pp_in_flight=1, impl=args.impl)
+                 pp_stage=0, pp_in_flight=1, impl=args.impl, set_to_none=args.set_to_none,
+                 reentrant="on" if args.reentrant else "off")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

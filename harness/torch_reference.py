@@ -65,7 +65,7 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
               "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
               "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
-              "dp_comm_ns", "comm_wait_ns"])
+              "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant"])
 
 # The per-op timing table (`actsim calibrate`; harness/README.md "Timing tables").
 TIMING_COLUMNS = ["model", "precision", "attention", "batch", "seq", "op", "kind", "block",
@@ -89,7 +89,9 @@ def base_row(cfg, model_name, device_name, strategy, allocator, m, params):
              num_microbatches=1,
              # The op list torchref builds: Megatron's GPT layout (fused QKV views, strided
              # bmm) or HF's Llama (sim/include/sim/impl.hpp).
-             impl="hf" if m["family"] == "llama" else "megatron")
+             impl="hf" if m["family"] == "llama" else "megatron",
+             # torchref zeroes with set_to_none and checkpoints with use_reentrant=False
+             set_to_none="on", reentrant="off")
     return r
 
 

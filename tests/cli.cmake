@@ -84,8 +84,8 @@ rm -f e.csv
 test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,$'
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -414,3 +414,24 @@ grep -q '^  validated  *cpu live: mean [0-9.]* %, max [0-9.]* % over [0-9]* rows
 grep -q '^  validated  *not validated (hf on the llama family)' none.txt
 ]=] ${PROJECT_SOURCE_DIR} ${Python3_EXECUTABLE})
 endif()
+
+# --reentrant on|off (torch.utils.checkpoint's use_reentrant; HF's gradient_checkpointing_kwargs):
+# a reentrant segment is replayed whole and its output kept to its backward, so every:2 on the
+# tiny GPT peaks higher (by one block output, 65,536 bytes); the CSV's key columns say which; the
+# paper profile is reentrant only; a bad value is one line, exit 2.
+actsim_cli_test(reentrant_flag [=[
+actsim="$1"
+export ACTSIM_MODELS="$2/tests/golden"
+flags="--model tiny-gpt --impl nanogpt --attention standard --batch 2 --seq 128 --strategy every:2"
+"$actsim" run $flags --reentrant off --format csv > off.csv
+"$actsim" run $flags --reentrant on --format csv > on.csv
+peak() { awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i } NR == 2 { print $c["peak_allocated_bytes"] " " $c["reentrant"] }' "$1"; }
+set -- $(peak off.csv) $(peak on.csv)
+test "$2" = off && test "$4" = on && test "$3" -eq $(($1 + 65536))
+status=0
+"$actsim" run --reentrant maybe 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && grep -q -- '--reentrant' err.txt
+status=0
+"$actsim" run --model korthikanti-22b --profile paper --reentrant off 2> err.txt || status=$?
+test "$status" -eq 2 && grep -q 'the paper profile recomputes as Megatron does' err.txt
+]=] ${PROJECT_SOURCE_DIR})

@@ -43,6 +43,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--set-to-none", f.set_to_none,
       "on: zero_grad frees the gradients between steps (torch >= 2.0); off: zeroed and kept "
       "(torch < 2.0, HF's Trainer of early 2022)");
+  add("--reentrant", f.reentrant,
+      "on|off: checkpoint with use_reentrant=True (the whole segment replayed, its output kept "
+      "to its backward) or False (stops at the last save); default: the implementation's");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -118,6 +121,11 @@ Axes parse_axes(const CommonFlags& f) {
     const std::vector<bool> v = parse_switch_axis(f.set_to_none, "--set-to-none");
     if (v.size() != 1) throw sim::ConfigError("--set-to-none", f.set_to_none, "takes one value, not a list");
     a.set_to_none = v.front();
+  }
+  if (!f.reentrant.empty()) {
+    const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");
+    if (v.size() != 1) throw sim::ConfigError("--reentrant", f.reentrant, "takes one value, not a list");
+    a.reentrant = v.front();
   }
   return a;
 }

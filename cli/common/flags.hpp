@@ -40,6 +40,7 @@ struct CommonFlags {
   std::string microbatches = "1";      // --num-microbatches (one value)
   std::string gpus_per_node = "8";     // --gpus-per-node (one value)
   std::string set_to_none = "on";      // --set-to-none on|off (one value)
+  std::string reentrant;               // --reentrant on|off (one value); empty: the impl's
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
 };
@@ -77,6 +78,7 @@ struct Axes {
   int64_t pp = 1, vpp = 1, microbatches = 1;  // pipeline (one value each for the whole sweep)
   int64_t gpus_per_node = 8;  // topology: GPUs per node on NVLink (one value)
   bool set_to_none = true;  // --set-to-none (one value for the whole sweep)
+  std::optional<bool> reentrant;  // --reentrant (one value); unset: the implementation's
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

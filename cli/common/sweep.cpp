@@ -114,6 +114,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.vpp = a.vpp;
   t.microbatches = a.microbatches;
   t.set_to_none = a.set_to_none;
+  t.reentrant = a.reentrant;
   return p;
 }
 

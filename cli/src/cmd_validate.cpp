@@ -191,6 +191,14 @@ int cmd_validate(const Invocation& inv) {
     s.pp = optional_integer("pp", 1);
     s.vpp = optional_integer("vpp", 1);
     s.microbatches = optional_integer("num_microbatches", 1);
+    // Release knobs (appended key columns): absent or empty means the default.
+    for (const char* knob : {"set_to_none", "reentrant"}) {
+      const std::string v = optional(knob);
+      if (v.empty()) continue;
+      if (v != "on" && v != "off") throw sim::ConfigError(where, knob, "'" + v + "' is not on or off");
+      if (std::string_view(knob) == "set_to_none") s.set_to_none = v == "on";
+      else s.reentrant = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

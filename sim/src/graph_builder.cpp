@@ -629,6 +629,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.precision = resolved_precision(setup);
   g.profile = setup.profile;
   g.impl = setup.impl;
+  g.reentrant = setup.reentrant;
   g.allocator = setup.allocator;
   g.prefetch = setup.prefetch;
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
@@ -763,6 +764,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.precision = g3.precision;
   out.profile = g3.profile;
   out.impl = g3.impl;
+  out.reentrant = g3.reentrant;
   out.allocator = g3.allocator;
   out.prefetch = g3.prefetch;
   out.tokens = g3.tokens;

@@ -197,7 +197,8 @@ struct Graph {
   int64_t pp = 1;               // pipeline stages (rank placement for the topology)
   Precision precision = Precision::kBf16Amp;
   Profile profile = Profile::kPytorch;
-  std::optional<Impl> impl;  // the code base modeled (resolved); unset under the paper profile
+  std::optional<Impl> impl;
+  std::optional<bool> reentrant;  // --reentrant; unset: the implementation's checkpoint API  // the code base modeled (resolved); unset under the paper profile
   AllocatorKind allocator = AllocatorKind::kExact;  // how the engine also counts reserved bytes
   int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
 

@@ -43,6 +43,9 @@ struct TrainSetup {
   // --set-to-none: zero_grad(set_to_none=True) frees the gradients between steps (torch >= 2.0
   // default); false: they are zeroed and kept, persistent (torch < 2.0, HF's Trainer of 2022).
   bool set_to_none = true;
+  // --reentrant on|off: the checkpoint API's reentrancy (torch.utils.checkpoint's use_reentrant;
+  // HF's gradient_checkpointing_kwargs). Unset: the implementation's (ImplSpec::checkpoint).
+  std::optional<bool> reentrant;
   int64_t microbatches = 1;  // micro-batches per step N (--num-microbatches; gradient accumulation)
 };
 

@@ -44,7 +44,10 @@ std::vector<std::string> make_columns() {
         "impl",
         // Time model (DESIGN.md §5): tokens/s per GPU (a replica is tp x pp GPUs), the GPU's wait
         // on the host lane, data-parallel collectives on their stream and compute's wait on them.
-        "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns", "comm_wait_ns"})
+        "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns", "comm_wait_ns",
+        // Release knobs (key columns, appended): zero_grad's set_to_none (on/off) and the
+        // checkpoint API's reentrancy (on/off; empty: the implementation's).
+        "set_to_none", "reentrant"})
     c.emplace_back(name);
   return c;
 }
@@ -122,7 +125,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 16;
+  constexpr int kAfterError = 18;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -204,6 +207,8 @@ std::string csv_row(const Row& row) {
     w.integer(row.result->dp_comm_ns);
     w.integer(row.result->comm_wait_ns);
   }
+  w.text(s.set_to_none ? "on" : "off");
+  w.text(s.reentrant ? (*s.reentrant ? "on" : "off") : "");
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -35,6 +35,8 @@ std::string result_json(const Row& row) {
   j["pp"] = s.pp;
   j["vpp"] = s.vpp;
   j["num_microbatches"] = s.microbatches;
+  j["set_to_none"] = s.set_to_none;
+  j["reentrant"] = s.reentrant ? Json(*s.reentrant) : Json(nullptr);
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;

@@ -65,6 +65,9 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                         "the paper profile is Korthikanti et al.'s closed form; --impl applies to "
                         "the pytorch profile");
     if (!s.attention) s.attention = AttentionKind::kStandard;
+    if (s.reentrant && !*s.reentrant)
+      throw ConfigError("--reentrant", "reentrant",
+                        "the paper profile recomputes as Megatron does, reentrant");
     return s;
   }
   if (!s.impl) s.impl = default_impl(model, s);
