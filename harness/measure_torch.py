@@ -67,25 +67,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = "measure_torch"
 
-# sim/io/src/csv.cpp make_columns(), in order (the contract: columns are only ever appended),
-# then `impl`. tests/measure_torch.cmake holds this header equal to `actsim run`'s.
-CATEGORIES = ["weights", "grads", "optimizer", "activations", "recomputed", "activation_grads",
-              "weight_casts", "transient", "workspace", "comm"]
-COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strategy", "profile",
-            "precision", "attention", "dropout", "batch", "seq", "tp", "sp", "dp", "zero",
-            "optimizer", "allocator", "layers", "params", "params_per_rank",
-            "peak_allocated_bytes", "peak_time_ns", "peak_phase", "activation_bytes_per_layer",
-            "activation_peak_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes",
-            "workspace_bytes"]
-           + ["peak_%s_bytes" % c for c in CATEGORIES]
-           + ["fwd_flops", "bwd_flops", "recompute_flops", "model_flops", "step_time_ns",
-              "fwd_time_ns", "bwd_time_ns", "recompute_time_ns", "optimizer_time_ns",
-              "comm_time_ns", "tokens_per_s", "mfu", "hfu", "fits", "headroom_bytes",
-              "cuda_context_bytes", "comm_buffer_bytes", "device_bytes", "error",
-              "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
-              "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
-              "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
-              "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant"])
+# actsim's CSV schema v1 (harness/actsim_csv.py, beside this file); no __pycache__ in the tree.
+sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
+from actsim_csv import COLUMNS, csv_field  # noqa: E402  pylint: disable=wrong-import-position
 
 # --optimizer: the torch optimizer and the name actsim's `optimizer` column gives it.
 OPTIMIZERS = {"adamw": "adam", "adamw-loop": "adam-loop", "sgd": "sgd"}
@@ -478,12 +463,6 @@ def write_text(path, text):
         f.write(text)
     os.replace(path + ".partial", path)
 
-
-def csv_field(v):
-    s = str(v)
-    if any(c in s for c in ",\"\r\n"):
-        s = '"' + s.replace('"', '""') + '"'
-    return s
 
 
 def write_rows(path, rows):

@@ -45,27 +45,7 @@ from torchref.model import Model, Regions  # noqa: E402
 from torchref.train import (Trainer, census_gpu, dry_run, measure,  # noqa: E402
                             profile_step)
 
-SCHEMA_VERSION = 1
-
-# sim/io/src/csv.cpp make_columns(), in order (the contract: columns are only ever appended).
-# tests/torch_reference.cmake holds this list equal to `actsim run --format csv`'s header.
-CATEGORIES = ["weights", "grads", "optimizer", "activations", "recomputed", "activation_grads",
-              "weight_casts", "transient", "workspace", "comm"]
-COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strategy", "profile",
-            "precision", "attention", "dropout", "batch", "seq", "tp", "sp", "dp", "zero",
-            "optimizer", "allocator", "layers", "params", "params_per_rank",
-            "peak_allocated_bytes", "peak_time_ns", "peak_phase", "activation_bytes_per_layer",
-            "activation_peak_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes",
-            "workspace_bytes"]
-           + ["peak_%s_bytes" % c for c in CATEGORIES]
-           + ["fwd_flops", "bwd_flops", "recompute_flops", "model_flops", "step_time_ns",
-              "fwd_time_ns", "bwd_time_ns", "recompute_time_ns", "optimizer_time_ns",
-              "comm_time_ns", "tokens_per_s", "mfu", "hfu", "fits", "headroom_bytes",
-              "cuda_context_bytes", "comm_buffer_bytes", "device_bytes", "error",
-              "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
-              "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
-              "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
-              "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant"])
+from actsim_csv import COLUMNS, SCHEMA_VERSION, csv_field  # noqa: E402
 
 # The per-op timing table (`actsim calibrate`; harness/README.md "Timing tables").
 TIMING_COLUMNS = ["model", "precision", "attention", "batch", "seq", "op", "kind", "block",
@@ -99,12 +79,6 @@ def fmt_float(x):
     # as fmt's "{}" for a double: the shortest repr (0.1, 0, 0.25)
     return ("%d" % x) if float(x).is_integer() else repr(float(x))
 
-
-def csv_field(v):
-    s = str(v)
-    if any(c in s for c in ",\"\r\n"):
-        s = '"' + s.replace('"', '""') + '"'
-    return s
 
 
 def write_csv(path, rows):

@@ -1,0 +1,34 @@
+"""actsim's CSV schema v1 as the Python harness writes it (torch_reference.py, measure_torch.py).
+
+Standard library only. tests/torch_reference.cmake and tests/measure_torch.cmake hold COLUMNS
+equal to `actsim run --format csv`'s header.
+"""
+
+SCHEMA_VERSION = 1
+
+# sim/io/src/csv.cpp make_columns(), in order (the contract: columns are only ever appended).
+CATEGORIES = ["weights", "grads", "optimizer", "activations", "recomputed", "activation_grads",
+              "weight_casts", "transient", "workspace", "comm"]
+COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strategy", "profile",
+            "precision", "attention", "dropout", "batch", "seq", "tp", "sp", "dp", "zero",
+            "optimizer", "allocator", "layers", "params", "params_per_rank",
+            "peak_allocated_bytes", "peak_time_ns", "peak_phase", "activation_bytes_per_layer",
+            "activation_peak_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes",
+            "workspace_bytes"]
+           + ["peak_%s_bytes" % c for c in CATEGORIES]
+           + ["fwd_flops", "bwd_flops", "recompute_flops", "model_flops", "step_time_ns",
+              "fwd_time_ns", "bwd_time_ns", "recompute_time_ns", "optimizer_time_ns",
+              "comm_time_ns", "tokens_per_s", "mfu", "hfu", "fits", "headroom_bytes",
+              "cuda_context_bytes", "comm_buffer_bytes", "device_bytes", "error",
+              "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
+              "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
+              "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
+              "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant"])
+
+
+def csv_field(v):
+    """One RFC 4180 field (quoted when it holds a comma, quote or line break)."""
+    s = str(v)
+    if any(c in s for c in ",\"\r\n"):
+        s = '"' + s.replace('"', '""') + '"'
+    return s
