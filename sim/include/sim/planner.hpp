@@ -206,6 +206,14 @@ struct FixedChoice {
 // simulated peak (budget_peak_bytes) is at most budget_bytes; found = false when none fits.
 FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget_bytes);
 
+// The planner as it was before issue 15 (sim/src/planner_legacy.cpp): every view solved and
+// verified from scratch, fixed strategies tried only up to kFullSearchBlocks blocks, each of them
+// simulated. Kept so that the benchmark and the tests hold plan_budget and best_fixed against it
+// on the same binary; nothing else calls it.
+BudgetPlan plan_budget_legacy(const Graph& graph, const Device& device, int64_t budget_bytes);
+// best_fixed by simulating every fixed strategy (2n + 5 simulations).
+FixedChoice best_fixed_exhaustive(const Graph& graph, const Device& device, int64_t budget_bytes);
+
 // The strategy a row runs: `budget:` becomes its plan's custom: spec (DESIGN.md §4), any other
 // strategy is returned unchanged.
 Strategy concrete_strategy(const Strategy& strategy, const Graph& graph, const Device& device);
