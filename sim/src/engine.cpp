@@ -5,6 +5,7 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -152,6 +153,7 @@ class Engine {
         case EventKind::kFree:
           if (!copy_done_.empty() && copy_done_[e.id] > clock_) {
             pending_.push_back({copy_done_[e.id], e.id});  // the copy still reads it
+            pending_min_ = std::min(pending_min_, copy_done_[e.id]);
           } else {
             release(e.id);
           }
@@ -290,11 +292,19 @@ class Engine {
     release_copied(clock_);
   }
   // Releases the buffers whose copy to the host has completed by `t`.
+  // Issue 15 (planner): pending_min_ is the earliest completion pending, so that the scan (in
+  // insertion order, as before) runs only when something completes, not at every event.
   void release_copied(int64_t t) {
+    if (t < pending_min_) return;
     size_t kept = 0;
+    pending_min_ = std::numeric_limits<int64_t>::max();
     for (const auto& [done, s] : pending_) {
-      if (done <= t) release(s);
-      else pending_[kept++] = {done, s};
+      if (done <= t) {
+        release(s);
+      } else {
+        pending_[kept++] = {done, s};
+        pending_min_ = std::min(pending_min_, done);
+      }
     }
     pending_.resize(kept);
   }
@@ -633,6 +643,7 @@ class Engine {
   // the first copy); buffers freed by the schedule but still being copied; stream clocks.
   std::vector<int64_t> copy_done_, ready_;
   std::vector<std::pair<int64_t, int32_t>> pending_;
+  int64_t pending_min_ = std::numeric_limits<int64_t>::max();  // min done in pending_ (or above)
   int64_t d2h_free_ = 0, h2d_free_ = 0, host_bytes_ = 0;
   Breakdown by_cat_{};
   int64_t total_ = 0;

@@ -1,6 +1,7 @@
 // The probes of the budget planner (sim/planner.hpp): five uniform plans simulated with the
 // timeline on, reduced to a ChainModel.
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "sim/error.hpp"
@@ -88,12 +89,20 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
       if (live[s] && st.block >= 0 && st.producer >= 0) out[static_cast<size_t>(st.block)] += st.bytes;
     }
   };
+  // pending_min: at most the earliest completion pending, so that the scan runs only when a copy
+  // completes (scanning at every event was quadratic in the blocks under offload).
+  int64_t pending_min = std::numeric_limits<int64_t>::max();
   for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
-    if (!pending.empty()) {
+    if (!pending.empty() && t_of[static_cast<size_t>(k)] >= pending_min) {
       size_t kept = 0;
+      pending_min = std::numeric_limits<int64_t>::max();
       for (const auto& [done, s] : pending) {
-        if (done <= t_of[static_cast<size_t>(k)]) live[static_cast<size_t>(s)] = 0;
-        else pending[kept++] = {done, s};
+        if (done <= t_of[static_cast<size_t>(k)]) {
+          live[static_cast<size_t>(s)] = 0;
+        } else {
+          pending[kept++] = {done, s};
+          pending_min = std::min(pending_min, done);
+        }
       }
       pending.resize(kept);
     }
@@ -115,8 +124,10 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
         for (const int32_t* s = g.begin(op->bwd_allocs); s != g.end(op->bwd_allocs); ++s) live[*s] = 1;
         break;
       case EventKind::kFree:
-        if (!copy_done.empty() && copy_done[static_cast<size_t>(e.id)] > t_of[static_cast<size_t>(k)])
+        if (!copy_done.empty() && copy_done[static_cast<size_t>(e.id)] > t_of[static_cast<size_t>(k)]) {
           pending.push_back({copy_done[static_cast<size_t>(e.id)], e.id});
+          pending_min = std::min(pending_min, copy_done[static_cast<size_t>(e.id)]);
+        }
         else
           live[static_cast<size_t>(e.id)] = 0;
         break;
