@@ -1,7 +1,12 @@
 // The budget planner's driver (sim/planner.hpp): plans as strategies, the verify-and-tighten
 // loop over both views of the model, the fixed strategies it is compared with.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
 
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
@@ -134,6 +139,57 @@ std::vector<ChainUnit> units_of(const Plan& p) {
 
 namespace {
 
+// Issue 15: what one plan_budget call simulates goes through a Session, so that a plan already
+// simulated (the same plan from another view, target, refinement or fixed strategy) is not
+// simulated again, and the engine's scratch memory is reused (sim::Workspace).
+class Session {
+ public:
+  Session(const Graph& g, const Device& d) : g_(g), d_(d) {}
+  // The plan simulated; throws ConfigError as simulate_plan does (not cached).
+  const Result& simulate(const std::vector<ChainUnit>& units) {
+    std::string key;
+    key.reserve(units.size() * sizeof(int64_t));
+    for (const ChainUnit& u : units) {  // units are consecutive: last, kind and option say it all
+      const int64_t v = u.last * 16 + (u.segment ? 8 : 0) + static_cast<int64_t>(u.option);
+      key.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    const auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    ++simulations_;
+    Result r = simulate_plan(g_, plan_of(units, g_.n_blocks), d_, SimOptions{}, ws_);
+    return cache_.emplace(std::move(key), std::move(r)).first->second;
+  }
+  int64_t simulations() const { return simulations_; }
+
+ private:
+  const Graph& g_;
+  const Device& d_;
+  Workspace ws_;
+  std::unordered_map<std::string, Result> cache_;
+  int64_t simulations_ = 0;
+};
+
+// The DP's tables of one model, one ChainSolver per slot size (the tightening loop's targets
+// nearly always share the budget's), reserved at the whole budget so that no lower target
+// rebuilds them.
+class Solvers {
+ public:
+  Solvers(const ChainModel& m, int64_t reserve) : m_(m), reserve_(reserve) {}
+  ChainSolver& at(int64_t slot) {
+    std::unique_ptr<ChainSolver>& s = by_slot_[slot];
+    if (!s) {
+      s = std::make_unique<ChainSolver>(m_, slot);
+      s->reserve(reserve_);
+    }
+    return *s;
+  }
+
+ private:
+  const ChainModel& m_;
+  int64_t reserve_;
+  std::map<int64_t, std::unique_ptr<ChainSolver>> by_slot_;
+};
+
 // One view's plan, solved, simulated and tightened until it fits.
 struct Verified {
   bool found = false, optimal = false;
@@ -143,7 +199,7 @@ struct Verified {
   int64_t slot = 0, model_peak = 0, solves = 0;
 };
 
-Verified solve_verified(const Graph& graph, const Device& device, const ChainModel& model,
+Verified solve_verified(Session& session, const Graph& graph, const ChainModel& model,
                         int64_t budget) {
   constexpr int kMaxSolves = 8;
   const int64_t n = graph.n_blocks;
@@ -152,23 +208,26 @@ Verified solve_verified(const Graph& graph, const Device& device, const ChainMod
   // allocator's rounding and fragmentation, which the exact-bytes model does not see, or a term
   // it bounds loosely), the next target is lowered by the excess until a plan fits, then bisected
   // between the highest target that fit and the lowest that did not: the DP's optimum only falls
-  // as the target rises, so the highest fitting target gives the cheapest plan found.
+  // as the target rises, so the highest fitting target gives the cheapest plan found. The targets
+  // are those of the planner before issue 15; each costs a reconstruction from the DP's tables
+  // (Solvers) and, unless the plan was simulated before, one simulation (Session).
   int64_t target = budget - model.base_bytes, fit = -1, miss = target + 1;
+  Solvers solvers(model, target);
   for (int t = 0; t < kMaxSolves && target >= 0; ++t) {
     const int64_t slot = slot_bytes_for(target, n);
-    const ChainSolution sol = solve_chain(model, target, slot);
+    const ChainSolution sol = solvers.at(slot).solve(target);
     ++v.solves;
     if (v.slot == 0) v.slot = slot;
     if (!sol.feasible) break;
     if (t == 0) v.lower_bound = sol.optimal ? sol.cost : sol.lower_bound;
-    Result r = simulate_plan(graph, plan_of(sol.units, n), device);
+    const Result& r = session.simulate(sol.units);
     const int64_t peak = budget_peak_bytes(r);
     if (peak <= budget) {
       if (!v.found || cost_of(r) < cost_of(v.result)) {
         v.found = true;
         v.optimal = sol.optimal && t == 0;
         v.units = sol.units;
-        v.result = std::move(r);
+        v.result = r;
         v.slot = slot;
         v.model_peak = sol.model_peak_bytes + model.base_bytes;
       }
@@ -183,9 +242,162 @@ Verified solve_verified(const Graph& graph, const Device& device, const ChainMod
   return v;
 }
 
+// The fixed strategies' recompute costs under the chain model, in fixed_strategies' order:
+// closed forms for every:k and block:k (prefix sums; O(n log n) for all k), evaluate_chain for the
+// others. Exact where the model is (tests/test_planner.cpp holds it to the simulator).
+struct FixedCosts {
+  std::vector<Strategy> list;
+  std::vector<Cost> cost;
+  std::vector<uint8_t> ok;  // resolvable
+};
+
+FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
+  FixedCosts f;
+  f.list = fixed_strategies(n);
+  f.cost.assign(f.list.size(), Cost{});
+  f.ok.assign(f.list.size(), 1);
+  const auto at = [&](int64_t b) -> const BlockCosts& { return m.blocks[static_cast<size_t>(b)]; };
+  const auto add = [](Cost x, Cost y) { return Cost{x.time_ns + y.time_ns, x.flops + y.flops}; };
+  const auto sub = [](Cost x, Cost y) { return Cost{x.time_ns - y.time_ns, x.flops - y.flops}; };
+  std::vector<Cost> inner(static_cast<size_t>(n + 1)), last(static_cast<size_t>(n + 1)),
+      store(static_cast<size_t>(n + 1));
+  for (int64_t b = 0; b < n; ++b) {
+    inner[static_cast<size_t>(b + 1)] = add(inner[static_cast<size_t>(b)], at(b).seg_inner_cost);
+    last[static_cast<size_t>(b + 1)] = add(last[static_cast<size_t>(b)], at(b).seg_last_cost);
+    store[static_cast<size_t>(b + 1)] =
+        add(store[static_cast<size_t>(b)], at(b).single[static_cast<size_t>(PlanOption::kStore)].cost);
+  }
+  for (size_t i = 0; i < f.list.size(); ++i) {
+    const Strategy& s = f.list[i];
+    if (s.kind == StrategyKind::kEvery) {  // segments [a, min(a + k, n) - 1]
+      Cost c;
+      for (int64_t a0 = 0; a0 < n; a0 += s.k) {
+        const int64_t e = std::min(a0 + s.k, n) - 1;
+        c = add(c, add(sub(inner[static_cast<size_t>(e)], inner[static_cast<size_t>(a0)]),
+                       at(e).seg_last_cost));
+      }
+      f.cost[i] = c;
+    } else if (s.kind == StrategyKind::kBlock) {  // blocks < k alone in segments, the rest stored
+      f.cost[i] = add(last[static_cast<size_t>(s.k)],
+                      sub(store[static_cast<size_t>(n)], store[static_cast<size_t>(s.k)]));
+    } else {
+      try {
+        f.cost[i] = evaluate_chain(m, units_of(resolve(s, n))).cost;
+      } catch (const ConfigError&) {
+        f.ok[i] = 0;
+      }
+    }
+  }
+  return f;
+}
+
+// best_fixed without simulating every fixed strategy (issue 15). The answer is the first
+// strategy in (cost, list order) that fits; costs come from the chain model (exact: each one
+// simulated is checked against it, and any difference hands the search to
+// best_fixed_exhaustive). Which strategies fit is found by simulation:
+//  - none, full, sqrt, selective, sac:mm, offload, offload+full: each simulated while it could
+//    still win;
+//  - block:k (cost non-decreasing in k): the least k that fits, searched from the model's
+//    prediction by galloping and bisection, which assumes that checkpointing one more block
+//    never raises the simulated peak (tests/test_planner.cpp checks it against the exhaustive
+//    search; the benchmark does at 128 and 1,000 blocks);
+//  - every:k: simulated in cost order while they could still win, up to the first that fits.
+FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device& device,
+                              const ChainModel& m, int64_t budget) {
+  const int64_t n = graph.n_blocks;
+  const FixedCosts f = fixed_costs(m, n);
+  FixedChoice best;
+  Cost best_cost;
+  size_t best_i = 0;
+  bool inexact = false;
+  const auto could_win = [&](size_t i) {
+    return f.ok[i] && (!best.found || f.cost[i] < best_cost || (f.cost[i] == best_cost && i < best_i));
+  };
+  // Simulates candidate i; true when it fits.
+  const auto fits = [&](size_t i) {
+    const Result* r = nullptr;
+    try {
+      r = &session.simulate(units_of(resolve(f.list[i], n)));
+    } catch (const ConfigError&) {
+      return false;
+    }
+    if (!(cost_of(*r) == f.cost[i])) inexact = true;
+    if (budget_peak_bytes(*r) > budget) return false;
+    const Cost c = cost_of(*r);
+    if (!best.found || c < best_cost || (c == best_cost && i < best_i)) {
+      best.found = true;
+      best.strategy = f.list[i];
+      best.result = *r;
+      best_cost = c;
+      best_i = i;
+    }
+    return true;
+  };
+  // Indices in fixed_strategies' order.
+  const size_t i_sqrt = static_cast<size_t>(n + 1);
+  const auto i_every = [](int64_t k) { return static_cast<size_t>(k); };            // k = 2..n
+  const auto i_block = [n](int64_t k) { return static_cast<size_t>(n + 5 + k); };  // k = 1..n-1
+  std::vector<size_t> singles = {0, 1, i_sqrt, i_sqrt + 1, i_sqrt + 2, i_sqrt + 3, i_sqrt + 4};
+  const auto by_cost = [&](size_t x, size_t y) {
+    return f.cost[x] < f.cost[y] || (f.cost[x] == f.cost[y] && x < y);
+  };
+  std::sort(singles.begin(), singles.end(), by_cost);
+  for (size_t i : singles)
+    if (could_win(i) && fits(i)) break;
+  // block:k: the largest k that could still win, then the least k that fits below it.
+  int64_t kmax = 0;
+  for (int64_t k = 1; k < n && could_win(i_block(k)); ++k) kmax = k;
+  if (kmax >= 1) {
+    // The model's prediction: the least k whose model peak fits (bisection; the model's peak is
+    // non-increasing in k as well).
+    const auto model_fits = [&](int64_t k) {
+      return evaluate_chain(m, units_of(resolve(f.list[i_block(k)], n))).peak_bytes + m.base_bytes <= budget;
+    };
+    int64_t lo = 1, hi = kmax;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (model_fits(mid)) hi = mid; else lo = mid + 1;
+    }
+    // Simulated: gallop from the prediction to a pair (no fit at `below`, fit at `above`), then
+    // bisect between them.
+    int64_t below = 0, above = -1;
+    if (fits(i_block(lo))) {
+      above = lo;
+      for (int64_t step = 1; above > 1;) {
+        const int64_t k = std::max<int64_t>(1, above - step);
+        if (fits(i_block(k))) { above = k; step *= 2; } else { below = k; break; }
+      }
+    } else {
+      below = lo;
+      for (int64_t step = 1; below < kmax;) {
+        const int64_t k = std::min(kmax, below + step);
+        if (fits(i_block(k))) { above = k; break; }
+        below = k;
+        step *= 2;
+      }
+    }
+    while (above > 0 && above - below > 1) {
+      const int64_t mid = below + (above - below) / 2;
+      if (fits(i_block(mid))) above = mid; else below = mid;
+    }
+  }
+  // every:k in cost order while one could win.
+  std::vector<size_t> every;
+  for (int64_t k = 2; k <= n; ++k)
+    if (could_win(i_every(k))) every.push_back(i_every(k));
+  std::sort(every.begin(), every.end(), by_cost);
+  for (size_t i : every) {
+    if (!could_win(i)) break;
+    if (fits(i)) break;
+  }
+  if (inexact) return best_fixed_exhaustive(graph, device, budget);
+  return best;
+}
+
 }  // namespace
 
 BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget) {
+  Session session(graph, device);
   // The model is exact (up to autocast's casts) for plans that keep everything on the device;
   // offload's device bytes depend on when copies complete, which it sees only roughly. So the
   // views below solve without the offload options, and the full model (offload allowed) is
@@ -199,7 +411,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   const int64_t n = graph.n_blocks;
   BudgetPlan out;
   out.budget_bytes = budget;
-  Verified best = solve_verified(graph, device, model, budget);
+  Verified best = solve_verified(session, graph, model, budget);
   out.solves = best.solves;
   int views = 1;
   bool tightened = best.solves > 1;
@@ -211,7 +423,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   const ChainModel fwd = forward_view(model);
   const bool casts = !(fwd == model);
   if (casts && n <= kFullSearchBlocks) {
-    Verified other = solve_verified(graph, device, fwd, budget);
+    Verified other = solve_verified(session, graph, fwd, budget);
     out.solves += other.solves;
     ++views;
     tightened = tightened || other.solves > 1;
@@ -223,7 +435,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   // The backward view charges every block's casts in forward; refined to the forward terms of
   // the best plan so far, the model is exact for that plan, and its optimum is tried too.
   for (int r = 0; r < 3 && casts && best.found; ++r) {
-    Verified v = solve_verified(graph, device, with_forward_terms_of(model, best.units), budget);
+    Verified v = solve_verified(session, graph, with_forward_terms_of(model, best.units), budget);
     out.solves += v.solves;
     tightened = tightened || v.solves > 1;
     if (!v.found || !(cost_of(v.result) < cost_of(best.result))) break;
@@ -232,7 +444,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     refined = true;
   }
   {
-    Verified v = solve_verified(graph, device, with_offload, budget);
+    Verified v = solve_verified(session, graph, with_offload, budget);
     out.solves += v.solves;
     if (v.found && (!best.found || cost_of(v.result) < cost_of(best.result))) {
       best = std::move(v);
@@ -240,23 +452,22 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
       refined = false;
     }
   }
-  if (n <= kFullSearchBlocks) {
-    // Both views bound some terms loosely (autocast's casts in one phase; under the caching
-    // allocator, reserved bytes at all), so a fixed strategy can fit where the DP's plans needed
-    // more room: the cheapest fixed strategy that fits is a candidate too, and wins ties never.
-    // It also stands in when the DP's plans all missed the budget in simulation (offload's
-    // copies in flight are the loosest term).
-    FixedChoice f = best_fixed(graph, device, budget);
-    if (f.found && (!best.found || cost_of(f.result) < cost_of(best.result))) {
-      best.found = true;
-      best.slot = best.slot == 0 ? slot_bytes_for(budget - model.base_bytes, n) : best.slot;
-      best.units = units_of(resolve(f.strategy, n));
-      best.result = std::move(f.result);
-      best.optimal = false;
-      best.model_peak = evaluate_chain(model, best.units).peak_bytes + model.base_bytes;
-      out.note = "the fixed strategy " + f.strategy.canonical() +
-                 " fit with less recompute than the DP's plans (the model bounds it loosely)";
-    }
+  // Both views bound some terms loosely (autocast's casts in one phase; under the caching
+  // allocator, reserved bytes at all), so a fixed strategy can fit where the DP's plans needed
+  // more room: the cheapest fixed strategy that fits is a candidate too, and wins ties never.
+  // It also stands in when the DP's plans all missed the budget in simulation (offload's copies
+  // in flight are the loosest term). Before issue 15 only up to kFullSearchBlocks blocks (each
+  // fixed strategy simulated); best_fixed_search makes it cheap at any depth.
+  out.fixed = best_fixed_search(session, graph, device, with_offload, budget);
+  if (out.fixed.found && (!best.found || cost_of(out.fixed.result) < cost_of(best.result))) {
+    best.found = true;
+    best.slot = best.slot == 0 ? slot_bytes_for(budget - model.base_bytes, n) : best.slot;
+    best.units = units_of(resolve(out.fixed.strategy, n));
+    best.result = out.fixed.result;
+    best.optimal = false;
+    best.model_peak = evaluate_chain(model, best.units).peak_bytes + model.base_bytes;
+    out.note = "the fixed strategy " + out.fixed.strategy.canonical() +
+               " fit with less recompute than the DP's plans (the model bounds it loosely)";
   }
   out.slot_bytes = best.slot;
   bool found = best.found;
@@ -274,11 +485,10 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
       offload_full.push_back({b, b, false, PlanOption::kOffloadFull});
     }
     std::vector<ChainUnit> best_units = full;
-    Result least_result = simulate_plan(graph, plan_of(full, n), device);
+    Result least_result = session.simulate(full);
     const auto consider = [&](const std::vector<ChainUnit>& u) {
-      Result r = simulate_plan(graph, plan_of(u, n), device);
-      if (budget_peak_bytes(r) < budget_peak_bytes(least_result))
-        least_result = std::move(r), best_units = u;
+      const Result& r = session.simulate(u);
+      if (budget_peak_bytes(r) < budget_peak_bytes(least_result)) least_result = r, best_units = u;
     };
     consider(offload_full);
     const int64_t hi = 2 * evaluate_chain(model, full).peak_bytes + (n + 1) * kMiB;
@@ -296,6 +506,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     out.result = std::move(least_result);
     out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
   }
+  out.simulations = session.simulations();
   if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0), n);
   const bool optimal = best.optimal;
   const Cost lower_bound = best.lower_bound;
@@ -359,22 +570,8 @@ std::vector<Strategy> fixed_strategies(int64_t n) {
 }
 
 FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget) {
-  FixedChoice best;
-  for (const Strategy& s : fixed_strategies(graph.n_blocks)) {
-    Result r;
-    try {
-      r = simulate_plan(graph, resolve(s, graph.n_blocks), device);
-    } catch (const ConfigError&) {
-      continue;  // not simulable in this profile
-    }
-    if (budget_peak_bytes(r) > budget) continue;
-    const Cost c = cost_of(r);
-    if (best.found && !(c < cost_of(best.result))) continue;
-    best.found = true;
-    best.strategy = s;
-    best.result = std::move(r);
-  }
-  return best;
+  Session session(graph, device);
+  return best_fixed_search(session, graph, device, probe_chain(graph, device), budget);
 }
 
 Strategy concrete_strategy(const Strategy& s, const Graph& graph, const Device& device) {

@@ -2,6 +2,7 @@
 // evaluation of a plan, the rotor-style dynamic program over the chain, and Revolve's DP.
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -158,19 +159,18 @@ class ChainDp {
  public:
   // round_up: every term rounded up to slots, so that every plan found fits in exact bytes;
   // otherwise rounded down, so that every plan that fits in exact bytes is considered.
-  ChainDp(const ChainModel& m, int64_t budget, int64_t slot, bool round_up, bool window,
-          DpWorkspace& ws)
+  ChainDp(const ChainModel& m, int64_t slot, bool round_up, bool window, DpWorkspace& ws)
       : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
         allow_window_(window), time_(ws.time), flops_(ws.flops), choice_(ws.choice),
-        stacks_(ws.stacks) {
-    slots_ = budget < 0 ? -1 : budget / slot;
-  }
+        stacks_(ws.stacks) {}
 
-  ChainSolution solve(bool least_memory) {
-    ChainSolution sol;
-    sol.slot_bytes = slot_;
-    sol.slots = slots_;
-    if (slots_ < 0 || rs(m_.outer_bytes) > slots_) return sol;
+  // Fills the tables for every budget of up to `slots` slots (issue 15: one table answers every
+  // lower budget with the same slot size, since g[0][s] is the optimum with s slots; row a's
+  // values for s slots do not depend on the table's width).
+  void build(int64_t slots) {
+    built_ = slots;
+    slots_ = slots;
+    if (slots_ < 0) return;
     const size_t w = static_cast<size_t>(slots_ + 1);
     time_.assign(static_cast<size_t>(n_ + 1) * w, kInf);
     flops_.assign(time_.size(), 0);
@@ -190,12 +190,24 @@ class ChainDp {
       for (auto& st : stacks_) st.clear();
     }
     for (int64_t a = n_ - 1; a >= 0; --a) row(a);
+  }
+  int64_t built() const { return built_; }
+
+  // The plan for `budget` bytes (at most built() slots): the least-cost one, or the one of least
+  // memory (ties: least cost) when least_memory.
+  ChainSolution extract(int64_t budget, bool least_memory) const {
+    ChainSolution sol;
+    sol.slot_bytes = slot_;
+    const int64_t slots = budget < 0 ? -1 : budget / slot_;
+    sol.slots = slots;
+    if (slots < 0 || rs(m_.outer_bytes) > slots) return sol;
+    if (slots > built_) throw std::logic_error("ChainDp::extract: budget beyond the table");
     int64_t start = -1;
     if (least_memory) {
-      for (int64_t s = 0; s <= slots_ && start < 0; ++s)
+      for (int64_t s = 0; s <= slots && start < 0; ++s)
         if (time_[idx(0, s)] != kInf) start = s;
-    } else if (time_[idx(0, slots_)] != kInf) {
-      start = slots_;
+    } else if (time_[idx(0, slots)] != kInf) {
+      start = slots;
     }
     if (start < 0) return sol;
     sol.feasible = true;
@@ -335,7 +347,7 @@ class ChainDp {
 
   const ChainModel& m_;
   Prefix p_;
-  int64_t n_ = 0, slot_ = 1, slots_ = 0;
+  int64_t n_ = 0, slot_ = 1, slots_ = 0, built_ = -1;
   bool up_ = true;
   bool allow_window_ = true, window_ = false;
   std::vector<int64_t>& time_;
@@ -347,13 +359,37 @@ class ChainDp {
 
 }  // namespace
 
-ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
-                          bool window) {
+// The tables of one model and slot size, kept across budgets (issue 15): the rounded-down and
+// rounded-up tables are built on first use at the largest budget asked so far, and every budget
+// at or below it is a reconstruction only.
+struct ChainSolver::Tables {
+  DpWorkspace ws_down, ws_up;
+  ChainDp down, up;
+  Tables(const ChainModel& m, int64_t slot, bool window)
+      : down(m, slot, false, window, ws_down), up(m, slot, true, window, ws_up) {}
+};
+
+ChainSolver::ChainSolver(const ChainModel& model, int64_t slot_bytes, bool window)
+    : model_(model), slot_(slot_bytes), window_(window) {
   if (slot_bytes < 1) throw std::logic_error("solve_chain: slot_bytes < 1");
+}
+ChainSolver::~ChainSolver() = default;
+
+ChainSolution ChainSolver::pass(bool up, int64_t budget, bool least_memory) {
+  if (!tables_) tables_ = std::make_unique<Tables>(model_, slot_, window_);
+  ChainDp& dp = up ? tables_->up : tables_->down;
+  const int64_t slots = budget < 0 ? -1 : budget / slot_;
+  if (slots > dp.built()) {
+    ++builds_;
+    dp.build(std::max(slots, built_hint_ / slot_));
+  }
+  return dp.extract(budget, least_memory);
+}
+
+ChainSolution ChainSolver::solve(int64_t budget_bytes) {
   // Rounded down, the DP's feasible set holds every plan that fits in exact bytes, so its
   // optimum is a lower bound; when its plan fits in exact bytes it is the optimum.
-  DpWorkspace ws;
-  ChainSolution low = ChainDp(model, budget_bytes, slot_bytes, false, window, ws).solve(false);
+  ChainSolution low = pass(false, budget_bytes, false);
   if (!low.feasible) return low;  // then nothing fits
   if (low.model_peak_bytes <= budget_bytes) {
     low.optimal = true;
@@ -366,25 +402,31 @@ ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t
   int64_t target = budget_bytes;
   ChainSolution probe = low;
   for (int i = 0; i < 3; ++i) {
-    target -= std::max(probe.model_peak_bytes - budget_bytes, slot_bytes);
+    target -= std::max(probe.model_peak_bytes - budget_bytes, slot_);
     if (target < 0) break;
-    probe = ChainDp(model, target, slot_bytes, false, window, ws).solve(false);
+    probe = pass(false, target, false);
     if (!probe.feasible) break;
     if (probe.model_peak_bytes <= budget_bytes) {
       best = probe;
       break;
     }
   }
-  if (!best.feasible) best = ChainDp(model, budget_bytes, slot_bytes, true, window, ws).solve(false);
+  if (!best.feasible) best = pass(true, budget_bytes, false);
   best.optimal = best.feasible && best.cost == bound;
   best.lower_bound = bound;
   return best;
 }
 
+ChainSolution ChainSolver::least_memory(int64_t budget_bytes) { return pass(true, budget_bytes, true); }
+
+ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
+                          bool window) {
+  return ChainSolver(model, slot_bytes, window).solve(budget_bytes);
+}
+
 ChainSolution solve_chain_least_memory(const ChainModel& model, int64_t budget_bytes,
                                        int64_t slot_bytes) {
-  DpWorkspace ws;
-  return ChainDp(model, budget_bytes, slot_bytes, true, true, ws).solve(true);
+  return ChainSolver(model, slot_bytes).least_memory(budget_bytes);
 }
 
 int64_t revolve_steps(int64_t l, int64_t c) {

@@ -25,8 +25,10 @@
 // held_j is what block j holds from the end of forward to its backward (the backward view).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -144,6 +146,32 @@ struct ChainSolution {
 ChainSolution solve_chain(const ChainModel& model, int64_t budget_bytes, int64_t slot_bytes,
                           bool window = true);
 
+// solve_chain for many budgets of one model and slot size (issue 15): the DP's tables are built
+// once, at the largest budget asked (or `reserve_bytes` when larger), and every lower budget is
+// read from them, so that the planner's verify-and-tighten loop costs one DP per table, not one
+// per target. solve() returns what solve_chain returns (same costs; among plans of equal cost it
+// may name another); least_memory() what solve_chain_least_memory returns.
+class ChainSolver {
+ public:
+  ChainSolver(const ChainModel& model, int64_t slot_bytes, bool window = true);
+  ~ChainSolver();
+  ChainSolver(const ChainSolver&) = delete;
+  ChainSolver& operator=(const ChainSolver&) = delete;
+  void reserve(int64_t budget_bytes) { built_hint_ = std::max(built_hint_, budget_bytes); }
+  ChainSolution solve(int64_t budget_bytes);
+  ChainSolution least_memory(int64_t budget_bytes);
+  int64_t slot_bytes() const { return slot_; }
+  int64_t builds() const { return builds_; }  // DP tables filled so far
+
+ private:
+  struct Tables;
+  ChainSolution pass(bool up, int64_t budget, bool least_memory);
+  const ChainModel& model_;  // must outlive the solver
+  int64_t slot_ = 1, built_hint_ = 0, builds_ = 0;
+  bool window_ = true;
+  std::unique_ptr<Tables> tables_;
+};
+
 // The plan of least model peak (ties: least cost) among those that fit budget_bytes, every term
 // rounded up to slots: what plan_budget names when no plan fits the user's budget.
 ChainSolution solve_chain_least_memory(const ChainModel& model, int64_t budget_bytes,
@@ -171,9 +199,15 @@ std::vector<ChainUnit> units_of(const Plan& plan);
 // The peak a budget is compared with: reserved bytes (equal to allocated under exact), as `fits`.
 int64_t budget_peak_bytes(const Result& result);
 
-// Up to this many blocks plan_budget also solves the forward view and tries the fixed
-// strategies (2n + 5 simulations); deeper models use the backward view's DP alone.
+// Up to this many blocks plan_budget also solves the forward view (deeper models use the
+// backward view's DP alone; the fixed strategies are tried at any depth since issue 15).
 inline constexpr int64_t kFullSearchBlocks = 256;
+
+struct FixedChoice {
+  bool found = false;
+  Strategy strategy;
+  Result result;
+};
 
 struct BudgetPlan {
   Strategy strategy;          // custom:<spec>
@@ -185,6 +219,9 @@ struct BudgetPlan {
   int64_t model_peak_bytes = 0;  // the DP model's peak of the plan, absolute
   std::string model_line;     // the model and discretization, for the output
   std::string note;           // set when a fixed strategy replaced the DP's plan
+  // Issue 15 (planner at scale):
+  FixedChoice fixed;          // best_fixed's answer for this budget (a candidate at any depth)
+  int64_t simulations = 0;    // plans simulated to verify (probes not counted; repeats cached)
 };
 
 // The plan of `budget:<bytes>`: the DP's plan, verified by simulation (budget_peak_bytes);
@@ -197,13 +234,13 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget_
 // sac:mm, block:k (k = 1..n-1), in this order.
 std::vector<Strategy> fixed_strategies(int64_t n_blocks);
 
-struct FixedChoice {
-  bool found = false;
-  Strategy strategy;
-  Result result;
-};
 // The fixed strategy with the least recompute time (FLOPs, then list order, break ties) whose
 // simulated peak (budget_peak_bytes) is at most budget_bytes; found = false when none fits.
+// Issue 15: found without simulating every strategy: costs from the chain model (probe_chain;
+// checked against each simulation, best_fixed_exhaustive on any difference), block:k by
+// galloping and bisection on k (it assumes that checkpointing one more block never raises the
+// simulated peak), the others simulated in cost order while they could win. plan_budget computes
+// it too (BudgetPlan::fixed).
 FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget_bytes);
 
 // The planner as it was before issue 15 (sim/src/planner_legacy.cpp): every view solved and
