@@ -145,6 +145,8 @@ namespace {
 class Session {
  public:
   Session(const Graph& g, const Device& d) : g_(g), d_(d) {}
+  ChainScratch scratch;  // the DP's tables, reused by every view's solvers
+  int64_t dp_tables = 0;
   // The plan simulated; throws ConfigError as simulate_plan does (not cached).
   const Result& simulate(const std::vector<ChainUnit>& units) {
     std::string key;
@@ -174,19 +176,26 @@ class Session {
 // rebuilds them.
 class Solvers {
  public:
-  Solvers(const ChainModel& m, int64_t reserve) : m_(m), reserve_(reserve) {}
+  Solvers(const ChainModel& m, int64_t reserve, ChainScratch& scratch)
+      : m_(m), reserve_(reserve), scratch_(scratch) {}
   ChainSolver& at(int64_t slot) {
     std::unique_ptr<ChainSolver>& s = by_slot_[slot];
     if (!s) {
-      s = std::make_unique<ChainSolver>(m_, slot);
+      s = std::make_unique<ChainSolver>(m_, slot, true, &scratch_);
       s->reserve(reserve_);
     }
     return *s;
+  }
+  int64_t builds() const {
+    int64_t b = 0;
+    for (const auto& [slot, s] : by_slot_) b += s->builds();
+    return b;
   }
 
  private:
   const ChainModel& m_;
   int64_t reserve_;
+  ChainScratch& scratch_;
   std::map<int64_t, std::unique_ptr<ChainSolver>> by_slot_;
 };
 
@@ -212,7 +221,7 @@ Verified solve_verified(Session& session, const Graph& graph, const ChainModel& 
   // are those of the planner before issue 15; each costs a reconstruction from the DP's tables
   // (Solvers) and, unless the plan was simulated before, one simulation (Session).
   int64_t target = budget - model.base_bytes, fit = -1, miss = target + 1;
-  Solvers solvers(model, target);
+  Solvers solvers(model, target, session.scratch);
   for (int t = 0; t < kMaxSolves && target >= 0; ++t) {
     const int64_t slot = slot_bytes_for(target, n);
     const ChainSolution sol = solvers.at(slot).solve(target);
@@ -239,6 +248,7 @@ Verified solve_verified(Session& session, const Graph& graph, const ChainModel& 
     if (fit >= 0 && miss - fit <= slot) break;
     target = fit < 0 ? target - std::max(peak - budget, slot) : fit + (miss - fit) / 2;
   }
+  session.dp_tables += solvers.builds();
   return v;
 }
 
@@ -507,6 +517,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     out.model_peak_bytes = evaluate_chain(model, units).peak_bytes + model.base_bytes;
   }
   out.simulations = session.simulations();
+  out.dp_tables = session.dp_tables;
   if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0), n);
   const bool optimal = best.optimal;
   const Cost lower_bound = best.lower_bound;

@@ -192,6 +192,7 @@ class ChainDp {
     for (int64_t a = n_ - 1; a >= 0; --a) row(a);
   }
   int64_t built() const { return built_; }
+  void invalidate() { built_ = -1; }
 
   // The plan for `budget` bytes (at most built() slots): the least-cost one, or the one of least
   // memory (ties: least cost) when least_memory.
@@ -357,31 +358,49 @@ class ChainDp {
   std::vector<Cost> prefix_inner_;  // P(i): inner recompute costs of blocks < i
 };
 
-}  // namespace
-
 // The tables of one model and slot size, kept across budgets (issue 15): the rounded-down and
 // rounded-up tables are built on first use at the largest budget asked so far, and every budget
 // at or below it is a reconstruction only.
+}  // namespace
+
+struct ChainScratch::Buffers {
+  DpWorkspace down, up;
+  const void* down_owner = nullptr;  // the ChainDp whose table each holds
+  const void* up_owner = nullptr;
+};
+ChainScratch::ChainScratch() : buffers_(std::make_unique<Buffers>()) {}
+ChainScratch::~ChainScratch() = default;
+
 struct ChainSolver::Tables {
-  DpWorkspace ws_down, ws_up;
   ChainDp down, up;
-  Tables(const ChainModel& m, int64_t slot, bool window)
-      : down(m, slot, false, window, ws_down), up(m, slot, true, window, ws_up) {}
+  Tables(const ChainModel& m, int64_t slot, bool window, ChainScratch& scratch)
+      : down(m, slot, false, window, scratch.buffers().down),
+        up(m, slot, true, window, scratch.buffers().up) {}
 };
 
-ChainSolver::ChainSolver(const ChainModel& model, int64_t slot_bytes, bool window)
-    : model_(model), slot_(slot_bytes), window_(window) {
+ChainSolver::ChainSolver(const ChainModel& model, int64_t slot_bytes, bool window,
+                         ChainScratch* scratch)
+    : model_(model), slot_(slot_bytes), window_(window), scratch_(scratch) {
   if (slot_bytes < 1) throw std::logic_error("solve_chain: slot_bytes < 1");
 }
 ChainSolver::~ChainSolver() = default;
 
 ChainSolution ChainSolver::pass(bool up, int64_t budget, bool least_memory) {
-  if (!tables_) tables_ = std::make_unique<Tables>(model_, slot_, window_);
+  if (!tables_) {
+    if (!scratch_) {
+      own_scratch_ = std::make_unique<ChainScratch>();
+      scratch_ = own_scratch_.get();
+    }
+    tables_ = std::make_unique<Tables>(model_, slot_, window_, *scratch_);
+  }
   ChainDp& dp = up ? tables_->up : tables_->down;
+  const void*& owner = up ? scratch_->buffers().up_owner : scratch_->buffers().down_owner;
+  if (owner != &dp) dp.invalidate();  // another solver's table is in the scratch now
   const int64_t slots = budget < 0 ? -1 : budget / slot_;
   if (slots > dp.built()) {
     ++builds_;
     dp.build(std::max(slots, built_hint_ / slot_));
+    owner = &dp;
   }
   return dp.extract(budget, least_memory);
 }
