@@ -154,6 +154,7 @@ class Engine {
           if (!copy_done_.empty() && copy_done_[e.id] > clock_) {
             pending_.push_back({copy_done_[e.id], e.id});  // the copy still reads it
             pending_min_ = std::min(pending_min_, copy_done_[e.id]);
+            in_pending_[e.id] = 1;
           } else {
             release(e.id);
           }
@@ -243,6 +244,7 @@ class Engine {
     if (copy_done_.empty()) {
       copy_done_.assign(g_.storages.size(), 0);
       ready_.assign(g_.storages.size(), 0);
+      in_pending_.assign(g_.storages.size(), 0);
     }
     const int64_t bytes = g_.storages[s].bytes;
     const int64_t start = std::max(clock_, d2h_free_);
@@ -261,9 +263,10 @@ class Engine {
     host_bytes_ -= g_.storages[s].bytes;
     // Still on the device, its copy out not yet complete (the device-to-host stream is behind):
     // the buffer is kept and used as it is, with no copy back.
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      if (pending_[i].second != s) continue;
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    // (Issue 15: found by a flag, its entry dropped at the next scan; a storage is pending at
+    // most once, since it is freed once per allocation.)
+    if (in_pending_[s]) {
+      in_pending_[s] = 0;
       ready_[s] = clock_;
       record(k);
       return;
@@ -299,7 +302,9 @@ class Engine {
     size_t kept = 0;
     pending_min_ = std::numeric_limits<int64_t>::max();
     for (const auto& [done, s] : pending_) {
+      if (!in_pending_[s]) continue;  // fetched back while its copy out ran
       if (done <= t) {
+        in_pending_[s] = 0;
         release(s);
       } else {
         pending_[kept++] = {done, s};
@@ -644,6 +649,7 @@ class Engine {
   std::vector<int64_t> copy_done_, ready_;
   std::vector<std::pair<int64_t, int32_t>> pending_;
   int64_t pending_min_ = std::numeric_limits<int64_t>::max();  // min done in pending_ (or above)
+  std::vector<uint8_t> in_pending_;  // per storage: in pending_ and not yet fetched back
   int64_t d2h_free_ = 0, h2d_free_ = 0, host_bytes_ = 0;
   Breakdown by_cat_{};
   int64_t total_ = 0;

@@ -92,13 +92,16 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
   // pending_min: at most the earliest completion pending, so that the scan runs only when a copy
   // completes (scanning at every event was quadratic in the blocks under offload).
   int64_t pending_min = std::numeric_limits<int64_t>::max();
+  std::vector<uint8_t> in_pending(g.storages.size(), 0);
   for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
     if (!pending.empty() && t_of[static_cast<size_t>(k)] >= pending_min) {
       size_t kept = 0;
       pending_min = std::numeric_limits<int64_t>::max();
       for (const auto& [done, s] : pending) {
+        if (!in_pending[static_cast<size_t>(s)]) continue;  // fetched back meanwhile
         if (done <= t_of[static_cast<size_t>(k)]) {
           live[static_cast<size_t>(s)] = 0;
+          in_pending[static_cast<size_t>(s)] = 0;
         } else {
           pending[kept++] = {done, s};
           pending_min = std::min(pending_min, done);
@@ -127,19 +130,17 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
         if (!copy_done.empty() && copy_done[static_cast<size_t>(e.id)] > t_of[static_cast<size_t>(k)]) {
           pending.push_back({copy_done[static_cast<size_t>(e.id)], e.id});
           pending_min = std::min(pending_min, copy_done[static_cast<size_t>(e.id)]);
+          in_pending[static_cast<size_t>(e.id)] = 1;
         }
         else
           live[static_cast<size_t>(e.id)] = 0;
         break;
       case EventKind::kOptimizer: break;
       case EventKind::kOffload: break;
-      case EventKind::kPrefetch: {  // a buffer still being copied out is used as it is
-        const auto it = std::find_if(pending.begin(), pending.end(),
-                                     [&](const auto& q) { return q.second == e.id; });
-        if (it != pending.end()) pending.erase(it);
+      case EventKind::kPrefetch:  // a buffer still being copied out is used as it is
+        in_pending[static_cast<size_t>(e.id)] = 0;  // (pending at most once: see the engine)
         live[static_cast<size_t>(e.id)] = 1;
         break;
-      }
     }
   }
   // Peaks per group from the timeline (samples of free events never exceed the one before).
