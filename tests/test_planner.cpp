@@ -212,6 +212,43 @@ TEST_CASE("planner: the sliding window agrees with scanning every segment end") 
   CHECK(compared > 500);
 }
 
+TEST_CASE("planner: one ChainSolver answers every budget as a fresh solve_chain does") {
+  // Issue 15: the tables built once at the largest budget (reserve) and read for lower ones give
+  // the costs and feasibility of a DP built for each budget, rounded down and up alike.
+  Lcg r{4242};
+  int compared = 0;
+  for (int k = 0; k < 24; ++k) {
+    const int64_t n = r.next(2, 40);
+    ChainModel m = random_chain(r, n, k % 2 == 0);
+    if (k % 3 == 0)
+      for (BlockCosts& b : m.blocks) b.seg_inner_held = 0;
+    for (int64_t slot : {1, 3}) {
+      ChainSolver solver(m, slot);
+      solver.reserve(700);
+      for (int64_t budget = 700; budget >= 0; budget -= 17) {
+        CAPTURE(k);
+        CAPTURE(budget);
+        const ChainSolution a = solver.solve(budget);
+        const ChainSolution b = solve_chain(m, budget, slot);
+        REQUIRE(a.feasible == b.feasible);
+        const ChainSolution la = solver.least_memory(budget);
+        const ChainSolution lb = solve_chain_least_memory(m, budget, slot);
+        REQUIRE(la.feasible == lb.feasible);
+        if (la.feasible) CHECK(la.model_peak_bytes == lb.model_peak_bytes);
+        if (!a.feasible) continue;
+        CHECK(a.cost == b.cost);
+        CHECK(a.optimal == b.optimal);
+        CHECK(evaluate_chain(m, a.units).peak_bytes <= budget);
+        CHECK(evaluate_chain(m, a.units).cost == a.cost);
+        ++compared;
+      }
+      CHECK(solver.builds() <= 2);  // one rounded-down table, one rounded-up at most
+    }
+  }
+  MESSAGE(compared << " budgets compared");
+  CHECK(compared > 500);
+}
+
 namespace {
 
 int64_t binom(int64_t n, int64_t k) {
@@ -402,9 +439,21 @@ TEST_CASE("planner: budget: plans fit, beat every fixed strategy that fits, and 
     for (int i = 0; i <= 14; ++i) {
       const int64_t budget = none + (none - full) / 10 - (none - full) * i / 12;
       CAPTURE(budget);
-      const FixedChoice fixed = best_fixed(g, dev, budget);
+      // The reference is every fixed strategy simulated; best_fixed's search (issue 15) must
+      // name the same one.
+      const FixedChoice fixed = best_fixed_exhaustive(g, dev, budget);
+      {
+        const FixedChoice fast = best_fixed(g, dev, budget);
+        REQUIRE(fast.found == fixed.found);
+        if (fixed.found) CHECK(fast.strategy.canonical() == fixed.strategy.canonical());
+      }
       try {
         const BudgetPlan bp = plan_budget(g, dev, budget);
+        // Never costlier than the planner before issue 15 on the same budget.
+        const BudgetPlan old = plan_budget_legacy(g, dev, budget);
+        CAPTURE(old.strategy.canonical());
+        CHECK(!(cost_of(old.result) < cost_of(bp.result)));
+        CHECK(bp.fixed.found == fixed.found);
         ++plans;
         if (bp.model_line.find("optimal under the model") != std::string::npos) ++optimal;
         if (!bp.note.empty()) ++replaced;
@@ -428,6 +477,7 @@ TEST_CASE("planner: budget: plans fit, beat every fixed strategy that fits, and 
       } catch (const ConfigError& e) {
         ++errors;
         CHECK(!fixed.found);
+        CHECK_THROWS_AS(plan_budget_legacy(g, dev, budget), ConfigError);
         // "... the smallest feasible peak is X GiB (N bytes), reached by custom:...": N exceeds
         // the budget and the named plan reaches it.
         const std::string msg = e.what();
