@@ -48,14 +48,20 @@ int32_t CachingAllocator::new_block() {
   return static_cast<int32_t>(blocks_.size() - 1);
 }
 
+// A free block without neighbours is its whole segment: what release_cached frees (outside
+// expandable segments). Counted here (a free block's links do not change while it is in the
+// free set), so that release_cached returns at once when there is nothing to free (issue 15: it
+// scanned every segment ever made on each allocation over capacity, quadratic in the blocks).
 void CachingAllocator::insert_free(int32_t b) {
   const Block& k = blocks_[b];
   free_[pool_index(segments_[k.segment].small)].insert({k.size, k.addr, b});
+  if (k.prev < 0 && k.next < 0) ++whole_free_;
 }
 
 void CachingAllocator::erase_free(int32_t b) {
   const Block& k = blocks_[b];
   free_[pool_index(segments_[k.segment].small)].erase({k.size, k.addr, b});
+  if (k.prev < 0 && k.next < 0) --whole_free_;
 }
 
 // Best fit: the smallest free block of the pool that is large enough, the lowest address among
@@ -217,6 +223,7 @@ void CachingAllocator::free(int32_t handle) {
 // interior free pages more than PyTorch.)
 void CachingAllocator::release_cached() {
   for (int32_t sid = 0; sid < static_cast<int32_t>(segments_.size()); ++sid) {
+    if (!expandable_ && whole_free_ == 0) return;  // nothing (left) to free
     Segment& seg = segments_[sid];
     if (!seg.live || seg.last < 0) continue;
     const int32_t tail = seg.last;
