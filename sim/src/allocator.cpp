@@ -49,19 +49,19 @@ int32_t CachingAllocator::new_block() {
 }
 
 // A free block without neighbours is its whole segment: what release_cached frees (outside
-// expandable segments). Counted here (a free block's links do not change while it is in the
-// free set), so that release_cached returns at once when there is nothing to free (issue 15: it
+// expandable segments). Its segment is kept in whole_free_ here (a free block's links do not
+// change while it is in the free set), so that release_cached visits only those (issue 15: it
 // scanned every segment ever made on each allocation over capacity, quadratic in the blocks).
 void CachingAllocator::insert_free(int32_t b) {
   const Block& k = blocks_[b];
   free_[pool_index(segments_[k.segment].small)].insert({k.size, k.addr, b});
-  if (k.prev < 0 && k.next < 0) ++whole_free_;
+  if (!expandable_ && k.prev < 0 && k.next < 0) whole_free_.insert(k.segment);
 }
 
 void CachingAllocator::erase_free(int32_t b) {
   const Block& k = blocks_[b];
   free_[pool_index(segments_[k.segment].small)].erase({k.size, k.addr, b});
-  if (k.prev < 0 && k.next < 0) --whole_free_;
+  if (!expandable_ && k.prev < 0 && k.next < 0) whole_free_.erase(k.segment);
 }
 
 // Best fit: the smallest free block of the pool that is large enough, the lowest address among
@@ -73,6 +73,7 @@ int32_t CachingAllocator::find_free(bool small, int64_t rounded) {
   if (it == pool.end()) return -1;
   const int32_t b = std::get<2>(*it);
   pool.erase(it);
+  if (!expandable_ && blocks_[b].prev < 0 && blocks_[b].next < 0) whole_free_.erase(blocks_[b].segment);
   return b;
 }
 
@@ -222,8 +223,18 @@ void CachingAllocator::free(int32_t handle) {
 // expandable segment; only the tail is modeled, so after a retry the model may hold up to the
 // interior free pages more than PyTorch.)
 void CachingAllocator::release_cached() {
+  // Every segment that is one free block, in the order of their ids (as the scan below would).
+  while (!expandable_ && !whole_free_.empty()) {
+    Segment& seg = segments_[*whole_free_.begin()];
+    const int32_t tail = seg.last;
+    erase_free(tail);  // drops the segment from whole_free_
+    stats_.reserved_bytes -= seg.size;
+    seg.live = false;
+    seg.first = seg.last = -1;
+    spare_blocks_.push_back(tail);
+  }
+  if (!expandable_) return;
   for (int32_t sid = 0; sid < static_cast<int32_t>(segments_.size()); ++sid) {
-    if (!expandable_ && whole_free_ == 0) return;  // nothing (left) to free
     Segment& seg = segments_[sid];
     if (!seg.live || seg.last < 0) continue;
     const int32_t tail = seg.last;

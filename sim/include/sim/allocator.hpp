@@ -91,7 +91,7 @@ class CachingAllocator {
   std::set<FreeKey> free_[2];          // per pool: 0 large, 1 small
   int32_t expandable_segment_[2] = {-1, -1};
   int64_t next_address_ = 0;
-  int64_t whole_free_ = 0;  // free blocks that are their whole segment (insert_free; issue 15)
+  std::set<int32_t> whole_free_;  // segments that are one free block (insert_free; issue 15)
 };
 
 }  // namespace sim
