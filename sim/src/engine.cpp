@@ -5,9 +5,11 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "sim/allocator.hpp"
 #include "sim/error.hpp"
@@ -152,8 +154,9 @@ class Engine {
         case EventKind::kBackward: run_backward(k, e.id); break;
         case EventKind::kFree:
           if (!copy_done_.empty() && copy_done_[e.id] > clock_) {
-            pending_.push_back({copy_done_[e.id], e.id});  // the copy still reads it
-            pending_min_ = std::min(pending_min_, copy_done_[e.id]);
+            // the copy still reads it
+            pending_.push_back({copy_done_[e.id], pending_seq_++, e.id});
+            std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
             in_pending_[e.id] = 1;
           } else {
             release(e.id);
@@ -295,23 +298,22 @@ class Engine {
     release_copied(clock_);
   }
   // Releases the buffers whose copy to the host has completed by `t`.
-  // Issue 15 (planner): pending_min_ is the earliest completion pending, so that the scan (in
-  // insertion order, as before) runs only when something completes, not at every event.
+  // Issue 15 (planner): pending_ is a min-heap of (completion, order pushed, storage), so that
+  // only the copies complete by `t` are visited (a scan of every pending copy at every event was
+  // quadratic in the blocks); they are released in the order they were pushed, as before.
   void release_copied(int64_t t) {
-    if (t < pending_min_) return;
-    size_t kept = 0;
-    pending_min_ = std::numeric_limits<int64_t>::max();
-    for (const auto& [done, s] : pending_) {
+    if (pending_.empty() || std::get<0>(pending_.front()) > t) return;
+    due_.clear();
+    while (!pending_.empty() && std::get<0>(pending_.front()) <= t) {
+      std::pop_heap(pending_.begin(), pending_.end(), std::greater<>());
+      const auto [done, seq, s] = pending_.back();
+      pending_.pop_back();
       if (!in_pending_[s]) continue;  // fetched back while its copy out ran
-      if (done <= t) {
-        in_pending_[s] = 0;
-        release(s);
-      } else {
-        pending_[kept++] = {done, s};
-        pending_min_ = std::min(pending_min_, done);
-      }
+      in_pending_[s] = 0;
+      due_.push_back({seq, s});
     }
-    pending_.resize(kept);
+    std::sort(due_.begin(), due_.end());
+    for (const auto& [seq, s] : due_) release(s);
   }
 
   // Data-parallel communication set-up (DESIGN.md §5): per op, the fp32 gradient bytes whose
@@ -647,8 +649,9 @@ class Engine {
   // Offload: per storage when its copy out completes and when its copy back arrives (empty until
   // the first copy); buffers freed by the schedule but still being copied; stream clocks.
   std::vector<int64_t> copy_done_, ready_;
-  std::vector<std::pair<int64_t, int32_t>> pending_;
-  int64_t pending_min_ = std::numeric_limits<int64_t>::max();  // min done in pending_ (or above)
+  std::vector<std::tuple<int64_t, int64_t, int32_t>> pending_;  // heap: done, seq, storage
+  int64_t pending_seq_ = 0;
+  std::vector<std::pair<int64_t, int32_t>> due_;  // release_copied's scratch
   std::vector<uint8_t> in_pending_;  // per storage: in pending_ and not yet fetched back
   int64_t d2h_free_ = 0, h2d_free_ = 0, host_bytes_ = 0;
   Breakdown by_cat_{};

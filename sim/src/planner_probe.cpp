@@ -1,7 +1,7 @@
 // The probes of the budget planner (sim/planner.hpp): five uniform plans simulated with the
 // timeline on, reduced to a ChainModel.
 #include <algorithm>
-#include <limits>
+#include <functional>
 #include <vector>
 
 #include "sim/error.hpp"
@@ -89,25 +89,17 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
       if (live[s] && st.block >= 0 && st.producer >= 0) out[static_cast<size_t>(st.block)] += st.bytes;
     }
   };
-  // pending_min: at most the earliest completion pending, so that the scan runs only when a copy
-  // completes (scanning at every event was quadratic in the blocks under offload).
-  int64_t pending_min = std::numeric_limits<int64_t>::max();
+  // pending: a min-heap of (completion, storage), so that only copies complete by an event's
+  // time are visited (scanning every pending copy at every event was quadratic in the blocks).
   std::vector<uint8_t> in_pending(g.storages.size(), 0);
   for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
-    if (!pending.empty() && t_of[static_cast<size_t>(k)] >= pending_min) {
-      size_t kept = 0;
-      pending_min = std::numeric_limits<int64_t>::max();
-      for (const auto& [done, s] : pending) {
-        if (!in_pending[static_cast<size_t>(s)]) continue;  // fetched back meanwhile
-        if (done <= t_of[static_cast<size_t>(k)]) {
-          live[static_cast<size_t>(s)] = 0;
-          in_pending[static_cast<size_t>(s)] = 0;
-        } else {
-          pending[kept++] = {done, s};
-          pending_min = std::min(pending_min, done);
-        }
-      }
-      pending.resize(kept);
+    while (!pending.empty() && pending.front().first <= t_of[static_cast<size_t>(k)]) {
+      std::pop_heap(pending.begin(), pending.end(), std::greater<>());
+      const int32_t s = pending.back().second;
+      pending.pop_back();
+      if (!in_pending[static_cast<size_t>(s)]) continue;  // fetched back meanwhile
+      live[static_cast<size_t>(s)] = 0;
+      in_pending[static_cast<size_t>(s)] = 0;
     }
     if (k == sched.forward_end) tally(p.hf);
     if (k == first_bwd) tally(p.hb);
@@ -129,7 +121,7 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
       case EventKind::kFree:
         if (!copy_done.empty() && copy_done[static_cast<size_t>(e.id)] > t_of[static_cast<size_t>(k)]) {
           pending.push_back({copy_done[static_cast<size_t>(e.id)], e.id});
-          pending_min = std::min(pending_min, copy_done[static_cast<size_t>(e.id)]);
+          std::push_heap(pending.begin(), pending.end(), std::greater<>());
           in_pending[static_cast<size_t>(e.id)] = 1;
         }
         else
