@@ -324,8 +324,11 @@ class ChainDp {
       if (k == 0 || s - h < 0) continue;
       const std::vector<Entry>& st = stacks_[static_cast<size_t>(s - h)];
       // st is ordered by decreasing j (back = smallest j); find the largest j <= a + k.
-      auto it = std::lower_bound(st.begin(), st.end(), a + k,
-                                 [](const Entry& x, int64_t v) { return x.j > v; });
+      // (Issue 15: most often every pushed j is in reach: the front, without the search.)
+      auto it = !st.empty() && st.front().j <= a + k
+                    ? st.begin()
+                    : std::lower_bound(st.begin(), st.end(), a + k,
+                                       [](const Entry& x, int64_t v) { return x.j > v; });
       if (it == st.end()) continue;
       const Cost cost = {it->value.time_ns - pa.time_ns, it->value.flops - pa.flops};
       if (cost.time_ns < ct[s] || (cost.time_ns == ct[s] && cost.flops < cf[s]))
