@@ -144,8 +144,9 @@ int cmd_plan(const Invocation& inv) {
   row.result = plan.result;
   switch (format) {
     case Format::kTable:
+      // plan_budget has found the best fixed strategy already (issue 15: BudgetPlan::fixed).
       text = render_table(axes.models.front(), device, sim::resolve_setup(inputs.models.front(), p.setup), plan,
-                          sim::best_fixed(graph, device, budget));
+                          plan.fixed);
       break;
     case Format::kCsv: text = sim_io::csv_header() + sim_io::csv_row(row); break;
     case Format::kJson: text = sim_io::result_json(row) + "\n"; break;
