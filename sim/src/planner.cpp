@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -311,7 +312,8 @@ FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
 //    prediction by galloping and bisection, which assumes that checkpointing one more block
 //    never raises the simulated peak (tests/test_planner.cpp checks it against the exhaustive
 //    search; the benchmark does at 128 and 1,000 blocks);
-//  - every:k: simulated in cost order while they could still win, up to the first that fits.
+//  - every:k: bisection for the least k that fits below the k of least model peak (it assumes
+//    the simulated peak falls with k up to there and rises after), the cheapest from there.
 FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device& device,
                               const ChainModel& m, int64_t budget) {
   const int64_t n = graph.n_blocks;
@@ -391,14 +393,39 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
       if (fits(i_block(mid))) above = mid; else below = mid;
     }
   }
-  // every:k in cost order while one could win.
-  std::vector<size_t> every;
+  // every:k among those that could win: the simulated peak falls as k grows to the k of least
+  // model peak (k*) and rises after it, and the cost rises with k (fewer segment ends stop
+  // early), so the least k that fits is found by bisection below k*; then the cheapest of the
+  // ks from it to k* (model costs) is simulated, and the ks beyond k* in cost order while they
+  // could win and fit. (Assumed shapes, held to the exhaustive search by the tests.)
+  std::vector<int64_t> ks;
   for (int64_t k = 2; k <= n; ++k)
-    if (could_win(i_every(k))) every.push_back(i_every(k));
-  std::sort(every.begin(), every.end(), by_cost);
-  for (size_t i : every) {
-    if (!could_win(i)) break;
-    if (fits(i)) break;
+    if (could_win(i_every(k))) ks.push_back(k);
+  if (!ks.empty()) {
+    size_t star = 0;
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (size_t j = 0; j < ks.size(); ++j) {
+      const int64_t p = evaluate_chain(m, units_of(resolve(f.list[i_every(ks[j])], n))).peak_bytes;
+      if (p < least) least = p, star = j;
+    }
+    if (fits(i_every(ks[star]))) {
+      size_t lo = 0, hi = star;
+      while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (fits(i_every(ks[mid]))) hi = mid; else lo = mid + 1;
+      }
+      size_t cheapest = lo;
+      for (size_t j = lo; j <= star; ++j)
+        if (by_cost(i_every(ks[j]), i_every(ks[cheapest]))) cheapest = j;
+      if (could_win(i_every(ks[cheapest]))) fits(i_every(ks[cheapest]));
+      std::vector<size_t> beyond;
+      for (size_t j = star + 1; j < ks.size(); ++j) beyond.push_back(i_every(ks[j]));
+      std::sort(beyond.begin(), beyond.end(), by_cost);
+      for (size_t i : beyond) {
+        if (!could_win(i)) break;
+        if (!fits(i)) break;  // rising peaks: the next ones fit no better
+      }
+    }
   }
   if (inexact) return best_fixed_exhaustive(graph, device, budget);
   return best;

@@ -256,7 +256,8 @@ std::vector<Strategy> fixed_strategies(int64_t n_blocks);
 // Issue 15: found without simulating every strategy: costs from the chain model (probe_chain;
 // checked against each simulation, best_fixed_exhaustive on any difference), block:k by
 // galloping and bisection on k (it assumes that checkpointing one more block never raises the
-// simulated peak), the others simulated in cost order while they could win. plan_budget computes
+// simulated peak), every:k by bisection below the k of least model peak (it assumes the peak
+// falls with k up to there and rises after), the others simulated while they could win. plan_budget computes
 // it too (BudgetPlan::fixed).
 FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget_bytes);
 
