@@ -424,7 +424,8 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // Megatron's GPT fuse them into one projection; Llama-family and BERT use three) by default.
   const QkvVariant qkv = dm.impl ? dm.impl->qkv : QkvVariant::kArchitecture;
   dm.fused_qkv = qkv == QkvVariant::kFused ||
-                 (qkv == QkvVariant::kArchitecture && (m.family == "gpt2" || m.family == "megatron-gpt"));
+                 (qkv == QkvVariant::kArchitecture &&
+                  (m.family == "gpt2" || m.family == "megatron-gpt" || m.fused_qkv));  // famdec
   // Eager attention's matmuls: copies of permuted operands (torch.matmul) or strided batched
   // GEMMs on views (Megatron's baddbmm; the paper profile's).
   dm.eager_copies = dm.impl && dm.impl->eager_matmul == EagerMatmul::kCopies;
