@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "sim/device.hpp"
 #include "sim/error.hpp"
@@ -925,7 +926,8 @@ namespace {
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
-  if (st.layers < 5) {
+  // famdec: alternating local/global layers whose ops differ are built block by block
+  if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup))) {
     g = build_stage_direct(model, setup, device, st);
     return;
   }
