@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "sim/error.hpp"
+#include "sim/graph.hpp"
 #include "sim/model.hpp"
+#include "sim/simulate.hpp"
+#include "sim/strategy.hpp"
 #include "sim_io/load.hpp"
 
 namespace fs = std::filesystem;
@@ -37,6 +41,36 @@ std::string refusal(const std::string& members) {
   FAIL("expected a refusal");
   return "";
 }
+
+sim::TrainSetup setup(int64_t b, int64_t s, sim::AttentionKind att) {
+  sim::TrainSetup t;
+  t.micro_batch = b;
+  t.seq = s;
+  t.attention = att;
+  return t;  // the hf implementation's defaults: bf16 autocast over fp32 weights
+}
+
+int count(const sim::Graph& g, std::string_view name, int32_t block = -2) {
+  int n = 0;
+  for (const sim::Op& op : g.ops)
+    if (op.name == name && (block == -2 || op.block == block)) ++n;
+  return n;
+}
+
+// Bytes the first op named `name` in `block` saves (distinct storages).
+int64_t saved_bytes(const sim::Graph& g, std::string_view name, int32_t block) {
+  for (const sim::Op& op : g.ops) {
+    if (op.name != name || op.block != block) continue;
+    int64_t total = 0;
+    for (int32_t k = 0; k < op.saves.count; ++k) total += g.storages[g.idx[op.saves.begin + k]].bytes;
+    return total;
+  }
+  FAIL("no op named " << name << " in block " << block);
+  return 0;
+}
+
+const char* const kShipped[] = {"pythia-1b", "pythia-410m", "falcon-7b", "gemma-7b",
+                                "gemma-2-9b", "phi-3-mini-4k", "olmo-2-7b"};
 
 }  // namespace
 
@@ -182,5 +216,121 @@ TEST_SUITE("famdec: decoder families") {
     // Fields that change neither memory nor time are ignored (rope bases, eps, scalings).
     CHECK_NOTHROW(hf(R"("model_type": "gemma2", "query_pre_attn_scalar": 144,
                         "rope_theta": 1e6, "rms_norm_eps": 1e-5, "cache_implementation": "hybrid")"));
+  }
+
+  TEST_CASE("the graphs hold exactly the loader's parameters, for every family") {
+    const sim::Device dev = fixtures::h100();
+    for (const char* name : kShipped) {
+      CAPTURE(name);
+      const sim::ModelConfig m = sim_io::load_model(name, kDirs);
+      const sim::Graph g = sim::build_graph(m, setup(1, 128, sim::AttentionKind::kFlash), dev);
+      CHECK(g.params_per_rank == sim::parameter_count(m));
+      CHECK(g.n_blocks == m.layers);
+    }
+  }
+
+  TEST_CASE("full checkpointing lowers the activations per layer, for every family and kernel") {
+    const sim::Device dev = fixtures::h100();
+    for (const char* name : kShipped) {
+      for (const auto att : {sim::AttentionKind::kFlash, sim::AttentionKind::kStandard}) {
+        CAPTURE(name);
+        const sim::ModelConfig m = sim_io::load_model(name, kDirs);
+        const sim::TrainSetup s = setup(1, 512, att);
+        const sim::Result none = sim::simulate(m, s, dev, sim::parse_strategy("none"));
+        const sim::Result full = sim::simulate(m, s, dev, sim::parse_strategy("full"));
+        CHECK(full.activation_bytes_per_layer < none.activation_bytes_per_layer / 4);
+        CHECK(full.peak_requested_bytes <= none.peak_requested_bytes);
+        // what full keeps per layer: the block input, the fp32 residual stream [b*s, h]
+        CHECK(full.activation_bytes_per_layer == 512 * m.hidden * 4);
+      }
+    }
+  }
+
+  TEST_CASE("parallel residual: NeoX's two norms and adds, Falcon's one shared LayerNorm") {
+    const sim::Device dev = fixtures::h100();
+    const sim::TrainSetup s = setup(1, 128, sim::AttentionKind::kFlash);
+    const sim::ModelConfig p = sim_io::load_model("pythia-410m", kDirs);
+    const sim::Graph gp = sim::build_graph(p, s, dev);
+    CHECK(count(gp, "mlp + attention") == 24);
+    CHECK(count(gp, "norm2") == 24);
+    CHECK(count(gp, "residual 1") == 0);
+    const sim::ModelConfig f = sim_io::load_model("falcon-7b", kDirs);
+    const sim::Graph gf = sim::build_graph(f, s, dev);
+    CHECK(count(gf, "attention + mlp") == 32);
+    CHECK(count(gf, "norm1") == 32);
+    CHECK(count(gf, "norm2") == 0);
+  }
+
+  TEST_CASE("partial rotary: tables rotary_dim wide, a slice and a cat per q and k") {
+    const sim::Device dev = fixtures::h100();
+    const sim::ModelConfig p = sim_io::load_model("pythia-1b", kDirs);
+    const sim::Graph g = sim::build_graph(p, setup(2, 128, sim::AttentionKind::kFlash), dev);
+    CHECK(count(g, "rotary cat") == 2 * 16);
+    CHECK(count(g, "rotary slice") == 2 * 16);
+    // the rope op saves cos and sin: fp32 (the residual's dtype under autocast) [b, s, 64] each
+    CHECK(saved_bytes(g, "rope q", 0) == 2 * 2 * 128 * 64 * 4);
+  }
+
+  TEST_CASE("gemma 2: soft-capping saves its tanh; SDPA's masks; four norms per block") {
+    const sim::Device dev = fixtures::h100();
+    const sim::ModelConfig m = sim_io::load_model("gemma-2-9b", kDirs);
+    const int64_t b = 1, s = 256;
+    const sim::Graph eager = sim::build_graph(m, setup(b, s, sim::AttentionKind::kStandard), dev);
+    // scores / 50, tanh, * 50: tanh saves its bf16 output [b, a, s, s]
+    CHECK(saved_bytes(eager, "softcap tanh", 3) == b * 16 * s * s * 2);
+    // the logits: tanh of [b*s, v] bf16
+    CHECK(saved_bytes(eager, "softcap tanh", -1) == b * s * 256000 * 2);
+    CHECK(count(eager, "post-attention norm") == 42);
+    CHECK(count(eager, "pre-feedforward norm") == 42);
+    CHECK(count(eager, "sliding window mask") == 0);  // eager: a transient, not modeled
+    // SDPA: a 4-D additive mask (fp32, the embeddings' dtype) is passed, so the
+    // memory-efficient kernel saves it; even (sliding) layers make and save their own.
+    const sim::Graph sdpa = sim::build_graph(m, setup(b, s, sim::AttentionKind::kFlash), dev);
+    CHECK(count(sdpa, "sliding window mask") == 21);
+    CHECK(count(sdpa, "sliding window mask", 0) == 1);
+    CHECK(count(sdpa, "sliding window mask", 1) == 0);
+    CHECK(count(sdpa, "4-D causal mask") == 1);
+    const int64_t qkvo = b * s * (16 + 8 + 8 + 16) * 256 * 2, lse = b * 16 * s * 4;
+    CHECK(saved_bytes(sdpa, "sdpa attention (mask)", 0) == qkvo + lse + b * s * s * 4);
+    CHECK(saved_bytes(sdpa, "sdpa attention (mask)", 1) == qkvo + lse + s * s * 4);
+    // Gemma 1 runs flash (no mask: HF ignores the causal mask under SDPA without padding)
+    const sim::ModelConfig g1 = sim_io::load_model("gemma-7b", kDirs);
+    const sim::Graph f1 = sim::build_graph(g1, setup(b, s, sim::AttentionKind::kFlash), dev);
+    CHECK(count(f1, "flash attention") == 28);
+    CHECK(count(f1, "embedding * sqrt(h)") == 1);
+  }
+
+  TEST_CASE("phi-3: SDPA gets a mask from the sliding window on (seq >= 2047), flash below") {
+    const sim::Device dev = fixtures::h100();
+    const sim::ModelConfig m = sim_io::load_model("phi-3-mini-4k", kDirs);
+    const sim::Graph below = sim::build_graph(m, setup(1, 2046, sim::AttentionKind::kFlash), dev);
+    CHECK(count(below, "flash attention") == 32);
+    const sim::Graph at = sim::build_graph(m, setup(1, 2047, sim::AttentionKind::kFlash), dev);
+    CHECK(count(at, "sdpa attention (mask)") == 32);
+    CHECK(count(at, "gate_up chunk") == 32);
+  }
+
+  TEST_CASE("olmo 2: q/k norms on the projections, norms after the sub-layers only") {
+    const sim::Device dev = fixtures::h100();
+    const sim::ModelConfig m = sim_io::load_model("olmo-2-7b", kDirs);
+    const sim::Graph g = sim::build_graph(m, setup(1, 128, sim::AttentionKind::kFlash), dev);
+    CHECK(count(g, "q norm") == 32);
+    CHECK(count(g, "k norm") == 32);
+    CHECK(count(g, "post-attention norm") == 32);
+    CHECK(count(g, "input norm") == 0);
+  }
+
+  TEST_CASE("implementations without these families refuse them with one line") {
+    const sim::Device dev = fixtures::h100();
+    for (const char* name : kShipped) {
+      CAPTURE(name);
+      const sim::ModelConfig m = sim_io::load_model(name, kDirs);
+      for (const sim::Impl impl : {sim::Impl::kMegatron, sim::Impl::kTorchtitan, sim::Impl::kNanogpt}) {
+        sim::TrainSetup s = setup(1, 128, sim::AttentionKind::kFlash);
+        s.impl = impl;
+        CHECK_THROWS_WITH_AS(sim::build_graph(m, s, dev),
+                             doctest::Contains("family under --impl"), sim::Unsupported);
+      }
+    }
   }
 }
