@@ -135,7 +135,7 @@ int32_t famdec_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, 
   const int64_t n = numel_of(tx) / width;
   const int32_t w = bld.param(width, dm.param_dt, name);
   const int32_t x32 = o.cast(x, DType::kF32, "rmsnorm to fp32", "rmsnorm fp32 input");
-  OpDraft d = o.draft(OpKind::kRmsNorm, "rmsnorm pow+mean");
+  OpDraft d = o.draft(OpKind::kRmsNorm, name);  // pow(2).mean(-1): the norm's first saving op
   d.op.math16 = false;
   d.inputs.push_back({x32, GradRule::kNew});
   d.op.fwd_transient_bytes = bytes(mul(n, width), DType::kF32);

@@ -285,6 +285,9 @@ sim::ModelConfig phi3(const ObjectReader& in) {
   m.qkv_bias = m.linear_bias = false;
   m.fused_qkv = true;
   m.fused_gate_up = true;
+  // sliding_window (default None): the window of every layer; under SDPA it makes HF pass a mask
+  // once the sequence reaches it (Phi-3-mini-4k: 2047)
+  if (in.has("sliding_window")) m.sliding_window = size_or(in, "sliding_window", 1);
   m.attn_dropout = probability(in, "attention_dropout", 0.0);
   m.hidden_dropout = probability(in, "resid_pdrop", 0.0);
   m.embd_dropout = probability(in, "embd_pdrop", 0.0);
