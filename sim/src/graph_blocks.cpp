@@ -256,8 +256,10 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     }
     int32_t scores = bld.fresh(bytes(scores_numel, hdt), hdt, "attention scores");
     qk.outputs = {scores};
-    const int32_t q_op = operand(qk, q, false, "q for bmm");
-    const int32_t k_op = operand(qk, kk, dm.g != dm.a, "k for bmm");
+    // famdec: partial rotary's torch.cat makes q and k contiguous [b, a, s, d] (no copy)
+    const bool catted = famdec_partial_rotary(dm);
+    const int32_t q_op = operand(qk, q, catted, "q for bmm");
+    const int32_t k_op = operand(qk, kk, dm.g != dm.a || catted, "k for bmm");
     qk.saves = {q_op, k_op};
     // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's)
     qk.dim = {dm.b, dm.a, dm.s, hd, 1, (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0)};
