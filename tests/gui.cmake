@@ -32,7 +32,7 @@ if(XVFB_RUN)
       set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/snapshot_${view})
       file(MAKE_DIRECTORY ${dir})
       add_test(NAME gui.screenshot.snapshot_${view}
-               COMMAND sh -c "set -e\nrm -f shot.png s.json s.pickle\nflags='--model ${CMAKE_CURRENT_LIST_DIR}/golden/tiny-gpt.json --seq 64'\n\"$3\" $flags --strategy every:2 -o s.json\nPYTHONPATH=${PROJECT_SOURCE_DIR}/python/tests python3 -c 'import pathlib, snapshot_fixtures as f; f.json_to_pickle(pathlib.Path(\"s.json\"), pathlib.Path(\"s.pickle\"))'\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} $flags --strategy every:2,none --snapshot s.pickle\n\"$2\" shot.png 1200 800"
+               COMMAND sh -c "set -e\nrm -f shot.png s.json s.pickle\nflags='--model ${CMAKE_CURRENT_LIST_DIR}/golden/tiny-gpt.json --seq 64'\n\"$3\" $flags --strategy every:2 -o s.json\nPYTHONPATH=${PROJECT_SOURCE_DIR}/python/tests python3 -c 'import pathlib, snapshot_fixtures as f; f.json_to_pickle(pathlib.Path(\"s.json\"), pathlib.Path(\"s.pickle\"))'\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} $flags --strategy every:2,none --snapshot s.pickle --fit-curves\n\"$2\" shot.png 1200 800"
                        sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check> $<TARGET_FILE:actsim-snapshot-gen>
                WORKING_DIRECTORY ${dir})
     endforeach()

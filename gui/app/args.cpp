@@ -31,6 +31,9 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
       ->capture_default_str()->group("Headless");
   app.add_flag("--stacked", out.stacked, "memory view stacked by category (focused strategy)")
       ->group("Headless");
+  app.add_flag("--fit-curves", out.fit_curves,
+               "memory view: the y axis fits the curves instead of the device capacity")
+      ->group("Headless");
   app.add_option("--snapshot", out.snapshot,
                  "a real step's PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle, "
                  "or the converter's JSON), overlaid on the focused strategy's memory curve and "

@@ -102,6 +102,7 @@ struct ViewState {
   bool select_active = true;     // make `active` the selected tab on the next frame
   int focused = 0;               // strategy whose phases shade the memory view and that stacks
   bool stacked = false;          // memory view: stacked by category (focused strategy)
+  bool fit_curves = false;       // memory view: y axis fits the curves, not the device capacity
   gui_plot::Range time{0, 1};    // shared time axis of the memory and timeline views (ns)
   bool time_auto = true;         // follow the whole step until the user zooms or pans
   int64_t valley_n = 0;          // blocks simulated for the valley; 0: the model's layers

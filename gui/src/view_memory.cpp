@@ -191,7 +191,8 @@ void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
     return;
   }
   if (st.overlay) top = std::max(top, st.overlay->snapshot->peaks.allocated.bytes);
-  const double ymax = static_cast<double>(std::max(top, capacity)) * 1.08;
+  // The capacity line is in view unless the user fits the axis to the curves (small models).
+  const double ymax = static_cast<double>(view.fit_curves ? top : std::max(top, capacity)) * 1.08;
   const AxisSpec xs{view.time, gui_plot::Unit::kTimeNs,
                     "simulated time (wheel: zoom, drag: pan, double-click: whole step)"};
   const AxisSpec ys{{0, ymax}, gui_plot::Unit::kBytes, "allocated"};
@@ -268,6 +269,10 @@ void memory_view(const AppState& st, ViewState& view) {
   ImGui::Checkbox("stacked by category", &view.stacked);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("the focused strategy (radio button in the strategies panel)");
+  ImGui::SameLine();
+  ImGui::Checkbox("fit y to the curves", &view.fit_curves);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("the y axis ends above the highest curve instead of the device capacity");
   ImGui::SameLine(0, ImGui::GetFontSize() * 2);
   ImGui::TextDisabled("phases of the focused strategy:");
   ImGui::SameLine();
