@@ -21,6 +21,7 @@
 #include "jobs.hpp"
 #include "phases.hpp"
 #include "session.hpp"
+#include "sim/impl.hpp"
 #include "sim/valley.hpp"
 #include "snapshot_overlay.hpp"
 #include "sim_io/load.hpp"
@@ -687,4 +688,25 @@ TEST_CASE("overlay_curve without times places events by index, and a phase the s
   CHECK(pts[1].t_ns == 100);
   CHECK(pts[3].t_ns == 300);
   CHECK(pts[3].allocated_bytes == 1024 + 2048 + 3072 + 4096);  // sizes are multiples of 512
+}
+
+TEST_CASE("the strategies panel offers every strategy the CLI takes: torchtitan's, offload and budget draw and simulate") {
+  gui::Windowless ui(1600, 1000);
+  sim::TrainSetup setup;
+  setup.seq = 256;
+  setup.impl = sim::Impl::kTorchtitan;
+  const std::vector<std::string> specs{"sac:torchtitan", "layer-sac:2", "offload", "offload+full",
+                                       "budget:130GiB"};  // 7B: fp32 weights, grads and Adam alone are ~112 GiB
+  gui::AppState st = gui::make_state(gui::make_catalog(dirs()), sim_io::load_model("llama-2-7b", dirs()),
+                                     "llama-2-7b", setup, sim_io::load_device("h100-sxm", dirs()),
+                                     "h100-sxm", specs);
+  gui::Worker worker;
+  for (int f = 0; f < 3; ++f) ui.frame(st, worker, {150, 600}, 1e9);  // mouse over the panel
+  CHECK(ui.vertices() > 1000);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    CAPTURE(specs[i]);
+    CHECK(st.inputs.strategies[i].error.empty());
+    CHECK(st.runs[i].data);
+    CHECK(st.inputs.strategies[i].spec == specs[i]);  // drawing the panel edits nothing
+  }
 }
