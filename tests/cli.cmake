@@ -304,8 +304,7 @@ refused() {
 actsim=$1
 corpus=$2
 refused mixtral-8x7b-v0.1 'mixture of experts (mixtral)'
-refused t5-small 'encoder-decoder (t5)'
-refused vit-base-patch16-224-in21k 'vision or multimodal (vit)'
+refused vit-base-patch16-224-in21k 'the ViTModel head (vit: ViTForImageClassification is modeled)'
 refused pythia-1b 'parallel residual (gpt_neox)'
 refused falcon-7b 'parallel residual (falcon)'
 refused gemma-7b 'GeGLU and scaled embeddings (gemma)'

@@ -663,7 +663,6 @@ TEST_SUITE("load: HuggingFace errors") {
       const char* feature;
     };
     for (const Case& c : {
-             Case{"t5", "encoder-decoder"},
              Case{"mt5", "encoder-decoder"},
              Case{"bart", "encoder-decoder"},
              Case{"mbart", "encoder-decoder"},
@@ -677,7 +676,7 @@ TEST_SUITE("load: HuggingFace errors") {
              Case{"deepseek_v3", "mixture of experts"},
              Case{"dbrx", "mixture of experts"},
              Case{"jamba", "mixture of experts"},
-             Case{"vit", "vision or multimodal"},
+             Case{"deit", "vision or multimodal"},
              Case{"clip", "vision or multimodal"},
              Case{"siglip", "vision or multimodal"},
              Case{"llava", "vision or multimodal"},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "blocks_encdec.hpp"  // famenc
 #include "builder.hpp"
 #include "sim/device.hpp"
 #include "sim/error.hpp"
@@ -647,6 +648,13 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
+  if (detail::builds_encdec(model)) {
+    // famenc: T5 and ViT (blocks_encdec.cpp); one stage (no implementation pipelines them)
+    detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
+    bld.finalize();
+    mark_torchtitan_sac(g);
+    return g;
+  }
   int32_t table = -1;
   int32_t x = st.embedding ? detail::build_embedding(bld, dm, &table, st.head)
                            : detail::build_stage_input(bld, dm, st.head);
@@ -924,7 +932,7 @@ namespace {
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
-  if (st.layers < 5) {
+  if (st.layers < 5 || model.decoder_layers > 0) {  // famenc: T5's blocks are not all alike
     g = build_stage_direct(model, setup, device, st);
     return;
   }

@@ -12,4 +12,8 @@ namespace sim_io::detail {
 // model, and ConfigError naming the HF key for missing or ill-typed values. Does not validate.
 sim::ModelConfig model_from_hf(const ObjectReader& config);
 
+// famenc (hf_encdec.cpp): T5ForConditionalGeneration and ViTForImageClassification configs.
+sim::ModelConfig t5_from_hf(const ObjectReader& config);
+sim::ModelConfig vit_from_hf(const ObjectReader& config);
+
 }  // namespace sim_io::detail

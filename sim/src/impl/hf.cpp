@@ -13,7 +13,8 @@ ImplSpec hf() {
   // modeling_gpt2.py @ c44b2d9976e8, modeling_llama.py @ 5dd4a63548857 (v4.48 era),
   // modeling_bert.py, integrations/sdpa_attention.py @ 00c238bd242b
   s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
-  s.families = "gpt2 llama mistral qwen2 bert";
+  s.families = "gpt2 llama mistral qwen2 bert"
+               " t5 vit";  // famenc: modeling_t5.py, modeling_vit.py (blocks_encdec.cpp)
   // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
   // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.
