@@ -113,7 +113,7 @@ TEST_SUITE("load: shipped models") {
     CHECK(names == std::vector<std::string>{
                        "bert-large", "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
                        "korthikanti-175b", "korthikanti-1t", "korthikanti-22b", "korthikanti-530b",
-                       "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b"});
+                       "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b", "t5-small", "vit-base-patch16-224"});
   }
 
   TEST_CASE("every shipped model loads and validates") {
@@ -968,7 +968,7 @@ TEST_SUITE("load: files and names") {
     CHECK(what.rfind("gpt2-smal: model: no model of that name; searched " + kModels.string() +
                          "; known models: bert-large, gpt2-large, ",
                      0) == 0);
-    CHECK(what.find("llama-3-8b (or give a path to a .json file)") != std::string::npos);
+    CHECK(what.find("vit-base-patch16-224 (or give a path to a .json file)") != std::string::npos);
 
     e = error_of([] { sim_io::load_device("h100", kDirs); });
     CHECK(e.where() == "h100");
