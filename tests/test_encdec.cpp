@@ -95,7 +95,8 @@ TEST_SUITE("famenc: T5 and ViT configs") {
     const std::string base =
         R"("model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 128, "image_size": 32, "patch_size": 8)";
-    const sim::ModelConfig m = sim_io::parse_model("{" + base + R"(, "num_labels": 10})", "v", "v.json");
+    const sim::ModelConfig m =
+        sim_io::parse_model("{" + base + R"(, "num_labels": 10})", "v", "v.json");
     CHECK(m.num_labels == 10);
     CHECK(m.max_positions == 17);
     // conv 64*3*8*8 + 64, class token 64, positions 17*64, blocks, final norm, classifier
@@ -134,7 +135,8 @@ const sim::Op* op_named(const sim::Graph& g, std::string_view name, int64_t bloc
 }  // namespace
 
 TEST_SUITE("famenc: T5 and ViT graphs") {
-  TEST_CASE("t5: encoder blocks then decoder blocks; --seq the encoder's, --target-seq the decoder's") {
+  TEST_CASE(
+      "t5: encoder blocks then decoder blocks; --seq the encoder's, --target-seq the decoder's") {
     const sim::ModelConfig m = load("t5-small");
     sim::TrainSetup t = setup(2, 64);
     t.target_seq = 16;
@@ -177,7 +179,8 @@ TEST_SUITE("famenc: T5 and ViT graphs") {
     CHECK(full.activation_bytes_per_layer < none.activation_bytes_per_layer);
     {  // at a size where activations make the peak
       sim::TrainSetup big = setup(8, 512);
-      const sim::Result n = run(m, big, "none"), f = run(m, big, "full"), e = run(m, big, "every:2");
+      const sim::Result n = run(m, big, "none"), f = run(m, big, "full"),
+                        e = run(m, big, "every:2");
       CHECK(f.peak_allocated_bytes < n.peak_allocated_bytes);
       CHECK(e.peak_allocated_bytes < n.peak_allocated_bytes);
     }
@@ -227,8 +230,10 @@ TEST_SUITE("famenc: T5 and ViT graphs") {
     const sim::Result none = run(m, big, "none"), full = run(m, big, "full");
     CHECK(full.peak_allocated_bytes < none.peak_allocated_bytes);
     CHECK(full.activation_bytes_per_layer < none.activation_bytes_per_layer);
-    const sim::Result rd = sim::simulate_plan(direct, sim::resolve(sim::parse_strategy("every:3"), 12), d);
-    const sim::Result rc = sim::simulate_plan(g, sim::resolve(sim::parse_strategy("every:3"), 12), d);
+    const sim::Result rd =
+        sim::simulate_plan(direct, sim::resolve(sim::parse_strategy("every:3"), 12), d);
+    const sim::Result rc =
+        sim::simulate_plan(g, sim::resolve(sim::parse_strategy("every:3"), 12), d);
     CHECK(rd.peak_allocated_bytes == rc.peak_allocated_bytes);
   }
 }

@@ -70,11 +70,11 @@ void cross_entropy(Builder& bld, const Dims& dm, int32_t logits, int32_t labels,
 int32_t t5_relative_bias(Builder& bld, const Dims& dm, int64_t sq, int64_t sk, bool decoder) {
   Ops o(bld, dm);
   const int64_t pairs = mul(sq, sk);
-  int32_t buckets = constant(bld, dm, OpKind::kCopy, "relative position buckets",
-                             bytes(pairs, DType::kI64), DType::kI64,
-                             mul(2, bytes(pairs, DType::kI64)));
-  int32_t table = bld.param(mul(dm.model->relative_buckets, dm.a), dm.param_dt,
-                            "relative attention bias");
+  int32_t buckets =
+      constant(bld, dm, OpKind::kCopy, "relative position buckets", bytes(pairs, DType::kI64),
+               DType::kI64, mul(2, bytes(pairs, DType::kI64)));
+  int32_t table =
+      bld.param(mul(dm.model->relative_buckets, dm.a), dm.param_dt, "relative attention bias");
   OpDraft e = o.draft(OpKind::kEmbedding, "relative bias lookup");
   e.op.math16 = false;
   e.inputs.push_back({buckets, GradRule::kNone});
@@ -86,14 +86,15 @@ int32_t t5_relative_bias(Builder& bld, const Dims& dm, int64_t sq, int64_t sk, b
   // T5Stack.forward: the encoder's (1 - mask) * finfo.min of a ones mask; the decoder's
   // _prepare_4d_causal_attention_mask_with_cache_position (cloned, [b, 1, sq, sq]).
   const int64_t mask_numel = decoder ? mul(dm.b, pairs) : mul(dm.b, sk);
-  int32_t mask = constant(bld, dm, OpKind::kMask, decoder ? "causal mask (4d)" : "extended attention mask",
-                          bytes(mask_numel, dm.param_dt), dm.param_dt);
+  int32_t mask =
+      constant(bld, dm, OpKind::kMask, decoder ? "causal mask (4d)" : "extended attention mask",
+               bytes(mask_numel, dm.param_dt), dm.param_dt);
   OpDraft add = o.draft(OpKind::kAdd, "position bias + mask");
   add.op.math16 = false;
   add.inputs.push_back({values, dm.b == 1 ? GradRule::kPass : GradRule::kNew, 0});
   add.inputs.push_back({mask, GradRule::kNone});
-  int32_t bias = bld.fresh(bytes(mul(mul(dm.b, dm.a), pairs), dm.param_dt), dm.param_dt,
-                           "position bias");
+  int32_t bias =
+      bld.fresh(bytes(mul(mul(dm.b, dm.a), pairs), dm.param_dt), dm.param_dt, "position bias");
   add.outputs = {bias};
   bld.add_op(std::move(add));
   return bias;
@@ -230,7 +231,8 @@ int32_t t5_mlp(Builder& bld, const Dims& dm, int32_t x) {
     bld.add_op(std::move(r));
   }
   int32_t d = o.dropout(act, dm.p_hidden, "ff dropout");
-  if (dm.amp && bld.tensor(d).dtype != dm.param_dt) d = o.cast(d, dm.param_dt, "to wo dtype", "wo input fp32");
+  if (dm.amp && bld.tensor(d).dtype != dm.param_dt)
+    d = o.cast(d, dm.param_dt, "to wo dtype", "wo input fp32");
   return o.linear(d, f, h, false, Tp::kNone, "wo", "wo out");
 }
 

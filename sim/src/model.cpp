@@ -31,7 +31,8 @@ void validate(const ModelConfig& m) {
   // famenc: T5 and ViT
   if (m.decoder_layers < 0 || m.decoder_layers >= m.layers)
     throw ConfigError(m.source, "decoder_layers", "must leave at least one encoder block");
-  if (m.positions == PosEmbedding::kRelativeBias) positive(m, m.relative_buckets, "relative_buckets");
+  if (m.positions == PosEmbedding::kRelativeBias)
+    positive(m, m.relative_buckets, "relative_buckets");
   if (is_vision(m)) {
     positive(m, m.patch_size, "patch_size");
     positive(m, m.channels, "channels");
@@ -63,7 +64,8 @@ int64_t parameter_count(const ModelConfig& m) {
   if (m.qkv_bias) block = checked_add(block, qkv_out, f);
   block = checked_add(block, checked_mul(checked_mul(a, d, f), h, f), f);  // output projection
   if (m.linear_bias) block = checked_add(block, h, f);
-  const int64_t mlp_in = m.mlp == MlpKind::kSwiglu || m.mlp == MlpKind::kGeglu ? 2 : 1;  // gate and up, or fc1
+  // gate and up, or fc1
+  const int64_t mlp_in = m.mlp == MlpKind::kSwiglu || m.mlp == MlpKind::kGeglu ? 2 : 1;
   block = checked_add(block, checked_product({mlp_in, h, ff}, f), f);
   block = checked_add(block, checked_mul(ff, h, f), f);
   if (m.linear_bias) block = checked_add(block, checked_add(mlp_in * ff, h, f), f);
@@ -81,10 +83,12 @@ int64_t parameter_count(const ModelConfig& m) {
     total = checked_add(total, norm, f);  // the second stack's final norm
   }
   if (m.positions == PosEmbedding::kRelativeBias)  // one [buckets, heads] table per stack
-    total = checked_add(total, checked_product({m.decoder_layers > 0 ? 2 : 1, m.relative_buckets, a}, f), f);
+    total = checked_add(
+        total, checked_product({m.decoder_layers > 0 ? 2 : 1, m.relative_buckets, a}, f), f);
   if (is_vision(m)) {
     // ViT: patch conv (weight [h, c, p, p] and bias), class token; the classifier on it
-    total = checked_add(total, checked_add(checked_product({h, m.channels, m.patch_size, m.patch_size}, f), 2 * h, f), f);
+    const int64_t conv = checked_product({h, m.channels, m.patch_size, m.patch_size}, f);
+    total = checked_add(total, checked_add(conv, 2 * h, f), f);
     total = checked_add(total, checked_add(checked_mul(h, m.num_labels, f), m.num_labels, f), f);
   } else {
     total = checked_add(total, checked_mul(m.vocab, h, f), f);  // word embeddings
@@ -107,13 +111,15 @@ int64_t vector_parameter_count(const ModelConfig& m) {
   const int64_t norm = m.norm_bias ? 2 * h : h;
   int64_t block = 2 * norm;
   if (m.qkv_bias) block += (a + 2 * g) * d;
-  if (m.linear_bias) block += h + (m.mlp == MlpKind::kSwiglu || m.mlp == MlpKind::kGeglu ? 2 : 1) * ff + h;
+  const int64_t mlp_in = m.mlp == MlpKind::kSwiglu || m.mlp == MlpKind::kGeglu ? 2 : 1;
+  if (m.linear_bias) block += h + mlp_in * ff + h;
   int64_t total = block * m.layers + norm;
   // famenc: cross-attention's biases and norm per decoder block, the second final norm; ViT's
   // patch-conv bias and classifier bias (the class token and positions are decayed: they are
   // neither biases nor norm weights, HF Trainer get_decay_parameter_names)
   if (m.decoder_layers > 0)
-    total += m.decoder_layers * (norm + (m.qkv_bias ? 3 * a * d : 0) + (m.linear_bias ? h : 0)) + norm;
+    total += m.decoder_layers * (norm + (m.qkv_bias ? 3 * a * d : 0) + (m.linear_bias ? h : 0)) +
+             norm;
   if (is_vision(m)) total += h + m.num_labels;
   if (m.post_norm) total += h + norm + m.vocab;  // BERT's MLM head: dense bias, norm, decoder bias
   return total;

@@ -30,7 +30,8 @@ double probability(const ObjectReader& in, std::string_view key, double fallback
 }
 
 // The first entry of `architectures` (absent: `fallback`); anything but `supported` is refused.
-void require_architecture(const ObjectReader& in, std::string_view supported, std::string_view type) {
+void require_architecture(const ObjectReader& in, std::string_view supported,
+                          std::string_view type) {
   if (!in.has("architectures")) return;
   const Json& a = in.json().at("architectures");
   if (!a.is_array() || a.empty() || !a.front().is_string())
@@ -73,7 +74,8 @@ sim::ModelConfig t5_from_hf(const ObjectReader& in) {
     m.mlp = sim::MlpKind::kGeglu;
     m.activation = sim::Activation::kGeluNew;
   } else {
-    refuse(in, "feed_forward_proj", "feed_forward_proj " + ff + " (t5: relu and gated-gelu are modeled)");
+    refuse(in, "feed_forward_proj",
+           "feed_forward_proj " + ff + " (t5: relu and gated-gelu are modeled)");
   }
   if (!in.boolean_or("is_encoder_decoder", true))
     refuse(in, "is_encoder_decoder", "T5 as one stack (t5)");
@@ -113,7 +115,8 @@ sim::ModelConfig vit_from_hf(const ObjectReader& in) {
   m.patch_size = size_or(in, "patch_size", 16);
   m.channels = size_or(in, "num_channels", 3);
   if (m.image_size % m.patch_size != 0)
-    in.fail("image_size", "must be a multiple of patch_size (" + std::to_string(m.patch_size) + ")");
+    in.fail("image_size",
+            "must be a multiple of patch_size (" + std::to_string(m.patch_size) + ")");
   const int64_t side = m.image_size / m.patch_size;
   if (side > 65536) in.fail("image_size", "too many patches");
   m.max_positions = side * side + 1;  // the patches and the class token
@@ -126,7 +129,8 @@ sim::ModelConfig vit_from_hf(const ObjectReader& in) {
   }
   const std::string act = in.string_or("hidden_act", "gelu");
   if (act != "gelu") refuse(in, "hidden_act", "hidden_act " + act + " (vit)");
-  if (in.boolean_or("use_mask_token", false)) refuse(in, "use_mask_token", "masked image modeling (vit)");
+  if (in.boolean_or("use_mask_token", false))
+    refuse(in, "use_mask_token", "masked image modeling (vit)");
   m.vocab = 0;
   m.mlp = sim::MlpKind::kGelu;
   m.activation = sim::Activation::kGelu;
