@@ -58,6 +58,9 @@ Impl default_impl(const ModelConfig& model, const TrainSetup& setup) {
 
 TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   TrainSetup s = in;
+  // famenc: ViT's sequence is its token count; T5's decoder length defaults to the encoder's
+  if (is_vision(model) && s.seq_default) s.seq = model.max_positions;
+  if (model.decoder_layers > 0 && !s.target_seq) s.target_seq = s.seq;
   if (s.profile == Profile::kPaper) {
     // Korthikanti et al.'s closed form is no code base's op list.
     if (s.impl)
@@ -70,9 +73,6 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                         "the paper profile recomputes as Megatron does, reentrant");
     return s;
   }
-  // famenc: ViT's sequence is its token count; T5's decoder length defaults to the encoder's
-  if (is_vision(model) && s.seq_default) s.seq = model.max_positions;
-  if (model.decoder_layers > 0 && !s.target_seq) s.target_seq = s.seq;
   if (!s.impl) s.impl = default_impl(model, s);
   const ImplSpec& sp = spec(*s.impl);
   if (!supports_family(sp, model.family))
