@@ -476,6 +476,153 @@ def hf_loss(C, P, y, labels, cap=None):
         return r.out(F.nll_loss(logp, labels))
 
 
+# famenc (issue 12): T5 (modeling_t5.py @ 6b8b757dfcb5), an encoder block and a decoder block of
+# each kind (the first of a stack makes the position bias), fp32. Region names are the
+# simulator's (sim/src/blocks_encdec.cpp).
+T5 = dict(DIMS, family="t5", g=4, d=6, f=40, t=10, buckets=8)  # inner a*d = 24 != h
+
+
+def t5_bucket(rel, bidirectional, num_buckets, max_distance=128):
+    """T5Attention._relative_position_bucket."""
+    buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (rel > 0).to(torch.long) * num_buckets
+        rel = torch.abs(rel)
+    else:
+        rel = -torch.min(rel, torch.zeros_like(rel))
+    max_exact = num_buckets // 2
+    is_small = rel < max_exact
+    large = max_exact + (torch.log(rel.float() / max_exact) / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, num_buckets - 1))
+    return buckets + torch.where(is_small, rel, large)
+
+
+def t5_position_bias(C, P, b, sq, decoder):
+    """compute_bias and `position_bias + mask` in the stack's first block."""
+    with C.op("relative position buckets") as r:
+        rel = torch.arange(sq)[None, :] - torch.arange(sq)[:, None]
+        bucket = r.out(t5_bucket(rel, not decoder, P["buckets"]))
+    with C.op("relative bias lookup", bucket) as r:
+        values = r.out(F.embedding(bucket, P["dec_rel" if decoder else "enc_rel"]).permute(2, 0, 1).unsqueeze(0))
+    dtype = values.dtype
+    if decoder:
+        with C.op("causal mask (4d)") as r:
+            m = torch.full((sq, sq), torch.finfo(dtype).min, dtype=dtype).triu(1)
+            mask = r.out(m[None, None].expand(b, 1, -1, -1).clone())
+    else:
+        with C.op("extended attention mask") as r:
+            mask = r.out((1.0 - torch.ones(b, sq)[:, None, None, :].to(dtype)) * torch.finfo(dtype).min)
+    with C.op("position bias + mask", values, mask) as r:
+        return r.out(values + mask)
+
+
+def t5_attention(C, P, pre, xq, xkv, bias, p):
+    """T5Attention.forward, eager: no scaling, `scores += position_bias`, softmax of
+    scores.float() cast back, dropout, matmul with v, the output copy and o."""
+    b, sq, _ = xq.shape
+    a, d = P["a"], P["d"]
+    with C.op("q", xq) as r:
+        q = r.out(F.linear(xq, P[pre + "q"]))
+    with C.op("k", xkv) as r:
+        k = r.out(F.linear(xkv, P[pre + "k"]))
+    with C.op("v", xkv) as r:
+        v = r.out(F.linear(xkv, P[pre + "v"]))
+    heads = lambda t: t.view(b, -1, a, d).transpose(1, 2)
+    with C.op("qk", q, k) as r:
+        scores = r.out(torch.matmul(heads(q), heads(k).transpose(3, 2)))
+    with C.op("scores += position bias", scores, bias) as r:
+        scores += bias
+        scores = r.out(scores.view(scores.shape))  # in place: a view of the scores
+    with C.op("scores.float()", scores) as r:
+        s32 = r.out(scores.float())
+    with C.op("softmax", s32) as r:
+        probs = r.out(F.softmax(s32, dim=-1))
+    with C.op("type_as(scores)", probs) as r:
+        probs = r.out(probs.type_as(scores))
+    probs = dropout(C, "attention dropout", probs, p)
+    with C.op("av", probs, v) as r:
+        out = r.out(torch.matmul(probs, heads(v)))
+    with C.op("attention out copy", out) as r:
+        c = r.out(out.transpose(1, 2).contiguous().view(b, -1, a * d))
+    with C.op("o", c) as r:
+        return r.out(F.linear(c, P[pre + "o"]))
+
+
+def t5_block(C, P, x, bias, p, enc=None, cross_bias=None):
+    """T5Block: self-attention, cross-attention (decoder), DenseReluDense; pre-norm residuals."""
+    y = rms_norm(C, P["sa_ln"], x)
+    a1 = dropout(C, "self-attention dropout", t5_attention(C, P, "sa_", y, y, bias, p), p)
+    with C.op("residual 1", x, a1) as r:
+        x = r.out(x + a1)
+    if enc is not None:
+        y = rms_norm(C, P["ca_ln"], x)
+        a2 = dropout(C, "cross-attention dropout", t5_attention(C, P, "ca_", y, enc, cross_bias, p), p)
+        with C.op("residual 2", x, a2) as r:
+            x = r.out(x + a2)
+    y = rms_norm(C, P["ff_ln"], x)
+    with C.op("wi", y) as r:
+        u = r.out(F.linear(y, P["wi"]))
+    with C.op("relu", u) as r:
+        act = r.out(F.relu(u))
+    act = dropout(C, "ff dropout", act, p)
+    with C.op("wo", act) as r:
+        m = r.out(F.linear(act, P["wo"]))
+    m = dropout(C, "ff dropout out", m, p)
+    with C.op("residual ff", x, m) as r:
+        return r.out(x + m)
+
+
+def run_t5_case(dims, p):
+    """Blocks 0 and 1 of each stack (t5 has no `loss` section: its loss is hf_loss's ops)."""
+    gen = torch.Generator().manual_seed(0)
+    C = Census()
+    b, s, t, h, a, d, f = (dims[k] for k in ("b", "s", "t", "h", "a", "d", "f"))
+
+    def prm(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).requires_grad_())
+
+    P = dict(a=a, d=d, buckets=dims["buckets"], enc_rel=prm(dims["buckets"], a),
+             dec_rel=prm(dims["buckets"], a), sa_ln=prm(h), ca_ln=prm(h), ff_ln=prm(h),
+             sa_q=prm(a * d, h), sa_k=prm(a * d, h), sa_v=prm(a * d, h), sa_o=prm(h, a * d),
+             ca_q=prm(a * d, h), ca_k=prm(a * d, h), ca_v=prm(a * d, h), ca_o=prm(h, a * d),
+             wi=prm(f, h), wo=prm(h, f))
+    x = torch.randn(b, s, h, generator=gen).requires_grad_()    # the encoder's embeddings
+    enc = torch.randn(b, s, h, generator=gen).requires_grad_()  # the encoder's output
+    y = torch.randn(b, t, h, generator=gen).requires_grad_()    # the decoder's embeddings
+    sections, outs = {}, []
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t_: t_):
+        n = 0
+        bias = t5_position_bias(C, P, b, s, False)
+        xe = t5_block(C, P, x, bias, p)
+        sections["enc0"], n = C.ops[n:], len(C.ops)
+        outs.append(t5_block(C, P, xe, bias, p))
+        sections["enc1"], n = C.ops[n:], len(C.ops)
+        dbias = t5_position_bias(C, P, b, t, True)
+        with C.op("cross-attention zero bias") as r:
+            zeros = r.out(torch.zeros((1, a, t, s)))
+        with C.op("inverted encoder mask") as r:
+            emask = r.out((1.0 - torch.ones(b, s, dtype=torch.long)[:, None, None, :].to(torch.float32))
+                          * torch.finfo(torch.float32).min)
+        with C.op("cross bias + mask", zeros, emask) as r:
+            cbias = r.out(zeros + emask)
+        yd = t5_block(C, P, y, dbias, p, enc, cbias)
+        sections["dec0"], n = C.ops[n:], len(C.ops)
+        outs.append(t5_block(C, P, yd, dbias, p, enc, cbias))
+        sections["dec1"] = C.ops[n:]
+    sum(o.sum() for o in outs).backward()
+    return dict({
+        "family": "t5",
+        "regime": "fp32",
+        "regime_label": "fp32",
+        "informational": False,
+        "sim_precision": "fp32",
+        "dropout": p,
+        "dims": {k: dims[k] for k in ("b", "s", "t", "h", "a", "g", "d", "f", "v", "buckets")},
+    }, **sections)
+
+
 # ---------------------------------------------------------------------------------------------
 
 REGIMES = {
@@ -604,7 +751,9 @@ def main():
         "device": "cpu",
         "note": "what torch saves for backward, per op of docs/memory-model.md; "
                 "regenerate with harness/census.py (see harness/census/README.md)",
-        "cases": {name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
+        "cases": dict({name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
+                      **{"t5-fp32": run_t5_case(T5, 0.1),  # famenc
+                         "t5-fp32-nodropout": run_t5_case(T5, 0.0)}),
     }
     text = dump(doc) + "\n"
     if args.output == "-":

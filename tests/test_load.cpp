@@ -115,7 +115,8 @@ TEST_SUITE("load: shipped models") {
                        "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
                        "korthikanti-175b", "korthikanti-1t", "korthikanti-22b", "korthikanti-530b",
                        "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b",
-                       "olmo-2-7b", "phi-3-mini-4k", "pythia-1b", "pythia-410m"});  // famdec
+                       "olmo-2-7b", "phi-3-mini-4k", "pythia-1b", "pythia-410m",  // famdec
+                       "t5-small", "vit-base-patch16-224"});                      // famenc
   }
 
   TEST_CASE("every shipped model loads and validates") {
@@ -665,7 +666,6 @@ TEST_SUITE("load: HuggingFace errors") {
       const char* feature;
     };
     for (const Case& c : {
-             Case{"t5", "encoder-decoder"},
              Case{"mt5", "encoder-decoder"},
              Case{"bart", "encoder-decoder"},
              Case{"mbart", "encoder-decoder"},
@@ -679,7 +679,7 @@ TEST_SUITE("load: HuggingFace errors") {
              Case{"deepseek_v3", "mixture of experts"},
              Case{"dbrx", "mixture of experts"},
              Case{"jamba", "mixture of experts"},
-             Case{"vit", "vision or multimodal"},
+             Case{"deit", "vision or multimodal"},
              Case{"clip", "vision or multimodal"},
              Case{"siglip", "vision or multimodal"},
              Case{"llava", "vision or multimodal"},
@@ -968,7 +968,7 @@ TEST_SUITE("load: files and names") {
                          "; known models: bert-large, ",
                      0) == 0);
     CHECK(what.find("gpt2-large, ") != std::string::npos);
-    CHECK(what.find(" (or give a path to a .json file)") != std::string::npos);
+    CHECK(what.find("vit-base-patch16-224 (or give a path to a .json file)") != std::string::npos);
 
     e = error_of([] { sim_io::load_device("h100", kDirs); });
     CHECK(e.where() == "h100");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "blocks_encdec.hpp"  // famenc
 #include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "sim/device.hpp"
@@ -649,6 +650,13 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
+  if (detail::builds_encdec(model)) {
+    // famenc: T5 and ViT (blocks_encdec.cpp); one stage (no implementation pipelines them)
+    detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
+    bld.finalize();
+    mark_torchtitan_sac(g);
+    return g;
+  }
   int32_t table = -1;
   int32_t x = st.embedding ? detail::build_embedding(bld, dm, &table, st.head)
                            : detail::build_stage_input(bld, dm, st.head);
@@ -926,8 +934,10 @@ namespace {
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
-  // famdec: alternating local/global layers whose ops differ are built block by block
-  if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup))) {
+  // famdec: alternating local/global layers whose ops differ are built block by block;
+  // famenc: T5's encoder and decoder blocks are not alike
+  if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup)) ||
+      model.decoder_layers > 0) {
     g = build_stage_direct(model, setup, device, st);
     return;
   }

@@ -46,8 +46,20 @@ void validate(const ModelConfig& m) {
   positive(m, m.kv_heads, "kv_heads");
   positive(m, m.head_dim, "head_dim");
   positive(m, m.ffn_hidden, "ffn_hidden");
-  positive(m, m.vocab, "vocab");
+  if (!is_vision(m)) positive(m, m.vocab, "vocab");  // famenc: ViT has no vocabulary
   if (m.positions == PosEmbedding::kLearned) positive(m, m.max_positions, "max_positions");
+  // famenc: T5 and ViT
+  if (m.decoder_layers < 0 || m.decoder_layers >= m.layers)
+    throw ConfigError(m.source, "decoder_layers", "must leave at least one encoder block");
+  if (m.positions == PosEmbedding::kRelativeBias)
+    positive(m, m.relative_buckets, "relative_buckets");
+  if (is_vision(m)) {
+    positive(m, m.patch_size, "patch_size");
+    positive(m, m.channels, "channels");
+    positive(m, m.num_labels, "num_labels");
+    if (m.image_size % m.patch_size != 0)
+      throw ConfigError(m.source, "image_size", "must be a multiple of patch_size");
+  }
   if (m.type_vocab < 0) throw ConfigError(m.source, "type_vocab", "must not be negative");
   if (m.heads % m.kv_heads != 0)
     throw ConfigError(m.source, "kv_heads",
@@ -81,7 +93,8 @@ int64_t parameter_count(const ModelConfig& m) {
   if (m.qkv_bias) block = checked_add(block, qkv_out, f);
   block = checked_add(block, checked_mul(checked_mul(a, d, f), h, f), f);  // output projection
   if (m.linear_bias) block = checked_add(block, h, f);
-  const int64_t mlp_in = m.mlp == MlpKind::kSwiglu ? 2 : 1;  // gate and up, or fc1
+  // gate and up, or fc1
+  const int64_t mlp_in = m.mlp == MlpKind::kSwiglu || m.mlp == MlpKind::kGeglu ? 2 : 1;
   block = checked_add(block, checked_product({mlp_in, h, ff}, f), f);
   block = checked_add(block, checked_mul(ff, h, f), f);
   if (m.linear_bias) block = checked_add(block, checked_add(mlp_in * ff, h, f), f);
@@ -91,7 +104,26 @@ int64_t parameter_count(const ModelConfig& m) {
                                          qk_norm_parameters(m), f), f);
 
   int64_t total = checked_mul(block, m.layers, f);
-  total = checked_add(total, checked_mul(m.vocab, h, f), f);  // word embeddings
+  // famenc: a decoder block's cross-attention (q, k, v, o of inner width a*d; its own norm)
+  if (m.decoder_layers > 0) {
+    int64_t cross = checked_mul(checked_mul(4, h, f), checked_mul(a, d, f), f);
+    if (m.qkv_bias) cross = checked_add(cross, 3 * a * d, f);
+    if (m.linear_bias) cross = checked_add(cross, h, f);
+    cross = checked_add(cross, norm, f);
+    total = checked_add(total, checked_mul(cross, m.decoder_layers, f), f);
+    total = checked_add(total, norm, f);  // the second stack's final norm
+  }
+  if (m.positions == PosEmbedding::kRelativeBias)  // one [buckets, heads] table per stack
+    total = checked_add(
+        total, checked_product({m.decoder_layers > 0 ? 2 : 1, m.relative_buckets, a}, f), f);
+  if (is_vision(m)) {
+    // ViT: patch conv (weight [h, c, p, p] and bias), class token; the classifier on it
+    const int64_t conv = checked_product({h, m.channels, m.patch_size, m.patch_size}, f);
+    total = checked_add(total, checked_add(conv, 2 * h, f), f);
+    total = checked_add(total, checked_add(checked_mul(h, m.num_labels, f), m.num_labels, f), f);
+  } else {
+    total = checked_add(total, checked_mul(m.vocab, h, f), f);  // word embeddings
+  }
   if (m.positions == PosEmbedding::kLearned)
     total = checked_add(total, checked_mul(m.max_positions, h, f), f);
   if (m.type_vocab > 0) total = checked_add(total, checked_mul(m.type_vocab, h, f), f);
@@ -110,8 +142,16 @@ int64_t vector_parameter_count(const ModelConfig& m) {
   const int64_t norm = m.norm_bias ? 2 * h : h;
   int64_t block = norms_per_block(m) * norm + qk_norm_parameters(m);
   if (m.qkv_bias) block += (a + 2 * g) * d;
-  if (m.linear_bias) block += h + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * ff + h;
+  const int64_t mlp_in = m.mlp == MlpKind::kSwiglu || m.mlp == MlpKind::kGeglu ? 2 : 1;
+  if (m.linear_bias) block += h + mlp_in * ff + h;
   int64_t total = block * m.layers + norm;
+  // famenc: cross-attention's biases and norm per decoder block, the second final norm; ViT's
+  // patch-conv bias and classifier bias (the class token and positions are decayed: they are
+  // neither biases nor norm weights, HF Trainer get_decay_parameter_names)
+  if (m.decoder_layers > 0)
+    total += m.decoder_layers * (norm + (m.qkv_bias ? 3 * a * d : 0) + (m.linear_bias ? h : 0)) +
+             norm;
+  if (is_vision(m)) total += h + m.num_labels;
   if (m.post_norm) total += h + norm + m.vocab;  // BERT's MLM head: dense bias, norm, decoder bias
   return total;
 }

@@ -7,9 +7,14 @@
 
 namespace sim {
 
-enum class MlpKind : uint8_t { kGelu, kSwiglu };  // h→f GeLU→h, or SwiGLU (gate, up; down)
+// h→f GeLU→h, or SwiGLU (gate, up; down). famenc (T5): kRelu, h→f ReLU→h (T5DenseActDense);
+// kGeglu, act(gate) * up → down with the GeLU `activation` names (T5DenseGatedActDense,
+// feed_forward_proj "gated-gelu": gelu_new).
+enum class MlpKind : uint8_t { kGelu, kSwiglu, kRelu, kGeglu };
 enum class NormKind : uint8_t { kLayerNorm, kRmsNorm };
-enum class PosEmbedding : uint8_t { kLearned, kRope };  // learned table, or rotary (no weights)
+// learned table, rotary (no weights), or famenc's T5 relative position bias: a [buckets, heads]
+// table per stack, looked up once in each stack's first block and added to every block's scores.
+enum class PosEmbedding : uint8_t { kLearned, kRope, kRelativeBias };
 // The GeLU an HF config names (activation_function, hidden_act): transformers' ACT2FN.
 enum class Activation : uint8_t {
   kGelu,      // "gelu": F.gelu, one op saving its input (and actsim model files' "gelu")
@@ -83,7 +88,23 @@ struct ModelConfig {
   int64_t global_every = 0;       // with a window: every k-th layer is global (Gemma 2: 2,
                                   // Gemma 3: 6); 0: every layer is local
   bool local_rope_tables = false; // Gemma 3: a second cos/sin pair (rope_local_base_freq)
+  // --- famenc (issue 12): T5 (encoder-decoder) and ViT ---
+  // T5: `layers` counts every block, the encoder's first; the last `decoder_layers` of them are
+  // decoder blocks (self-attention, cross-attention to the encoder output, MLP). 0: one stack.
+  int64_t decoder_layers = 0;
+  int64_t relative_buckets = 0;   // T5 relative_attention_num_buckets (kRelativeBias)
+  bool scale_tied_head = false;   // T5: sequence_output * d_model**-0.5 before a tied lm_head
+  bool sdpa = true;               // the HF modeling code has an SDPA path (T5Attention has none)
+  // ViT: the patch embedding (a conv of patch x patch over `channels`), the class token, and the
+  // classifier on it; tokens = (image_size / patch_size)^2 + 1 = max_positions. 0: not an image model.
+  int64_t image_size = 0, patch_size = 0, channels = 0;
+  int64_t num_labels = 0;         // the classifier's classes (ViT: len(id2label))
 };
+
+// famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the
+// model is a vision transformer.
+inline int64_t encoder_layers(const ModelConfig& m) { return m.layers - m.decoder_layers; }
+inline bool is_vision(const ModelConfig& m) { return m.image_size > 0; }
 
 // The most blocks a model may have: the graph holds every block's ops (about 50 each), so a
 // config with a billion layers must be refused, not allocated. No published model has more than

@@ -21,5 +21,8 @@ sim::ModelConfig model_from_hf(const ObjectReader& config);
 bool is_decoder_family(std::string_view model_type);
 // Such a config as a ModelConfig (same contract as model_from_hf).
 sim::ModelConfig decoder_from_hf(const ObjectReader& config, const std::string& model_type);
+// famenc (hf_encdec.cpp): T5ForConditionalGeneration and ViTForImageClassification configs.
+sim::ModelConfig t5_from_hf(const ObjectReader& config);
+sim::ModelConfig vit_from_hf(const ObjectReader& config);
 
 }  // namespace sim_io::detail

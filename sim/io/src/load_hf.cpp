@@ -32,14 +32,14 @@ struct Refusal {
 };
 constexpr Refusal kRefused[] = {
     {kEncoderDecoder,
-     "t5 mt5 umt5 longt5 bart mbart pegasus pegasus_x marian whisper led blenderbot "
+     "mt5 umt5 longt5 bart mbart pegasus pegasus_x marian whisper led blenderbot "
      "blenderbot-small m2m_100 fsmt prophetnet plbart bigbird_pegasus encoder-decoder "
      "speech-encoder-decoder seamless_m4t"},
     {kMoe,
      "mixtral qwen2_moe qwen3_moe deepseek_v2 deepseek_v3 dbrx jamba olmoe granitemoe "
      "granitemoeshared phimoe jetmoe gpt_oss minimax switch_transformers nllb-moe llama4"},
     {kVision,
-     "vit clip clip_vision_model siglip siglip2 siglip_vision_model llava llava_next "
+     "clip clip_vision_model siglip siglip2 siglip_vision_model llava llava_next "
      "llava_onevision idefics idefics2 idefics3 blip blip-2 instructblip paligemma qwen2_vl "
      "qwen2_5_vl mllama pixtral chameleon fuyu kosmos-2 deit swin beit dinov2 convnext sam "
      "owlvit git vision-encoder-decoder gemma3"},
@@ -245,6 +245,9 @@ sim::ModelConfig model_from_hf(const ObjectReader& in) {
   for (const Refusal& r : kRefused)
     if (lists(r.model_types, type))
       refuse(in, "model_type", std::string(r.feature) + " (" + type + ")");
+  // famenc: T5 (encoder-decoder) and ViT (hf_encdec.cpp)
+  if (type == "t5") return t5_from_hf(in);
+  if (type == "vit") return vit_from_hf(in);
   if (in.boolean_or("is_encoder_decoder", false))
     refuse(in, "is_encoder_decoder", std::string(kEncoderDecoder) + " (" + type + ")");
   for (std::string_view key : kExpertKeys) {
