@@ -242,3 +242,27 @@ TEST_CASE("topology: a world beyond one node must fill whole nodes") {
   t.dp = 8;
   CHECK_NOTHROW(simulate(m, t, fixtures::h100(), parse_strategy("none"), o));
 }
+
+TEST_CASE("contention: compute overlapping a collective runs kOverlapComputeSlowdown slower") {
+  CHECK(contended_ns(1000, 0) == 1000);
+  CHECK(contended_ns(0, 500) == 0);
+  // Wholly inside the busy window: 18.9 % slower.
+  CHECK(contended_ns(1000, 10'000) == 1189);
+  // Partly: the window's 1189 ns do 1000 / 1.189 ... of the work; the rest at full speed.
+  CHECK(contended_ns(2000, 1189) == 1189 + 1000);
+  // In the engine: FSDP's gathers overlap forward, so forward takes longer than without data
+  // parallelism, by at most the slowdown.
+  const ModelConfig m = fixtures::gpt2_small();
+  TrainSetup t;
+  t.seq = 1024;
+  t.micro_batch = 8;
+  Device d = fixtures::h100();
+  d.host_dispatch_ns = 0;
+  const Result alone = simulate(m, t, d, parse_strategy("none"));
+  t.dp = 8;
+  t.zero = 3;
+  const Result fsdp = simulate(m, t, d, parse_strategy("none"));
+  CHECK(fsdp.fwd_time_ns > alone.fwd_time_ns);
+  CHECK(static_cast<double>(fsdp.fwd_time_ns) <=
+        static_cast<double>(alone.fwd_time_ns) * (1 + kOverlapComputeSlowdown) + 1);
+}

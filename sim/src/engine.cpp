@@ -442,6 +442,14 @@ class Engine {
     }
   }
 
+  // Contention (issue 11, time; sim/src/comm.hpp kOverlapComputeSlowdown): a kernel issued
+  // while the data-parallel stream is busy runs slower for as long as the stream stays busy
+  // (the stream is busy from now until dp_free_: a collective issued at the clock starts no
+  // earlier than it).
+  int64_t contended(int64_t ns) const {
+    return dp_free_ > clock_ ? contended_ns(ns, dp_free_ - clock_) : ns;
+  }
+
   void advance(int32_t op, int64_t compute_ns, int64_t comm_ns) {
     if (opt_.record_timeline && compute_ns > 0)
       res_.spans.push_back({clock_, compute_ns, op, kCompute, phase_});
@@ -477,13 +485,14 @@ class Engine {
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
     const int64_t comm = tp_ns(op.fwd);
-    advance(id, ns, comm);  // checks the clock, which bounds every time sum below
+    const int64_t dur = contended(ns);
+    advance(id, dur, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
-      res_.recompute_time_ns += ns;
+      res_.recompute_time_ns += dur;
     } else {
       res_.fwd_flops = checked_add(res_.fwd_flops, op.fwd.flops, "fwd_flops");
-      res_.fwd_time_ns += ns;
+      res_.fwd_time_ns += dur;
     }
     record(k);
   }
@@ -498,7 +507,8 @@ class Engine {
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
     dispatch(1);
-    const int64_t ns = op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
+    const int64_t ns =
+        contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
     advance(id, ns, tp_ns(op.bwd));
     bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");

@@ -16,6 +16,8 @@ def flags(r):
          "--gpus-per-node", r["gpus_per_node"]]
     if r["precision"]:
         f += ["--precision", r["precision"]]
+    if r.get("impl"):
+        f += ["--impl", r["impl"]]
     return f
 
 
