@@ -476,6 +476,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     v = o.to_half(v, "v cast", "v cast");
     OpDraft d = o.draft(OpKind::kFlashAttention, "flash attention");
     d.exec = Exec::kFlash;
+    if (dm.impl) d.op.kernel = dm.impl->attention_kernel;  // time (issue 11): the impl's kernel
     d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
     d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;
