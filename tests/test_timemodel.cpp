@@ -266,3 +266,48 @@ TEST_CASE("contention: compute overlapping a collective runs kOverlapComputeSlow
   CHECK(static_cast<double>(fsdp.fwd_time_ns) <=
         static_cast<double>(alone.fwd_time_ns) * (1 + kOverlapComputeSlowdown) + 1);
 }
+
+TEST_CASE("kernel choice per implementation (issue 11): the impl row names its attention kernel") {
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.seq = 256;
+  const Device d = fixtures::h100();
+  auto kernel_of = [&](Impl impl) {
+    TrainSetup ti = t;
+    ti.impl = impl;
+    const Graph g = build_graph(m, ti, d);
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::kFlashAttention) return op.kernel;
+    FAIL("no flash attention op");
+    return KernelChoice::kDefault;
+  };
+  CHECK(kernel_of(Impl::kMegatron) == KernelChoice::kCudnnAttention);  // TE: cuDNN on Hopper
+  CHECK(kernel_of(Impl::kTorchtitan) == KernelChoice::kFlashAttention2);
+  CHECK(kernel_of(Impl::kHf) == KernelChoice::kFlashAttention2);
+  // The choice reaches the timing: cuDNN's H100 table is faster than FA2's at these shapes.
+  CHECK(attention_flops_per_s(KernelChoice::kCudnnAttention, d, 4096, 128, true, false) >
+        attention_flops_per_s(KernelChoice::kFlashAttention2, d, 4096, 128, true, false));
+}
+
+TEST_CASE("optimizer kinds (issue 11): a per-parameter loop launches per tensor, fused once") {
+  const ModelConfig m = fixtures::gpt2_small();
+  TrainSetup t;
+  t.seq = 128;
+  const Device d = fixtures::h100();
+  auto opt_ns = [&](Optimizer o) {
+    TrainSetup to = t;
+    to.optimizer = o;
+    return simulate(m, to, d, parse_strategy("none")).optimizer_time_ns;
+  };
+  const int64_t loop = opt_ns(Optimizer::kAdamLoop), foreach_ = opt_ns(Optimizer::kAdamForeach),
+                fused = opt_ns(Optimizer::kAdamFused);
+  // GPT-2 small has dozens of parameter tensors: the loop's 8 launches per tensor cost at least
+  // (8 x tensors - foreach's launches) x the launch overhead more than foreach over the same bytes.
+  const Graph g = build_graph(m, t, d);
+  const int64_t tensors = static_cast<int64_t>(g.param_storages.size());
+  CHECK(tensors > 50);
+  CHECK(loop - foreach_ >=
+        (8 * tensors - optimizer_launches(tensors, g.params_per_rank, 8, true)) *
+            d.launch_overhead_ns);
+  CHECK(fused < foreach_);  // 28 B per parameter against 80, one launch group against eight
+}

@@ -523,14 +523,16 @@ class Engine {
     finish_grads();
     const int64_t t0 = clock_;
     // Foreach and fused optimizers: one Python call per foreach op (graph optimizer_cost.kernels
-    // of them), each launching multi_tensor_apply chunks over the shard's tensors.
+    // of them), each launching multi_tensor_apply chunks over the shard's tensors. A
+    // per-parameter for-loop (time, issue 11): one Python call and one launch per op and tensor.
     const int64_t calls = g_.optimizer_cost.kernels;
-    dispatch(calls);
+    const int64_t tensors = static_cast<int64_t>(g_.param_storages.size());
+    dispatch(g_.optimizer_multi_tensor ? calls : checked_mul(calls, tensors, "step_time_ns"));
     OpCost c = g_.optimizer_cost;
     const int64_t shard = g_.zero >= 1 && g_.dp > 1 ? g_.params_per_rank / g_.dp : g_.params_per_rank;
     c.kernels = static_cast<uint8_t>(0);
-    const int64_t launches = optimizer_launches(
-        static_cast<int64_t>(g_.param_storages.size()), shard, calls, true);
+    const int64_t launches =
+        optimizer_launches(tensors, shard, calls, g_.optimizer_multi_tensor);
     int64_t ns = kernel_ns(c, false, dev_, g_.precision,
                            {dev_.compute_efficiency, dev_.memory_efficiency});
     ns = checked_add(ns, checked_mul(launches, dev_.launch_overhead_ns, "step_time_ns"),
