@@ -4,340 +4,27 @@
 #include <algorithm>
 #include <string>
 
-#include "builder.hpp"
-#include "sim/error.hpp"
+#include "blocks_famdec.hpp"  // famdec (issue 12)
+#include "ops.hpp"
 
 namespace sim::detail {
 namespace {
 
-constexpr const char* kField = "activation bytes";
-
-int64_t mul(int64_t a, int64_t b) { return checked_mul(a, b, kField); }
-int64_t bytes(int64_t numel, DType dt) { return mul(numel, bytes_of(dt)); }
-int64_t numel_of(const Tensor& t) { return t.bytes / bytes_of(t.dtype); }
-
-// Collectives of Megatron-core tensor parallelism (OpCost::comm_kind).
-constexpr uint8_t kAllReduce = 1, kAllGather = 2, kReduceScatter = 3;
-
-// Type promotion of a binary pointwise op (fp32 wins, as torch's result_type does here).
-DType promote(DType a, DType b) { return (a == DType::kF32 || b == DType::kF32) ? DType::kF32 : a; }
-
-class Ops {
- public:
-  Ops(Builder& bld, const Dims& dm) : b_(bld), dm_(dm) {}
-
-  OpDraft draft(OpKind kind, const char* name) {
-    OpDraft d;
-    d.op.kind = kind;
-    d.op.name = name;
-    d.op.math16 = dm_.precision != Precision::kFp32;
-    return d;
-  }
-
-  int32_t fresh_like(int32_t like, const char* role) {
-    const Tensor& t = b_.tensor(like);
-    return b_.fresh(t.bytes, t.dtype, role);
-  }
-
-  // Autocast: a cast to `dt` when x is not already `dt` (aten/src/ATen/autocast_mode.cpp
-  // cached_cast: activations are never cached). ToCopyBackward allocates x's gradient.
-  int32_t cast(int32_t x, DType dt, const char* name, const char* role) {
-    const Tensor& t = b_.tensor(x);
-    if (t.dtype == dt) return x;
-    OpDraft d = draft(OpKind::kCast, name);
-    d.op.math16 = false;
-    d.exec = Exec::kCast;
-    d.inputs.push_back({x, GradRule::kNew});
-    int32_t y = b_.fresh(bytes(numel_of(t), dt), dt, role);
-    d.outputs.push_back(y);
-    b_.add_op(std::move(d));
-    return y;
-  }
-  int32_t to_half(int32_t x, const char* name, const char* role) {
-    return dm_.amp ? cast(x, dm_.half_dt, name, role) : x;
-  }
-
-  // A weight (and bias) as a linear uses it. Under autocast the fp32 parameter is cast to 16 bits
-  // once per forward and the cast is cached until autocast exits (autocast_mode.cpp cached_cast:
-  // leaf tensors that require grad are cached), so it lives through the forward pass.
-  // Returns the weight as the matmul uses it, and sets *bias_cast to the bias's cast (or -1).
-  // addmm saves its mat2 (the weight cast) but not the bias, whose cast only the cache holds.
-  int32_t weight(int64_t numel_w, int64_t numel_b, const char* name, int32_t shared_param,
-                 int32_t* bias_cast) {
-    *bias_cast = -1;
-    int32_t p = shared_param >= 0 ? shared_param : b_.param(numel_w + numel_b, dm_.param_dt, name);
-    if (!dm_.amp) return p;
-    OpDraft d = draft(OpKind::kCast, "weight cast");
-    d.op.math16 = false;
-    d.exec = Exec::kCast;  // weight, then bias: consecutive elements of the parameter
-    d.inputs.push_back({p, GradRule::kNew});
-    int32_t c = b_.fresh(bytes(numel_w, dm_.half_dt), dm_.half_dt, "weight cast", Category::kCasts);
-    d.outputs.push_back(c);
-    if (numel_b > 0) {
-      *bias_cast = b_.fresh(bytes(numel_b, dm_.half_dt), dm_.half_dt, "bias cast", Category::kCasts);
-      d.outputs.push_back(*bias_cast);
-    }
-    b_.add_op(std::move(d));
-    b_.autocast_cache(c);
-    if (*bias_cast >= 0) b_.autocast_cache(*bias_cast);
-    return c;
-  }
-
-  enum class Tp : uint8_t { kNone, kColumn, kRow };
-
-  // y = x W^T + b. Saves its input and its weight (torch: addmm/mm save self and mat2 for the
-  // other's gradient). Column-parallel: input tokens are sequence-sharded under SP and gathered
-  // for the matmul; the saved input is the shard, re-gathered in backward (Megatron-core
-  // LinearWithGradAccumulationAndAsyncCommunication). Row-parallel: output partial sums are
-  // all-reduced, or reduce-scattered under SP.
-  int32_t linear(int32_t x, int64_t in_f, int64_t out_f, bool bias, Tp tp, const char* name,
-                 const char* out_role, int32_t shared_param = -1) {
-    const bool col = tp == Tp::kColumn, row = tp == Tp::kRow;
-    int32_t bias_cast = -1;
-    int32_t w = weight(mul(in_f, out_f), bias && shared_param < 0 ? out_f : 0, name, shared_param,
-                       &bias_cast);
-    int32_t xin = to_half(x, "input cast", "linear input cast");
-    const DType dt = dm_.amp ? dm_.half_dt : b_.tensor(xin).dtype;
-    const int64_t e = bytes_of(dt);
-    // Tokens the matmul runs on: TP regions see the whole sequence (gathered under SP); a
-    // replicated linear (kNone) runs on whatever its input holds.
-    const int64_t n_in = numel_of(b_.tensor(xin)) / in_f;
-    const int64_t n_full = tp == Tp::kNone ? n_in : dm_.n_full();
-    const int64_t n_out = row ? dm_.n_local() : n_full;
-
-    OpDraft d = draft(OpKind::kLinear, name);
-    // bias: a separate input (its cast, or BERT's own decoder bias), else inside an fp32 weight
-    const int64_t bias_at = bias_cast >= 0 || (shared_param >= 0 && bias) ? 2
-                            : bias && !dm_.amp                           ? 1
-                                                                         : 0;
-    d.exec = Exec::kLinear;
-    d.dim = {n_in, in_f, out_f, bias_at};
-    d.inputs.push_back({xin, GradRule::kNew});
-    d.inputs.push_back({w, GradRule::kNew});
-    if (bias_cast >= 0) d.inputs.push_back({bias_cast, GradRule::kNew});
-    if (shared_param >= 0 && bias) {
-      // A tied weight with a bias of its own (BERT's decoder): the bias is a separate parameter.
-      d.inputs.push_back({b_.param(out_f, dm_.param_dt, "output bias"), GradRule::kNew});
-    }
-    int32_t y = b_.fresh(bytes(mul(n_out, out_f), dt), dt, out_role);
-    d.outputs.push_back(y);
-    d.saves = {xin, w};
-    d.fused_wgrad = dm_.precision == Precision::kBf16Mixed;
-    const int64_t mm = mul(mul(2, n_full), mul(in_f, out_f));  // 2mnk
-    d.op.fwd.flops = mm;
-    d.op.bwd.flops = mul(2, mm);  // grad input and grad weight
-    d.op.sac_save = true;         // aten.mm is in torchtitan's save list
-    if (dm_.t > 1) {
-      const int64_t full_in = mul(mul(n_full, in_f), e), full_out = mul(mul(n_full, out_f), e);
-      if (col && dm_.sp) {
-        d.op.fwd_transient_bytes = full_in;              // all-gathered input
-        d.op.bwd_transient_bytes = mul(2, full_in);      // re-gathered input, full grad input
-        d.op.fwd.comm_bytes = full_in, d.op.fwd.comm_kind = kAllGather;
-        d.op.bwd.comm_bytes = full_in, d.op.bwd.comm_kind = kReduceScatter;
-      } else if (col) {
-        d.op.bwd.comm_bytes = full_in, d.op.bwd.comm_kind = kAllReduce;
-      } else if (row && dm_.sp) {
-        d.op.fwd_transient_bytes = full_out;             // partial sums before reduce-scatter
-        d.op.bwd_transient_bytes = full_out;             // gathered grad output
-        d.op.fwd.comm_bytes = full_out, d.op.fwd.comm_kind = kReduceScatter;
-        d.op.bwd.comm_bytes = full_out, d.op.bwd.comm_kind = kAllGather;
-      } else if (row) {
-        d.op.fwd.comm_bytes = full_out, d.op.fwd.comm_kind = kAllReduce;
-      }
-    }
-    b_.add_op(std::move(d));
-    return y;
-  }
-
-  // Dropout (torch native_dropout): allocates output and a 1-byte mask, saves only the mask.
-  // p = 0 returns its input (ATen dropout: p == 0 is the identity), so no mask is kept.
-  int32_t dropout(int32_t x, double p, const char* name) {
-    if (p <= 0.0) return x;
-    const Tensor& t = b_.tensor(x);
-    OpDraft d = draft(OpKind::kDropout, name);
-    d.exec = Exec::kDropout;
-    d.p = static_cast<float>(p);
-    d.inputs.push_back({x, GradRule::kNew});
-    int32_t y = fresh_like(x, "dropout out");
-    int32_t m = b_.fresh(bytes(numel_of(t), DType::kBool), DType::kBool, "dropout mask");
-    d.outputs = {y, m};
-    d.saves = {m};
-    b_.add_op(std::move(d));
-    return y;
-  }
-
-  // Residual add: saves nothing; the gradient passes to both inputs (AddBackward), cast where
-  // the input's dtype differs (then it allocates).
-  int32_t add(int32_t x, int32_t y, const char* name) {
-    const Tensor& tx = b_.tensor(x);
-    const DType dt = promote(tx.dtype, b_.tensor(y).dtype);
-    OpDraft d = draft(OpKind::kAdd, name);
-    d.exec = Exec::kAdd;
-    d.inputs.push_back({x, GradRule::kPass, 0});
-    d.inputs.push_back({y, GradRule::kPass, 0});
-    int32_t z = b_.fresh(bytes(numel_of(tx), dt), dt, "residual");
-    d.outputs.push_back(z);
-    b_.add_op(std::move(d));
-    return z;
-  }
-
-  // A pointwise op of one input that saves its input (GeLU, SiLU: the backward needs self).
-  int32_t unary_saving_input(OpKind kind, int32_t x, const char* name, const char* role) {
-    OpDraft d = draft(kind, name);
-    d.exec = kind == OpKind::kGelu ? Exec::kGelu : Exec::kSilu;
-    d.inputs.push_back({x, GradRule::kNew});
-    int32_t y = fresh_like(x, role);
-    d.outputs.push_back(y);
-    d.saves = {x};
-    b_.add_op(std::move(d));
-    return y;
-  }
-
-  // The MLP's GeLU. HF's gelu_new (activations.py NewGELUActivation) is pointwise ops:
-  //   0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3.0))))
-  // evaluated left to right: t1 = 0.5 * x (MulBackward0 saves only the scalar), pow (saves its
-  // input; on CUDA autocast's fp32 list, so x is first cast to fp32 and the cast is saved),
-  // 0.044715 * p, x + that (promoted), sqrt(2/pi) * that (nothing saved), tanh (saves its
-  // output), 1.0 + tanh (nothing saved), t1 * that (saves both operands). derivatives.yaml:
-  // pow.Tensor_Scalar: self; tanh: result; mul.Tensor: self and other when both need grad.
-  // Everything else (nn.GELU, F.gelu exact or tanh) is one op saving its input.
-  int32_t gelu(int32_t x) {
-    const bool ops = dm_.impl && dm_.impl->gelu == GeluVariant::kConfig &&
-                     dm_.model->activation == Activation::kGeluNew;
-    if (!ops) return unary_saving_input(OpKind::kGelu, x, "gelu", "gelu out");
-    auto scalar_op = [&](OpKind kind, int32_t in, const char* name, bool pass, bool save_out) {
-      const Tensor t = b_.tensor(in);
-      OpDraft d = draft(kind, name);
-      d.op.math16 = false;
-      d.inputs.push_back({in, pass ? GradRule::kPass : GradRule::kNew, 0});
-      int32_t y = b_.fresh(t.bytes, t.dtype, name);
-      d.outputs.push_back(y);
-      if (save_out) d.saves.push_back(y);
-      b_.add_op(std::move(d));
-      return y;
-    };
-    const Tensor tx = b_.tensor(x);
-    const int64_t n = numel_of(tx);
-    int32_t t1 = scalar_op(OpKind::kMul, x, "gelu_new 0.5*x", false, false);
-    int32_t xp = dm_.amp ? cast(x, DType::kF32, "gelu_new pow cast", "gelu_new pow input") : x;
-    int32_t p = -1;
-    {
-      OpDraft d = draft(OpKind::kMul, "gelu_new pow");
-      d.op.math16 = false;
-      d.inputs.push_back({xp, GradRule::kNew});
-      p = b_.fresh(b_.tensor(xp).bytes, b_.tensor(xp).dtype, "gelu_new pow");
-      d.outputs.push_back(p);
-      d.saves = {xp};
-      b_.add_op(std::move(d));
-    }
-    int32_t c = scalar_op(OpKind::kMul, p, "gelu_new 0.044715*pow", false, false);
-    int32_t inner = add(x, c, "gelu_new x+");
-    int32_t sc = scalar_op(OpKind::kMul, inner, "gelu_new sqrt(2/pi)*", false, false);
-    int32_t th = scalar_op(OpKind::kGelu, sc, "gelu_new tanh", false, true);
-    int32_t one = scalar_op(OpKind::kAdd, th, "gelu_new 1+tanh", true, false);
-    const DType dt = promote(b_.tensor(t1).dtype, b_.tensor(one).dtype);
-    return mul_op(t1, one, bytes(n, dt), dt, "gelu_new product", "gelu out", true, true,
-                  Exec::kNone, 0, 0);
-  }
-
-  // a * b with both requiring grad: saves both (MulBackward0 needs other for self and self for
-  // other).
-  int32_t mul_op(int32_t x, int32_t y, int64_t out_bytes, DType dt, const char* name,
-                 const char* role, bool save_x, bool save_y, Exec exec, int64_t rows,
-                 int64_t cols) {
-    OpDraft d = draft(OpKind::kMul, name);
-    d.exec = exec;
-    d.dim = {rows, cols};
-    d.inputs.push_back({x, GradRule::kNew});
-    d.inputs.push_back({y, GradRule::kNew});
-    int32_t z = b_.fresh(out_bytes, dt, role);
-    d.outputs.push_back(z);
-    if (save_x) d.saves.push_back(x);
-    if (save_y) d.saves.push_back(y);
-    b_.add_op(std::move(d));
-    return z;
-  }
-
-  // LayerNorm (torch native_layer_norm): saves input, weight, bias, mean and rstd (fp32, one per
-  // token each). Under autocast layer_norm runs in fp32 (autocast_mode.cpp fp32 list).
-  int32_t layer_norm(int32_t x, const char* name) {
-    const int64_t n = numel_of(b_.tensor(x)) / dm_.h;
-    int32_t w = b_.param(dm_.model->norm_bias ? 2 * dm_.h : dm_.h, dm_.param_dt, name);
-    int32_t xin = dm_.amp ? cast(x, DType::kF32, "norm input cast", "norm input cast") : x;
-    const DType out_dt = dm_.amp ? DType::kF32 : b_.tensor(xin).dtype;
-    OpDraft d = draft(OpKind::kLayerNorm, name);
-    d.exec = Exec::kLayerNorm;
-    d.dim = {n, dm_.h, dm_.model->norm_bias ? 1 : 0, dm_.paper ? 0 : 1};
-    d.inputs.push_back({xin, GradRule::kNew});
-    d.inputs.push_back({w, GradRule::kNew});
-    int32_t y = b_.fresh(bytes(mul(n, dm_.h), out_dt), out_dt, "norm out");
-    d.outputs.push_back(y);
-    d.saves = {xin, w};
-    if (!dm_.paper) {  // the paper ignores norm statistics (Korthikanti §4.1)
-      int32_t stats = b_.fresh(bytes(mul(2, n), DType::kF32), DType::kF32, "norm mean+rstd");
-      d.outputs.push_back(stats);
-      d.saves.push_back(stats);
-    }
-    b_.add_op(std::move(d));
-    return y;
-  }
-
-  // RMSNorm as HuggingFace's LlamaRMSNorm runs it in eager mode:
-  //   h = x.to(fp32); var = h.pow(2).mean(-1); r = rsqrt(var + eps); y = w * (h * r).to(x.dtype)
-  // pow saves h, rsqrt saves r, the mul saves h and r, the weight mul saves its 16-bit operand.
-  int32_t rms_norm(int32_t x, const char* name) {
-    const Tensor tx = b_.tensor(x);
-    const int64_t n = numel_of(tx) / dm_.h;
-    int32_t w = b_.param(dm_.h, dm_.param_dt, name);
-    int32_t h32 = cast(x, DType::kF32, "rmsnorm to fp32", "rmsnorm fp32 input");
-    {  // pow(2).mean(-1): the pow output is freed once the mean has it
-      OpDraft d = draft(OpKind::kMul, "rmsnorm pow+mean");
-      d.exec = Exec::kMeanSq;
-      d.dim = {n, dm_.h};
-      d.inputs.push_back({h32, GradRule::kNew});
-      d.op.fwd_transient_bytes = bytes(mul(n, dm_.h), DType::kF32);
-      d.op.bwd_transient_bytes = bytes(mul(n, dm_.h), DType::kF32);
-      int32_t var = b_.fresh(bytes(n, DType::kF32), DType::kF32, "rmsnorm variance");
-      d.outputs.push_back(var);
-      d.saves = {h32};
-      b_.add_op(std::move(d));
-      // rsqrt(var + eps): the add makes a new [n] tensor, rsqrt saves its output
-      OpDraft r = draft(OpKind::kMul, "rmsnorm rsqrt");
-      r.exec = Exec::kRsqrt;
-      r.dim = {n};
-      r.inputs.push_back({var, GradRule::kNew});
-      r.op.fwd_transient_bytes = bytes(n, DType::kF32);
-      int32_t rs = b_.fresh(bytes(n, DType::kF32), DType::kF32, "rmsnorm rstd");
-      r.outputs.push_back(rs);
-      r.saves = {rs};
-      b_.add_op(std::move(r));
-      int32_t hn = mul_op(h32, rs, bytes(mul(n, dm_.h), DType::kF32), DType::kF32,
-                          "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kRowScale, n, dm_.h);
-      int32_t hc = cast(hn, tx.dtype, "rmsnorm to input dtype", "rmsnorm normalized");
-      const DType out_dt = promote(dm_.param_dt, b_.tensor(hc).dtype);
-      return mul_op(w, hc, bytes(mul(n, dm_.h), out_dt), out_dt, "rmsnorm weight", "norm out",
-                    true, true, Exec::kColScale, n, dm_.h);
-    }
-  }
-
-  int32_t norm(int32_t x, const char* name) {
-    return dm_.model->norm == NormKind::kRmsNorm ? rms_norm(x, name) : layer_norm(x, name);
-  }
-
-  Builder& b_;
-  const Dims& dm_;
-};
-
 // HF LlamaModel computes cos and sin once per forward ([b, s, d] each, in the activations' dtype)
 // and every layer's rotary op saves them. Under pipeline parallelism every stage computes its own.
 void build_rope_tables(Builder& bld, const Dims& dm) {
+  famdec_model_tensors(bld, dm);  // famdec: the 4-D mask HF passes to SDPA (Gemma 2/3, Phi-3)
   if (dm.model->positions != PosEmbedding::kRope) return;
   Ops o(bld, dm);
   OpDraft d = o.draft(OpKind::kRope, "rotary tables");
   d.op.math16 = false;
   d.exec = Exec::kRopeTables;
   d.dim = {dm.b, dm.s, dm.d};
-  int32_t cs = bld.fresh(bytes(mul(mul(2, dm.b), mul(dm.s, dm.d)), dm.resid_dt), dm.resid_dt,
+  // famdec: partial rotary tables are rotary_dim wide (GPT-NeoX); Gemma 3 keeps a global and a
+  // local pair (Gemma3TextModel.rotary_emb and rotary_emb_local)
+  const int64_t rw = famdec_rotary_width(dm), tables = famdec_rotary_tables(*dm.model);
+  if (rw != dm.d || tables != 1) d.exec = Exec::kNone;
+  int32_t cs = bld.fresh(bytes(mul(mul(2 * tables, dm.b), mul(dm.s, rw)), dm.resid_dt), dm.resid_dt,
                          "rotary cos+sin");
   d.outputs = {cs};
   bld.add_op(std::move(d));
@@ -401,21 +88,18 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
     d.op.fwd.comm_kind = dm.sp ? kReduceScatter : kAllReduce;
   }
   bld.add_op(std::move(d));
+  if (m.embed_scale) x = famdec_embed_scale(bld, dm, x);  // famdec: Gemma's * sqrt(h)
   if (m.post_norm) x = o.norm(x, "embedding norm");  // BERT: LayerNorm on the embeddings
   return o.dropout(x, dm.p_embd, "embedding dropout");
 }
 
-int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
+int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
-  bld.current_block = block;
   using Tp = Ops::Tp;
   const int64_t h = dm.h, hd = dm.d, nq = dm.a * hd, nkv = dm.g * hd;
   const DType hdt = dm.half_dt;
   const int64_t nf = dm.n_full();
-
-  // Attention input: pre-norm blocks normalize first; post-norm (BERT) blocks take x as is.
-  int32_t attn_in = m.post_norm ? x : o.norm(x, "norm1");
 
   int32_t q = -1, k = -1, v = -1;
   if (dm.fused_qkv) {
@@ -438,12 +122,19 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     k = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "k proj", "k");
     v = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "v proj", "v");
   }
+  if (m.qk_norm != ModelConfig::QkNorm::kNone) {  // famdec: OLMo 2, Gemma 3
+    q = famdec_qk_norm(bld, dm, q, dm.a, "q norm");
+    k = famdec_qk_norm(bld, dm, k, dm.g, "k norm");
+  }
 
   if (m.positions == PosEmbedding::kRope) {
     // q*cos + rotate_half(q)*sin (HF apply_rotary_pos_emb): saves only cos and sin (they need no
     // grad); its temporaries are q*cos, -x2, cat(-x2, x1) and rotate_half(q)*sin.
     int32_t cos_sin = bld.rope_tables();
-    auto rope = [&](int32_t t, const char* name) {
+    auto rope = [&](int32_t t_in, const char* name) {
+      // famdec: partial rotary rotates a slice of each head and concatenates the rest
+      const bool partial = famdec_partial_rotary(dm);
+      const int32_t t = partial ? famdec_rotary_slice(bld, dm, t_in) : t_in;
       OpDraft d = o.draft(OpKind::kRope, name);
       d.op.math16 = false;
       d.exec = Exec::kRope;
@@ -457,13 +148,23 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
       d.saves = {cos_sin};
       d.op.fwd_transient_bytes = mul(2, bld.tensor(y).bytes);
       d.op.bwd_transient_bytes = mul(2, bld.tensor(y).bytes);
+      if (partial) d.exec = Exec::kNone;
       bld.add_op(std::move(d));
-      return y;
+      return partial ? famdec_rotary_cat(bld, dm, y, t_in, "rotary cat") : y;
     };
     q = rope(q, "rope q");
     k = rope(k, "rope k");
   }
 
+  return core_attention(bld, dm, q, k, v);
+}
+
+int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32_t v) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  const int64_t hd = dm.d, nq = dm.a * hd;
+  const DType hdt = dm.half_dt;
+  const int64_t nf = dm.n_full();
   const bool causal = m.causal;
   int32_t ctx = -1;  // [tokens, a*d] input of the output projection
   if (dm.attention == AttentionKind::kFlash) {
@@ -474,9 +175,15 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     q = o.to_half(q, "q cast", "q cast");
     k = o.to_half(k, "k cast", "k cast");
     v = o.to_half(v, "v cast", "v cast");
-    OpDraft d = o.draft(OpKind::kFlashAttention, "flash attention");
-    d.exec = Exec::kFlash;
-    if (dm.impl) d.op.kernel = dm.impl->attention_kernel;  // time (issue 11): the impl's kernel
+    // famdec: an additive 4-D mask (Gemma 2/3; Phi-3 at its window) makes SDPA run its
+    // memory-efficient kernel, which saves the mask (attn_bias) beside q, k, v, out and lse
+    const int32_t sdpa_mask = famdec_sdpa_mask(bld, dm);
+    OpDraft d = o.draft(OpKind::kFlashAttention,
+                        sdpa_mask >= 0 ? "sdpa attention (mask)" : "flash attention");
+    d.exec = sdpa_mask >= 0 ? Exec::kNone : Exec::kFlash;
+    // time (issue 11): the kernel that runs it, timed from its table (sim/src/kernels.cpp)
+    if (sdpa_mask >= 0) d.op.kernel = KernelChoice::kSdpaMemEfficient;
+    else if (dm.impl) d.op.kernel = dm.impl->attention_kernel;
     d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
     d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;
@@ -487,6 +194,10 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
                             "flash logsumexp");
     d.outputs = {out, lse};
     d.saves = {q, k, v, out, lse};
+    if (sdpa_mask >= 0) {
+      d.inputs.push_back({sdpa_mask, GradRule::kNone});
+      d.saves.push_back(sdpa_mask);
+    }
     const int64_t fl = mul(mul(4, dm.b), mul(mul(dm.s, dm.s), nq));
     d.op.fwd.flops = fl;
     d.op.bwd.flops = mul(2, fl);
@@ -548,8 +259,10 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     }
     int32_t scores = bld.fresh(bytes(scores_numel, hdt), hdt, "attention scores");
     qk.outputs = {scores};
-    const int32_t q_op = operand(qk, q, false, "q for bmm");
-    const int32_t k_op = operand(qk, kk, dm.g != dm.a, "k for bmm");
+    // famdec: partial rotary's torch.cat makes q and k contiguous [b, a, s, d] (no copy)
+    const bool catted = famdec_partial_rotary(dm);
+    const int32_t q_op = operand(qk, q, catted, "q for bmm");
+    const int32_t k_op = operand(qk, kk, dm.g != dm.a || catted, "k for bmm");
     qk.saves = {q_op, k_op};
     // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's)
     qk.dim = {dm.b, dm.a, dm.s, hd, 1, (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0)};
@@ -578,6 +291,8 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
       bld.add_op(std::move(sc));
       scores = scaled;
     }
+    // famdec: Gemma 2's attention soft-capping (eager_attention_forward)
+    if (m.attn_softcap > 0) scores = famdec_softcap(bld, dm, scores, "attention softcap");
     if (causal && !dm.paper && im && im->causal_mask == CausalMaskKind::kBlockF32Eq) {
       // nanoGPT model.py:49-50: `self.bias`, fp32 [1, 1, block_size, block_size], one persistent
       // buffer per block (counted with the weights); model.py:68 `self.bias[:, :, :T, :T] == 0`
@@ -663,12 +378,15 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
     bld.add_op(std::move(cp));
   }
 
-  int32_t proj = o.linear(ctx, nq, h, m.linear_bias, Tp::kRow, "proj", "proj out");
-  int32_t d1 = o.dropout(proj, dm.p_hidden, "proj dropout");
-  int32_t x2 = o.add(x, d1, "residual 1");
-  if (m.post_norm) x2 = o.norm(x2, "norm1");
-  int32_t mlp_in = m.post_norm ? x2 : o.norm(x2, "norm2");
+  return ctx;
+}
 
+int32_t build_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  using Tp = Ops::Tp;
+  const int64_t h = dm.h, nf = dm.n_full();
+  if (famdec_mlp_variant(m)) return famdec_mlp(bld, dm, mlp_in);  // famdec: GeGLU, Phi-3
   int32_t mlp_out = -1;
   if (m.mlp == MlpKind::kGelu) {
     int32_t u = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "fc1", "fc1 out");
@@ -684,6 +402,28 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
                             Exec::kMul, nf, dm.f);
     mlp_out = o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out");
   }
+  return mlp_out;
+}
+
+int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  bld.current_block = block;
+  if (famdec_block(m)) return build_block_famdec(bld, dm, x, block);  // famdec: NeoX ... OLMo 2
+  using Tp = Ops::Tp;
+  const int64_t h = dm.h, nq = dm.a * dm.d;
+
+  // Attention input: pre-norm blocks normalize first; post-norm (BERT) blocks take x as is.
+  int32_t attn_in = m.post_norm ? x : o.norm(x, "norm1");
+
+  const int32_t ctx = build_attention(bld, dm, attn_in);
+  int32_t proj = o.linear(ctx, nq, h, m.linear_bias, Tp::kRow, "proj", "proj out");
+  int32_t d1 = o.dropout(proj, dm.p_hidden, "proj dropout");
+  int32_t x2 = o.add(x, d1, "residual 1");
+  if (m.post_norm) x2 = o.norm(x2, "norm1");
+  int32_t mlp_in = m.post_norm ? x2 : o.norm(x2, "norm2");
+
+  const int32_t mlp_out = build_mlp(bld, dm, mlp_in);
   int32_t d2 = o.dropout(mlp_out, dm.p_hidden, "mlp dropout");
   int32_t out = o.add(x2, d2, "residual 2");
   if (m.post_norm) out = o.norm(out, "norm2");
@@ -707,6 +447,8 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   // Output projection (vocab-parallel column linear), tied to the word embeddings or its own.
   int32_t logits = o.linear(y, dm.h, dm.v, m.post_norm, Tp::kColumn, "lm head", "logits",
                             m.tied_embeddings ? word_table : -1);
+  // famdec: Gemma 2's final logit soft-capping (Gemma2ForCausalLM.forward)
+  if (m.final_softcap > 0) logits = famdec_softcap(bld, dm, logits, "final softcap");
   // nanoGPT's train.py keeps `logits` (its `logits, loss = model(X, Y)`) until the next
   // iteration's forward returns: through backward and the optimizer step.
   if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);

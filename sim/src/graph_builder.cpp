@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "sim/device.hpp"
 #include "sim/error.hpp"
@@ -424,7 +425,8 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // Megatron's GPT fuse them into one projection; Llama-family and BERT use three) by default.
   const QkvVariant qkv = dm.impl ? dm.impl->qkv : QkvVariant::kArchitecture;
   dm.fused_qkv = qkv == QkvVariant::kFused ||
-                 (qkv == QkvVariant::kArchitecture && (m.family == "gpt2" || m.family == "megatron-gpt"));
+                 (qkv == QkvVariant::kArchitecture &&
+                  (m.family == "gpt2" || m.family == "megatron-gpt" || m.fused_qkv));  // famdec
   // Eager attention's matmuls: copies of permuted operands (torch.matmul) or strided batched
   // GEMMs on views (Megatron's baddbmm; the paper profile's).
   dm.eager_copies = dm.impl && dm.impl->eager_matmul == EagerMatmul::kCopies;
@@ -489,9 +491,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     for (int32_t sid : g.persistent)
       if (g.storages[sid].category == Category::kWeights) weights += g.storages[sid].bytes;
   } else if (s.zero >= 3) {
-    // ZeRO-3 shards the weights; the current and the prefetched block are gathered whole.
-    for (int32_t sid : g.persistent)
-      if (g.storages[sid].category == Category::kWeights) g.storages[sid].bytes /= d;
+    // ZeRO-3 shards the parameters (not the buffers: every rank keeps its causal mask); the
+    // current and the prefetched block are gathered whole.
+    for (int32_t sid : g.param_storages) g.storages[sid].bytes /= d;
     add(checked_mul(2, max_block_weights, f), Category::kComm, "ZeRO-3 gathered weights");
     weights = 0;
     for (int32_t sid : g.persistent)
@@ -928,7 +930,8 @@ namespace {
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
-  if (st.layers < 5) {
+  // famdec: alternating local/global layers whose ops differ are built block by block
+  if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup))) {
     g = build_stage_direct(model, setup, device, st);
     return;
   }

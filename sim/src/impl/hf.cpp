@@ -16,6 +16,9 @@ ImplSpec hf() {
   // modeling_bert.py, integrations/sdpa_attention.py @ 00c238bd242b
   s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
   s.families = "gpt2 llama mistral qwen2 bert";
+  // famdec (issue 12): modeling_gpt_neox.py, modeling_falcon.py, modeling_gemma.py,
+  // modeling_gemma2.py, modeling_gemma3.py (text), modeling_phi3.py, modeling_olmo2.py
+  s.families = "gpt2 llama mistral qwen2 bert gpt_neox falcon gemma gemma2 gemma3 phi3 olmo2";
   // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
   // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.
