@@ -325,7 +325,9 @@ class Engine {
       const int64_t numel = st.bytes / bytes_of(st.dtype) * shards;
       const size_t b = st.block >= 0 && st.block < g_.n_blocks ? static_cast<size_t>(st.block)
                                                                : block_gather_.size() - 1;
-      block_gather_[b] += st.bytes * shards;
+      // FSDP2 mixed precision keeps fp32 shards and all-gathers them cast to param_dtype bf16
+      // (torch/distributed/_composable/fsdp/_fsdp_param.py all_gather_inputs; time, issue 11).
+      block_gather_[b] += g_.precision == Precision::kFsdp2Bf16 ? 2 * numel : st.bytes * shards;
       block_grad_[b] += 4 * numel;
     }
   }
@@ -390,15 +392,41 @@ class Engine {
     int32_t& ready_block = backward ? bwd_ready_block_ : fwd_ready_block_;
     const int64_t done = ready_block == block ? ready : gather(block);
     wait_until(done, false);
+    // FSDP2 copies the gathered block out of the all-gather buffer into its parameters on the
+    // compute stream (time, issue 11; torch/distributed/_composable/fsdp/_fsdp_collectives.py
+    // foreach_all_gather_copy_out, called from FSDPParamGroup.wait_for_unshard): read + write.
+    if (g_.precision == Precision::kFsdp2Bf16) {
+      int64_t bytes = block_gather_[static_cast<size_t>(block)];
+      if (block == 0) bytes += block_gather_.back();
+      fsdp2_copy(2 * bytes);
+    }
     const int32_t next = backward ? block - 1 : block + 1;
     if (next >= 0 && next < g_.n_blocks) {
       ready = gather(next);
       ready_block = next;
     }
   }
+  // FSDP2's copies on the compute stream (time, issue 11): a memory-bound kernel, slowed like
+  // any other while a collective runs, counted in the phase it runs in.
+  void fsdp2_copy(int64_t bytes) {
+    const int64_t ns = contended(checked_add(
+        to_ns(static_cast<double>(bytes) / (dev_.hbm_bytes_per_s * dev_.memory_efficiency), dev_),
+        dev_.launch_overhead_ns, "step_time_ns"));
+    advance(cur_op_, ns, 0);
+    int64_t& sum = phase_ == Phase::kForward     ? res_.fwd_time_ns
+                   : phase_ == Phase::kRecompute ? res_.recompute_time_ns
+                                                 : res_.bwd_time_ns;  // the last reduce: before the step
+    sum += ns;
+  }
+
   void reduce_block(int32_t b) {
     int64_t bytes = block_grad_[static_cast<size_t>(b)];
     if (b == 0) bytes += block_grad_.back();
+    // FSDP2 with reduce_dtype fp32 over bf16 gradients: the reduce-scatter's copy-in casts them
+    // into the fp32 input (torch._chunk_cat on the reduce-scatter stream), and the compute stream
+    // waits for it (foreach_reduce: current_stream.wait_stream(reduce_scatter_stream) after the
+    // copy-in): 2 B read + 4 B written per element, before the collective is issued.
+    if (g_.precision == Precision::kFsdp2Bf16) fsdp2_copy(bytes / 4 * 6);
     dp_collective(Collective::kReduceScatter, bytes, clock_);
     ++buckets_;
     res_.dp_buckets = buckets_;
