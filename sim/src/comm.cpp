@@ -41,4 +41,13 @@ double collective_seconds(Collective c, int64_t bytes, CommGroup g, const Device
   return lat + static_cast<double>(bytes) / algbw;
 }
 
+int64_t contended_ns(int64_t work_ns, int64_t comm_busy_ns) {
+  if (work_ns <= 0 || comm_busy_ns <= 0) return work_ns;
+  const double slow = 1.0 + kOverlapComputeSlowdown;
+  const double w = static_cast<double>(work_ns), c = static_cast<double>(comm_busy_ns);
+  // Work done inside the busy window at the slowed rate, then the remainder at full speed.
+  const double ns = w * slow <= c ? w * slow : c + (w - c / slow);
+  return static_cast<int64_t>(ns + 0.5);
+}
+
 }  // namespace sim

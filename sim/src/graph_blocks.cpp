@@ -181,6 +181,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     OpDraft d = o.draft(OpKind::kFlashAttention,
                         sdpa_mask >= 0 ? "sdpa attention (mask)" : "flash attention");
     d.exec = sdpa_mask >= 0 ? Exec::kNone : Exec::kFlash;
+    // time (issue 11): the kernel that runs it, timed from its table (sim/src/kernels.cpp)
+    if (sdpa_mask >= 0) d.op.kernel = KernelChoice::kSdpaMemEfficient;
+    else if (dm.impl) d.op.kernel = dm.impl->attention_kernel;
     d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
     d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;

@@ -584,9 +584,12 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
                   : s.optimizer == Optimizer::kAdamFused ? 28 : 20;
   if (prec == Precision::kBf16Mixed) moved += 2;
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
-  // (adam-loop launches about 8 per parameter tensor; counted as foreach's 8: not modeled)
+  // time (issue 11): adam-loop launches these 8 per parameter tensor (HF's adamw_hf, transformers
+  // optimization.py AdamW.step: mul_, add_, mul_, addcmul_, sqrt, add_, addcdiv_, add_ per p);
+  // foreach runs them as 8 multi_tensor_apply calls; fused Adam as one.
   g.optimizer_cost.kernels =
       s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 8 : 1;
+  g.optimizer_multi_tensor = s.optimizer != Optimizer::kAdamLoop;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
   const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
@@ -844,6 +847,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   extend(g3.autocast_cached, out.autocast_cached);
   out.optimizer_transient_bytes = g3.optimizer_transient_bytes;
   out.optimizer_cost = g3.optimizer_cost;
+  out.optimizer_multi_tensor = g3.optimizer_multi_tensor;  // time (issue 11)
   return ok;
 }
 

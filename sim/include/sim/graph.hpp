@@ -204,6 +204,11 @@ struct Graph {
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
   const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }
+
+  // --- time (issue 11) ---
+  // The optimizer step's launches: multi_tensor_apply chunks (foreach, fused: true) or one
+  // launch per parameter tensor and op (a per-parameter for-loop, --optimizer adam-loop: false).
+  bool optimizer_multi_tensor = true;
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

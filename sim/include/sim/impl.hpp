@@ -24,6 +24,7 @@ enum class Impl : uint8_t { kHf, kTorchtitan, kMegatron, kNanogpt };
 
 enum class Precision : uint8_t;
 enum class AttentionKind : uint8_t;
+enum class KernelChoice : uint8_t;  // sim/graph.hpp
 struct TrainSetup;
 
 // How Q, K and V are projected.
@@ -155,6 +156,11 @@ struct ImplSpec {
   // --- end implhf ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
+
+  // --- time (issue 11): the kernels this code base runs ---
+  // The fused attention kernel behind --attention flash (KernelChoice, sim/graph.hpp; kDefault:
+  // FA2, PyTorch SDPA's flash backend). sim/src/kernels.cpp times it from that kernel's table.
+  KernelChoice attention_kernel{};
 };
 
 std::span<const ImplSpec> implementations();  // every row, in --impl's listing order

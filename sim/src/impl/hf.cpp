@@ -3,6 +3,8 @@
 // and commits: docs/memory-model.md, "hf".
 #include "rows.hpp"
 
+#include "sim/graph.hpp"
+
 namespace sim::impl_rows {
 
 ImplSpec hf() {
@@ -23,6 +25,9 @@ ImplSpec hf() {
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.
   s.precision = Precision::kBf16Amp;
   s.attention = AttentionKind::kFlash;
+  // time (issue 11): SDPA (integrations/sdpa_attention.py @ 00c238bd242b calls
+  // F.scaled_dot_product_attention, is_causal without a padding mask): the flash backend, FA2.
+  s.attention_kernel = KernelChoice::kFlashAttention2;
   s.dropout = DropoutDefault::kConfig;
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kArchitecture;

@@ -3,6 +3,8 @@
 // Op rows: docs/memory-model.md, "megatron".
 #include "rows.hpp"
 
+#include "sim/graph.hpp"
+
 namespace sim::impl_rows {
 
 ImplSpec megatron() {
@@ -28,6 +30,11 @@ ImplSpec megatron() {
   s.qk_global_buffer = true;
   s.tensor_parallel = true;
   s.pipeline = true;
+  // time (issue 11): TE DotProductAttention picks FusedAttention (cuDNN) over FlashAttention on
+  // Hopper and later "for performance reasons" (NVIDIA/TransformerEngine
+  // transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend @
+  // a0b36d0cd3b7); before Hopper actsim has no cuDNN table and times FA2 (kernels.cpp).
+  s.attention_kernel = KernelChoice::kCudnnAttention;
   s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";
   s.not_modeled =
       "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "

@@ -2,6 +2,8 @@
 // over fp32 weights, SDPA (flash) where PyTorch has it. Op rows: docs/memory-model.md, "nanogpt".
 #include "rows.hpp"
 
+#include "sim/graph.hpp"
+
 namespace sim::impl_rows {
 
 ImplSpec nanogpt() {
@@ -15,6 +17,8 @@ ImplSpec nanogpt() {
   // F.scaled_dot_product_attention(is_causal=True) when torch has it.
   s.precision = Precision::kBf16Amp;
   s.attention = AttentionKind::kFlash;
+  // time (issue 11): F.scaled_dot_product_attention(is_causal=True): the flash backend, FA2.
+  s.attention_kernel = KernelChoice::kFlashAttention2;
   s.dropout = DropoutDefault::kZero;  // train.py:55 dropout = 0.0
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kFused;  // model.py:56 one c_attn
