@@ -303,7 +303,6 @@ refused() {
 }
 actsim=$1
 corpus=$2
-refused mixtral-8x7b-v0.1 'mixture of experts (mixtral)'
 refused t5-small 'encoder-decoder (t5)'
 refused vit-base-patch16-224-in21k 'vision or multimodal (vit)'
 refused pythia-1b 'parallel residual (gpt_neox)'

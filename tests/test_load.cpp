@@ -111,9 +111,10 @@ TEST_SUITE("load: shipped models") {
       CHECK(e.path == kModels / (e.name + ".json"));
     }
     CHECK(names == std::vector<std::string>{
-                       "bert-large", "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
-                       "korthikanti-175b", "korthikanti-1t", "korthikanti-22b", "korthikanti-530b",
-                       "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b"});
+                       "bert-large", "deepseek-v2-lite", "gpt2-large", "gpt2-medium", "gpt2-small",
+                       "gpt2-xl", "korthikanti-175b", "korthikanti-1t", "korthikanti-22b",
+                       "korthikanti-530b", "llama-2-13b", "llama-2-70b", "llama-2-7b",
+                       "llama-3-70b", "llama-3-8b", "mixtral-8x7b", "qwen1.5-moe-a2.7b"});
   }
 
   TEST_CASE("every shipped model loads and validates") {
@@ -670,10 +671,7 @@ TEST_SUITE("load: HuggingFace errors") {
              Case{"pegasus", "encoder-decoder"},
              Case{"marian", "encoder-decoder"},
              Case{"whisper", "encoder-decoder"},
-             Case{"mixtral", "mixture of experts"},
-             Case{"qwen2_moe", "mixture of experts"},
              Case{"qwen3_moe", "mixture of experts"},
-             Case{"deepseek_v2", "mixture of experts"},
              Case{"deepseek_v3", "mixture of experts"},
              Case{"dbrx", "mixture of experts"},
              Case{"jamba", "mixture of experts"},
@@ -967,9 +965,9 @@ TEST_SUITE("load: files and names") {
     CHECK(e.field() == "model");
     std::string what = e.what();
     CHECK(what.rfind("gpt2-smal: model: no model of that name; searched " + kModels.string() +
-                         "; known models: bert-large, gpt2-large, ",
+                         "; known models: bert-large, deepseek-v2-lite, gpt2-large, ",
                      0) == 0);
-    CHECK(what.find("llama-3-8b (or give a path to a .json file)") != std::string::npos);
+    CHECK(what.find("qwen1.5-moe-a2.7b (or give a path to a .json file)") != std::string::npos);
 
     e = error_of([] { sim_io::load_device("h100", kDirs); });
     CHECK(e.where() == "h100");

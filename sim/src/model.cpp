@@ -4,6 +4,7 @@
 
 #include "sim/error.hpp"
 #include "sim/units.hpp"
+#include "model_moe.hpp"
 
 namespace sim {
 namespace {
@@ -41,6 +42,7 @@ void validate(const ModelConfig& m) {
   }
   if (m.norm == NormKind::kRmsNorm && m.norm_bias)
     throw ConfigError(m.source, "norm_bias", "RMSNorm has no bias");
+  if (is_moe(m) || is_mla(m) || m.experts != 0) detail::validate_moe(m);  // moe
   (void)parameter_count(m);  // overflow check
 }
 
@@ -60,6 +62,7 @@ int64_t parameter_count(const ModelConfig& m) {
   block = checked_add(block, 2 * norm, f);  // two norms per block
 
   int64_t total = checked_mul(block, m.layers, f);
+  if (is_moe(m) || is_mla(m)) total = detail::moe_blocks_parameter_count(m);  // moe
   total = checked_add(total, checked_mul(m.vocab, h, f), f);  // word embeddings
   if (m.positions == PosEmbedding::kLearned)
     total = checked_add(total, checked_mul(m.max_positions, h, f), f);
@@ -81,6 +84,7 @@ int64_t vector_parameter_count(const ModelConfig& m) {
   if (m.qkv_bias) block += (a + 2 * g) * d;
   if (m.linear_bias) block += h + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * ff + h;
   int64_t total = block * m.layers + norm;
+  if (is_moe(m) || is_mla(m)) total = detail::moe_blocks_vector_count(m) + norm;  // moe
   if (m.post_norm) total += h + norm + m.vocab;  // BERT's MLM head: dense bias, norm, decoder bias
   return total;
 }

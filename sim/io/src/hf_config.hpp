@@ -2,6 +2,9 @@
 // (load_model.cpp) dispatches here for any file without "format".
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "json_reader.hpp"
 #include "sim/model.hpp"
 
@@ -11,5 +14,12 @@ namespace sim_io::detail {
 // kNullIsAbsent mode). Throws sim::Unsupported for model types and features actsim does not
 // model, and ConfigError naming the HF key for missing or ill-typed values. Does not validate.
 sim::ModelConfig model_from_hf(const ObjectReader& config);
+
+// LlamaConfig-like decoders (llama, mistral, qwen2; the base of the MoE families): rotary,
+// RMSNorm, SwiGLU, optional GQA (load_hf.cpp).
+sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type);
+
+// moe (issue 13): Mixtral, Qwen2-MoE and DeepSeek-V2 (hf_moe.cpp); nullopt for other types.
+std::optional<sim::ModelConfig> model_from_hf_moe(const ObjectReader& in, const std::string& type);
 
 }  // namespace sim_io::detail
