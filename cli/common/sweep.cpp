@@ -115,6 +115,9 @@ Point point_at(const Axes& a, int64_t index) {
   t.microbatches = a.microbatches;
   t.set_to_none = a.set_to_none;
   t.reentrant = a.reentrant;
+  t.ep = a.ep;  // moe
+  t.moe_imbalance = a.moe_imbalance;
+  t.moe_capacity = a.moe_capacity;
   return p;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "blocks_moe.hpp"
 #include "ops.hpp"
 
 namespace sim::detail {
@@ -391,7 +392,9 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
   if (m.post_norm) x2 = o.norm(x2, "norm1");
   int32_t mlp_in = m.post_norm ? x2 : o.norm(x2, "norm2");
 
-  const int32_t mlp_out = build_mlp(bld, dm, mlp_in);
+  // moe: routed experts from the model's dense_layers on (block is local to a pipeline stage)
+  const int32_t mlp_out = moe_block(m, dm.layer0 + block) ? build_moe(bld, dm, mlp_in)
+                                                          : build_mlp(bld, dm, mlp_in);
   int32_t d2 = o.dropout(mlp_out, dm.p_hidden, "mlp dropout");
   int32_t out = o.add(x2, d2, "residual 2");
   if (m.post_norm) out = o.norm(out, "norm2");

@@ -20,3 +20,18 @@ int64_t attention_parameter_count(const ModelConfig& m);
 int64_t mlp_parameter_count(const ModelConfig& m, bool moe_block);
 
 }  // namespace sim::detail
+
+namespace sim {
+struct TrainSetup;
+struct ImplSpec;
+}  // namespace sim
+
+namespace sim::detail {
+
+// The MoE knobs of a set-up against the model and the implementation (nullptr: the paper
+// profile): --ep dividing the experts and the data-parallel ranks, --moe-imbalance in [1, E],
+// --moe-capacity positive; families and knobs the implementation's code lacks refused with one
+// line naming the implementation and the feature.
+void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* impl);
+
+}  // namespace sim::detail

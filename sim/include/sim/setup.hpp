@@ -47,6 +47,15 @@ struct TrainSetup {
   // HF's gradient_checkpointing_kwargs). Unset: the implementation's (ImplSpec::checkpoint).
   std::optional<bool> reentrant;
   int64_t microbatches = 1;  // micro-batches per step N (--num-microbatches; gradient accumulation)
+  // --- moe (issue 13) ---
+  int64_t ep = 1;            // expert-parallel ranks (--ep): routed experts divided, within dp
+  // --moe-imbalance F: the hottest expert receives F times the mean tokens per expert, the
+  // others share the rest evenly; the rank holding it is simulated. 1: balanced.
+  double moe_imbalance = 1.0;
+  // --moe-capacity C: Megatron's --moe-expert-capacity-factor with
+  // --moe-pad-expert-input-to-capacity (each expert takes ceil(k N / E x C) tokens per source
+  // rank, the rest dropped, the rest padded). Unset: dropless.
+  std::optional<double> moe_capacity;
 };
 
 // The regime actually simulated: --precision, else the implementation's default, else the

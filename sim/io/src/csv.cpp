@@ -47,7 +47,10 @@ std::vector<std::string> make_columns() {
         "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns", "comm_wait_ns",
         // Release knobs (key columns, appended): zero_grad's set_to_none (on/off) and the
         // checkpoint API's reentrancy (on/off; empty: the implementation's).
-        "set_to_none", "reentrant"})
+        "set_to_none", "reentrant",
+        // moe (key columns, appended): expert-parallel ranks and the hottest expert's tokens
+        // over the mean (1: balanced)
+        "ep", "moe_imbalance"})
     c.emplace_back(name);
   return c;
 }
@@ -209,7 +212,8 @@ std::string csv_row(const Row& row) {
   }
   w.text(s.set_to_none ? "on" : "off");
   w.text(s.reentrant ? (*s.reentrant ? "on" : "off") : "");
-  buf.push_back('\n');
+  w.integer(s.ep);  // moe
+  w.fixed(s.moe_imbalance, 2);
   return fmt::to_string(buf);
 }
 

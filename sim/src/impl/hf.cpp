@@ -13,7 +13,10 @@ ImplSpec hf() {
   // modeling_gpt2.py @ c44b2d9976e8, modeling_llama.py @ 5dd4a63548857 (v4.48 era),
   // modeling_bert.py, integrations/sdpa_attention.py @ 00c238bd242b
   s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
-  s.families = "gpt2 llama mistral qwen2 bert";
+  s.families = "gpt2 llama mistral qwen2 bert mixtral qwen2_moe deepseek_v2";
+  // moe: modeling_mixtral.py, modeling_qwen2_moe.py, modeling_deepseek_v2.py (docs/memory-model.md)
+  s.moe = MoeDispatch::kHfLoop;
+  s.mla = false;  // DeepseekV2Attention's op list is not written yet: refused
   // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
   // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.

@@ -4,6 +4,7 @@
 
 #include "rows.hpp"
 #include "sim/error.hpp"
+#include "../model_moe.hpp"
 
 namespace sim {
 namespace {
@@ -68,6 +69,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     if (s.reentrant && !*s.reentrant)
       throw ConfigError("--reentrant", "reentrant",
                         "the paper profile recomputes as Megatron does, reentrant");
+    detail::check_moe_setup(model, s, nullptr);  // moe
     return s;
   }
   if (!s.impl) s.impl = default_impl(model, s);
@@ -85,6 +87,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     throw Unsupported("--pp", "pp",
                       "pipeline parallelism under --impl " + std::string(sp.name) +
                           " (only megatron has it)");
+  detail::check_moe_setup(model, s, &sp);  // moe: sim/src/setup_moe.cpp
   if (!s.precision) s.precision = sp.precision;
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
