@@ -68,12 +68,12 @@ int64_t attention_parameter_count(const ModelConfig& m) {
     if (m.linear_bias) p = checked_add(p, h, kF);
     return p;
   }
-  const int64_t bias = m.qkv_bias ? 1 : 0;  // attention_bias: q_proj/q_a_proj, kv_a, o_proj
+  const int64_t bias = m.qkv_bias ? 1 : 0;  // attention_bias: q_a_proj, kv_a, o_proj (not q_proj)
   const int64_t qn = checked_mul(a, d, kF), r = m.kv_lora_rank, rope = m.qk_rope_dim;
   const int64_t nope = d - rope, vd = m.v_head_dim;
   int64_t p = 0;
   if (m.q_lora_rank == 0) {
-    p = checked_add(checked_mul(h, qn, kF), bias * qn, kF);
+    p = checked_mul(h, qn, kF);  // q_proj: bias=False (modeling_deepseek_v2.py @ 0233e509)
   } else {
     const int64_t ql = m.q_lora_rank;
     p = checked_product({h, ql}, kF) + bias * ql + ql + checked_mul(ql, qn, kF);
@@ -117,8 +117,8 @@ int64_t moe_blocks_vector_count(const ModelConfig& m) {
   int64_t block = 2 * norm_params(m);
   if (is_mla(m)) {
     block += m.kv_lora_rank + m.q_lora_rank;  // kv_a_layernorm, q_a_layernorm
-    if (m.qkv_bias) block += (m.q_lora_rank > 0 ? m.q_lora_rank : a * d) +
-                             m.kv_lora_rank + m.qk_rope_dim + h;
+    if (m.qkv_bias) block += (m.q_lora_rank > 0 ? m.q_lora_rank : 0) + m.kv_lora_rank +
+                             m.qk_rope_dim + h;
   } else {
     if (m.qkv_bias) block += (a + 2 * m.kv_heads) * d;
     if (m.linear_bias) block += h;
