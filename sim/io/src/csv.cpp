@@ -128,7 +128,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 18;
+  constexpr int kAfterError = 20;  // moe: ep, moe_imbalance appended
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -214,6 +214,7 @@ std::string csv_row(const Row& row) {
   w.text(s.reentrant ? (*s.reentrant ? "on" : "off") : "");
   w.integer(s.ep);  // moe
   w.fixed(s.moe_imbalance, 2);
+  buf.push_back('\n');
   return fmt::to_string(buf);
 }
 
