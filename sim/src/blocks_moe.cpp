@@ -67,8 +67,19 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
     if (expert) bld.mark_expert(bld.params.back().tensor);
     return y;
   };
-  int32_t g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out");
-  int32_t u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
+  int32_t g = -1, u = -1;
+  if (expert && dm.model->family == "deepseek_v2") {
+    // DeepseekV2Experts (modeling_deepseek_v2.py @ 0233e509): one F.linear with the expert's
+    // slice of the 3D gate_up_proj, then .chunk(2): one input cast, gate and up are views
+    int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out");
+    const int64_t half = bld.tensor(gu).bytes / 2;
+    int32_t v[2];
+    split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
+    g = v[0], u = v[1];
+  } else {
+    g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out");
+    u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
+  }
   int32_t a = o.unary_saving_input(OpKind::kSilu, g, "expert silu", "expert silu out");
   const Tensor ta = bld.tensor(a);
   int32_t p = o.mul_op(a, u, ta.bytes, ta.dtype, "expert swiglu mul", "expert swiglu out", true,
@@ -113,6 +124,10 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* m
     bld.add_op(std::move(d));
     w = y;
   }
+  // DeepseekV2Moe.route_tokens_to_experts: `topk_weight * routed_scaling_factor`, a new [N, k]
+  // (MulBackward0 with a Python scalar saves nothing)
+  if (m.family == "deepseek_v2")
+    w = op(bld, o, OpKind::kMul, "routed scaling", {{w, GradRule::kNew}}, mul(n, k), DType::kF32, {});
   // .to(hidden_states.dtype): a copy when the hidden states are 16-bit (bf16-mixed)
   w = o.cast(w, bld.tensor(x).dtype, "routing weights cast", "routing weights");
   // one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, N], no gradient; alive until

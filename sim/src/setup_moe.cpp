@@ -43,6 +43,9 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
   if (moe && impl->moe == MoeDispatch::kNone)
     throw Unsupported("--impl", "impl", "mixture of experts" + in);
   if (is_mla(m) && !impl->mla) throw Unsupported("--impl", "impl", "MLA attention" + in);
+  if (is_mla(m) && s.attention.value_or(impl->attention) != AttentionKind::kFlash)
+    throw Unsupported("--attention", "attention",
+                      "eager MLA attention" + in + " (only SDPA's op list is written)");
   if (s.tp > 1)
     throw Unsupported("--tp", "tp", "tensor parallelism of MoE and MLA blocks (expert tensor "
                                     "parallelism is not modeled yet)");

@@ -16,7 +16,7 @@ ImplSpec hf() {
   s.families = "gpt2 llama mistral qwen2 bert mixtral qwen2_moe deepseek_v2";
   // moe: modeling_mixtral.py, modeling_qwen2_moe.py, modeling_deepseek_v2.py (docs/memory-model.md)
   s.moe = MoeDispatch::kHfLoop;
-  s.mla = false;  // DeepseekV2Attention's op list is not written yet: refused
+  s.mla = true;  // modeling_deepseek_v2.py @ 0233e509 DeepseekV2Attention under SDPA
   // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
   // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.
