@@ -185,3 +185,54 @@ TEST_SUITE("moe") {
     CHECK(where(m, n) == "--impl");
   }
 }
+
+TEST_SUITE("moe mla") {
+  // DeepSeek-V2-Lite's attention (h 2048, 16 heads, qk 128 + 64 rope, v 128, kv latent 512, no
+  // q latent) with a dense SwiGLU, against a Llama attention of the same heads and head dim 192.
+  ModelConfig mla_shaped(bool mla) {
+    ModelConfig m;
+    m.name = m.source = "mla-shaped";
+    m.family = mla ? "deepseek_v2" : "llama";
+    m.layers = 4;
+    m.hidden = 2048;
+    m.heads = m.kv_heads = 16;
+    m.head_dim = 192;
+    m.ffn_hidden = 10944;
+    m.vocab = 102400;
+    m.max_positions = 4096;
+    m.mlp = MlpKind::kSwiglu;
+    m.norm = NormKind::kRmsNorm;
+    m.norm_bias = false;
+    m.positions = PosEmbedding::kRope;
+    m.tied_embeddings = false;
+    m.qkv_bias = m.linear_bias = false;
+    if (mla) {
+      m.kv_lora_rank = 512;
+      m.qk_rope_dim = 64;
+      m.v_head_dim = 128;
+    }
+    return m;
+  }
+
+  TEST_CASE("HF DeepseekV2Attention under SDPA, bf16-amp: the hand derivation, to the byte") {
+    // MLA saves (docs/memory-model.md "MLA"): q_proj's and kv_a's input casts 2Nh each; the
+    // latent's RMSNorm: its fp32 copy 4Nr, rstd 4N, the bf16 normalized 2Nr; kv_b's input cast
+    // 2Nr; kv_b's output 2Na(nope + v) (SDPA saves v, a view of it); the query and key cats
+    // 2Na qd each; the output 2Na v; the logsumexp 4aN.
+    // Llama (three projections, flash): input casts 6Nh, q and k casts, v, the output 8Na qd,
+    // the logsumexp 4aN.
+    const int64_t N = 256, h = 2048, a = 16, qd = 192, nope = 128, v = 128, r = 512;
+    const int64_t mla = 4 * N * h + 8 * N * r + 4 * N + 2 * N * a * (nope + v) + 4 * N * a * qd +
+                        2 * N * a * v + 4 * a * N;
+    const int64_t llama = 6 * N * h + 8 * N * a * qd + 4 * a * N;
+    TrainSetup t;
+    t.impl = Impl::kHf;
+    t.seq = N;
+    CHECK(fixtures::run(mla_shaped(true), t, "none").activation_bytes_per_layer -
+              fixtures::run(mla_shaped(false), t, "none").activation_bytes_per_layer ==
+          mla - llama);
+    // the graph holds exactly the parameters the model counts
+    CHECK(build_graph(mla_shaped(true), t, fixtures::h100()).params_per_rank ==
+          parameter_count(mla_shaped(true)));
+  }
+}
