@@ -68,7 +68,7 @@ test "$rc" -eq 2
 ]=])
 
 # moe: --ep that does not divide the experts or --dp, --moe-imbalance out of range, knobs HF's
-# loop lacks, MLA (refused until its op list is written): exit 2, one line naming the flag.
+# loop lacks, eager MLA and MLA under megatron: exit 2, one line naming the flag.
 actsim_cli_test(moe_bad_input [=[
 bad() {
   rc=0
@@ -89,9 +89,16 @@ rc=0
 test "$rc" -eq 2
 grep -q "^actsim: error: --ep: ep: .* has no experts" err.txt
 rc=0
-"$1" run --model deepseek-v2-lite --seq 256 > out.txt 2> err.txt || rc=$?
+"$1" run --model deepseek-v2-lite --seq 256 --attention standard > out.txt 2> err.txt || rc=$?
 test "$rc" -eq 2
-grep -q "MLA attention under --impl hf" err.txt
+grep -q "eager MLA attention under --impl hf" err.txt
+rc=0
+"$1" run --model deepseek-v2-lite --seq 256 --impl megatron > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q "deepseek_v2 family under --impl megatron" err.txt
+# the routing assumed is stated
+"$1" run --model deepseek-v2-lite --seq 256 > out.txt
+grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-imbalance 1), dropless" out.txt
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,ep,moe_imbalance$'
