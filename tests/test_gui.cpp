@@ -709,6 +709,8 @@ TEST_CASE("the strategies panel offers every strategy the CLI takes: torchtitan'
     CHECK(st.runs[i].data);
     CHECK(st.inputs.strategies[i].spec == specs[i]);  // drawing the panel edits nothing
   }
+}
+
 TEST_CASE("moe: a MoE model (Mixtral-8x7B) simulates and draws every view") {
   gui::Windowless ui(1600, 1000);
   gui::AppState st = state_for("mixtral-8x7b", {"none", "full"}, 512);

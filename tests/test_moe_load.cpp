@@ -6,8 +6,12 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "sim/error.hpp"
+#include "sim/graph.hpp"
+#include "sim/impl.hpp"
+#include "sim/setup.hpp"
 #include "sim/model.hpp"
 #include "sim_io/load.hpp"
 
@@ -62,6 +66,29 @@ TEST_SUITE("moe load") {
     CHECK(sim::parameter_count(m) == 15'706'484'224);
     CHECK_FALSE(sim::moe_block(m, 0));
     CHECK(sim::moe_block(m, 1));
+  }
+
+  TEST_CASE("the built graph holds exactly the published parameters, under each implementation") {
+    const sim::Device dev = sim_io::load_device("h100-sxm", {kModels});
+    struct Case {
+      const char* file;
+      int64_t params;
+      std::vector<sim::Impl> impls;
+    };
+    for (const Case& c : {Case{"mixtral-8x7b.json", 46'702'792'704, {sim::Impl::kHf, sim::Impl::kMegatron}},
+                          Case{"qwen1.5-moe-a2.7b.json", 14'315'784'192, {sim::Impl::kHf, sim::Impl::kMegatron}},
+                          Case{"deepseek-v2-lite.json", 15'706'484'224, {sim::Impl::kHf}}}) {
+      const sim::ModelConfig m = load(c.file);
+      for (sim::Impl impl : c.impls) {
+        CAPTURE(c.file);
+        CAPTURE(static_cast<int>(impl));
+        sim::TrainSetup t;
+        t.impl = impl;
+        t.seq = 64;
+        const sim::Graph g = sim::build_graph(m, t, dev);
+        CHECK(g.params_per_rank == c.params);
+      }
+    }
   }
 
   TEST_CASE("keys that change the model and are not modeled are refused naming the key") {
