@@ -3,7 +3,9 @@ MixtralRMSNorm, MixtralAttention with eager_attention_forward, apply_rotary_pos_
 MixtralSparseMoeBlock with its loop over the experts hit, MixtralBlockSparseTop2MLP) and the
 loss as HF computes it (logits.float(), cross entropy), for harness/measure_torch.py: the real
 op sequence of HF's MoE layer on the CPU in fp32. `dense=True` swaps each MoE layer for
-Mistral's SwiGLU MLP of the same width (a difference of the two isolates the MoE layer).
+Mistral's SwiGLU MLP of the same width (a difference of the two isolates the MoE layer);
+`qwen=True` is Qwen2-MoE's block instead (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock: top-k
+weights not renormalized, a shared expert scaled by sigmoid(shared_expert_gate(x)); q/k/v biases).
 
 Written from the source, not copied: the forward passes below perform the same torch calls in
 the same order (their saves are what autograd records). The matching HF config is written by
@@ -16,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 DIMS = dict(hidden=64, layers=2, heads=4, kv_heads=2, ffn=96, vocab=128, experts=4, top_k=2,
-            positions=256)
+            positions=256, shared=80)
 
 
 class RMSNorm(nn.Module):
@@ -46,12 +48,12 @@ def repeat_kv(x, n):
 
 
 class Attention(nn.Module):
-    def __init__(self, h, a, g):
+    def __init__(self, h, a, g, bias=False):
         super().__init__()
         self.a, self.g, self.d = a, g, h // a
-        self.q_proj = nn.Linear(h, a * self.d, bias=False)
-        self.k_proj = nn.Linear(h, g * self.d, bias=False)
-        self.v_proj = nn.Linear(h, g * self.d, bias=False)
+        self.q_proj = nn.Linear(h, a * self.d, bias=bias)
+        self.k_proj = nn.Linear(h, g * self.d, bias=bias)
+        self.v_proj = nn.Linear(h, g * self.d, bias=bias)
         self.o_proj = nn.Linear(a * self.d, h, bias=False)
 
     def forward(self, x, cos, sin, mask):
@@ -81,12 +83,15 @@ class Expert(nn.Module):  # MixtralBlockSparseTop2MLP
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
-class SparseMoe(nn.Module):  # MixtralSparseMoeBlock
-    def __init__(self, h, f, e, k):
+class SparseMoe(nn.Module):  # MixtralSparseMoeBlock (qwen: Qwen2MoeSparseMoeBlock)
+    def __init__(self, h, f, e, k, qwen=False, shared=0):
         super().__init__()
-        self.e, self.k = e, k
+        self.e, self.k, self.qwen = e, k, qwen
         self.gate = nn.Linear(h, e, bias=False)
         self.experts = nn.ModuleList([Expert(h, f) for _ in range(e)])
+        if qwen:
+            self.shared_expert = Mlp(h, shared)
+            self.shared_expert_gate = nn.Linear(h, 1, bias=False)
 
     def forward(self, hidden):
         b, s, h = hidden.shape
@@ -94,7 +99,8 @@ class SparseMoe(nn.Module):  # MixtralSparseMoeBlock
         logits = self.gate(hidden)
         rw = F.softmax(logits, dim=1, dtype=torch.float)
         rw, sel = torch.topk(rw, self.k, dim=-1)
-        rw /= rw.sum(dim=-1, keepdim=True)
+        if not self.qwen:  # Mixtral renormalizes; Qwen1.5-MoE's norm_topk_prob is false
+            rw /= rw.sum(dim=-1, keepdim=True)
         rw = rw.to(hidden.dtype)
         out = torch.zeros((b * s, h), dtype=hidden.dtype, device=hidden.device)
         mask = F.one_hot(sel, num_classes=self.e).permute(2, 1, 0)
@@ -104,6 +110,10 @@ class SparseMoe(nn.Module):  # MixtralSparseMoeBlock
             cur = hidden[None, top_x].reshape(-1, h)
             y = self.experts[e](cur) * rw[top_x, idx, None]
             out.index_add_(0, top_x, y.to(hidden.dtype))
+        if self.qwen:
+            sh = self.shared_expert(hidden)
+            sh = F.sigmoid(self.shared_expert_gate(hidden)) * sh
+            out = out + sh
         return out.reshape(b, s, h)
 
 
@@ -119,12 +129,13 @@ class Mlp(nn.Module):  # MistralMLP
 
 
 class Layer(nn.Module):
-    def __init__(self, d, dense):
+    def __init__(self, d, dense, qwen=False):
         super().__init__()
         h = d["hidden"]
         self.input_layernorm, self.post_attention_layernorm = RMSNorm(h), RMSNorm(h)
-        self.self_attn = Attention(h, d["heads"], d["kv_heads"])
-        self.mlp = Mlp(h, d["ffn"]) if dense else SparseMoe(h, d["ffn"], d["experts"], d["top_k"])
+        self.self_attn = Attention(h, d["heads"], d["kv_heads"], bias=qwen)
+        self.mlp = Mlp(h, d["ffn"]) if dense else SparseMoe(h, d["ffn"], d["experts"], d["top_k"],
+                                                            qwen, d["shared"])
         self.ctx = None
 
     def forward(self, x):
@@ -134,11 +145,11 @@ class Layer(nn.Module):
 
 
 class Model(nn.Module):
-    def __init__(self, d, dense):
+    def __init__(self, d, dense, qwen=False):
         super().__init__()
         self.d = d
         self.embed_tokens = nn.Embedding(d["vocab"], d["hidden"])
-        self.layers = nn.ModuleList([Layer(d, dense) for _ in range(d["layers"])])
+        self.layers = nn.ModuleList([Layer(d, dense, qwen) for _ in range(d["layers"])])
         self.norm = RMSNorm(d["hidden"])
         self.lm_head = nn.Linear(d["hidden"], d["vocab"], bias=False)
 
@@ -159,22 +170,26 @@ class Model(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def config_json(dense=False, **over):
+def config_json(dense=False, qwen=False, **over):
     d = dict(DIMS, **over)
-    c = {"model_type": "mistral" if dense else "mixtral", "hidden_size": d["hidden"],
+    c = {"model_type": "mistral" if dense else "qwen2_moe" if qwen else "mixtral", "hidden_size": d["hidden"],
          "num_hidden_layers": d["layers"], "num_attention_heads": d["heads"],
          "num_key_value_heads": d["kv_heads"], "intermediate_size": d["ffn"],
          "vocab_size": d["vocab"], "max_position_embeddings": d["positions"],
          "tie_word_embeddings": False, "hidden_act": "silu", "rms_norm_eps": 1e-5}
-    if not dense:
+    if qwen:
+        c.update(num_experts=d["experts"], num_experts_per_tok=d["top_k"],
+                 moe_intermediate_size=d["ffn"], shared_expert_intermediate_size=d["shared"],
+                 norm_topk_prob=False)
+    elif not dense:
         c.update(num_local_experts=d["experts"], num_experts_per_tok=d["top_k"])
     return json.dumps(c, indent=1, sort_keys=True)
 
 
-def build(batch=2, seq=32, dense=False, **over):
+def build(batch=2, seq=32, dense=False, qwen=False, **over):
     torch.manual_seed(0)
     d = dict(DIMS, **over)
-    model = Model(d, dense).train()
+    model = Model(d, dense, qwen).train()
     ids = torch.randint(0, d["vocab"], (batch, seq))
     labels = torch.randint(0, d["vocab"], (batch, seq))
 
@@ -189,6 +204,8 @@ def build(batch=2, seq=32, dense=False, **over):
 if __name__ == "__main__":  # writes the two HF configs: python3 hf_moe_builder.py DIR
     import os
     import sys
-    for dense, name in ((False, "hf-moe-small.json"), (True, "hf-moe-small-dense.json")):
+    for dense, qwen, name in ((False, False, "hf-moe-small.json"),
+                              (True, False, "hf-moe-small-dense.json"),
+                              (False, True, "hf-moe-small-qwen.json")):
         with open(os.path.join(sys.argv[1], name), "w") as fh:
-            fh.write(config_json(dense) + "\n")
+            fh.write(config_json(dense, qwen) + "\n")
