@@ -29,8 +29,11 @@ DIMS = dict(b=2, s=12, h=32, a=4, d=8, v=50)
 GPT = dict(DIMS, family="gpt2", g=4, f=128)    # 4h GeLU MLP, fused Q/K/V, LayerNorm
 LLAMA = dict(DIMS, family="llama", g=2, f=88)  # GQA, SwiGLU, RMSNorm, rotary
 LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
+# famdec (issue 12): Gemma 2 (GeGLU, (1 + w) RMSNorm in fp32, four norms, soft-capping), with
+# head_dim 12 != h / a as Gemma's 256 is.
+GEMMA2 = dict(DIMS, family="gemma2", g=2, f=88, d=12)
 
-DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
                torch.bool: "bool", torch.int64: "int64"}
 
 CPU_AUTOCAST_LABEL = "cpu-autocast (differs from CUDA autocast; informational)"
@@ -198,6 +201,11 @@ def platform_note(rec):
                           "mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim), "
                           "keeps only sizes, so the pow output is a transient",
                 "cuda_equivalent": None}
+    if rec["dtype"] == "fp64" and rec["shape"] == []:
+        # famdec: `t / cap`, `t * cap` with a Python float (Gemma 2's soft-capping)
+        return {"reason": "a Python scalar operand, wrapped as a 0-dim double tensor that "
+                          "Div/MulBackward0 saves: a CPU scalar, host memory under CUDA",
+                "cuda_equivalent": None}
     return None
 
 
@@ -216,7 +224,17 @@ def dropout(C, name, x, p):
         return r.out(y)
 
 
-def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None):
+def softcap(C, t, cap):
+    """famdec: Gemma 2's cap * tanh(t / cap) (eager_attention_forward, Gemma2ForCausalLM)."""
+    with C.op("softcap / cap", t) as r:
+        t = r.out(t / cap)
+    with C.op("softcap tanh", t) as r:
+        t = r.out(torch.tanh(t))
+    with C.op("softcap * cap", t) as r:
+        return r.out(t * cap)
+
+
+def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None):
     """Standard attention as explicit ops. `to3` folds a layout's q, k or v into the [b*a, s, d]
     operand of the batched matmuls (a view or a copy, whichever the layout gives; inside the
     qk and av regions, so a copy counts as theirs). `megatron_mask` (True = masked): Megatron's
@@ -229,6 +247,8 @@ def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None):
         buf = torch.empty(q3.shape[0], q3.shape[1], k3.shape[1], dtype=q3.dtype)  # beta = 0: unread
         scores = r.out(torch.baddbmm(buf, q3, k3.transpose(1, 2), beta=0.0,
                                      alpha=1.0 / math.sqrt(d)))
+    if cap:
+        scores = softcap(C, scores, cap)
     if megatron_mask is not None:
         with C.op("softmax", scores) as r:
             probs = r.out(torch.softmax(scores.masked_fill_(megatron_mask, -10000.0), dim=-1))
@@ -365,11 +385,89 @@ def llama_block(C, P, x, cos, sin, mask, p):
         return r.out(x2 + m)
 
 
-def hf_loss(C, P, y, labels):
+def gemma_norm(C, name, w, x, eps=1e-6):
+    """famdec: Gemma2RMSNorm.forward (modeling_gemma2.py @ 006e8693), one region per op of the
+    simulator: out = _norm(x.float()) * (1.0 + w.float()); out.type_as(x)."""
+    with C.op("rmsnorm to fp32", x) as r:
+        hs = r.out(x.float())
+    with C.op(name, hs) as r:
+        var = r.out(hs.pow(2).mean(-1, keepdim=True))
+    with C.op("rmsnorm rsqrt", var) as r:
+        rs = r.out(torch.rsqrt(var + eps))
+    with C.op("rmsnorm scale", hs, rs) as r:
+        hn = r.out(hs * rs)
+    with C.op("rmsnorm weight term", w) as r:
+        wt = r.out(1.0 + w.float())
+    with C.op("rmsnorm weight", hn, wt) as r:
+        y = r.out(hn * wt)
+    with C.op("rmsnorm to input dtype", y) as r:
+        return r.out(y.type_as(x))
+
+
+def gemma2_block(C, P, x, cos, sin, mask, p):
+    """famdec: HF Gemma2DecoderLayer, eager attention (modeling_gemma2.py @ 006e8693):
+    pre and post norms around both sub-layers, attention soft-capping, GeGLU (tanh GeLU)."""
+    b, s, h = x.shape
+    a, g, d = P["a"], P["g"], P["d"]
+    y = gemma_norm(C, "input norm", P["ln1_w"], x)
+    with C.op("q proj", y) as r:
+        q = r.out(F.linear(y, P["q_w"]))
+    with C.op("k proj", y) as r:
+        k = r.out(F.linear(y, P["k_w"]))
+    with C.op("v proj", y) as r:
+        v = r.out(F.linear(y, P["v_w"]))
+
+    def rope(name, t, heads):
+        with C.op(name, t, cos, sin) as r:
+            tv = t.view(b, s, heads, d).transpose(1, 2)
+            c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+            return r.out(tv * c + rotate_half(tv) * sn)
+
+    qr = rope("rope q", q, a)
+    kr = rope("rope k", k, g)
+
+    def repeat_kv(name, t):
+        with C.op(name, t) as r:
+            if t.dim() == 3:
+                t = t.view(b, s, g, d).transpose(1, 2)
+            return r.out(t[:, :, None].expand(b, g, a // g, s, d).reshape(b, a, s, d))
+
+    kk, vv = kr, v.view(b, s, g, d).transpose(1, 2)
+    if g != a:
+        kk = repeat_kv("repeat k", kr)
+        vv = repeat_kv("repeat v", v)
+    to3 = lambda t: t.reshape(b * a, s, d)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, cap=50.0)
+    with C.op("attention out copy", ctx) as r:
+        c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["o_w"]))
+    o = gemma_norm(C, "post-attention norm", P["post_attn_w"], o)
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    y2 = gemma_norm(C, "pre-feedforward norm", P["ln2_w"], x2)
+    with C.op("gate proj", y2) as r:
+        gt = r.out(F.linear(y2, P["gate_w"]))
+    with C.op("gelu", gt) as r:
+        act = r.out(F.gelu(gt, approximate="tanh"))
+    with C.op("up proj", y2) as r:
+        up = r.out(F.linear(y2, P["up_w"]))
+    with C.op("geglu mul", act, up) as r:
+        prod = r.out(act * up)
+    with C.op("down proj", prod) as r:
+        m = r.out(F.linear(prod, P["down_w"]))
+    m = gemma_norm(C, "post-feedforward norm", P["post_ff_w"], m)
+    with C.op("residual 2", x2, m) as r:
+        return r.out(x2 + m)
+
+
+def hf_loss(C, P, y, labels, cap=None):
     """HF causal-LM loss: lm head, logits.float(), cross_entropy = log_softmax + nll_loss
-    (the labels already shifted by the data pipeline)."""
+    (the labels already shifted by the data pipeline). `cap`: Gemma 2's final soft-capping."""
     with C.op("lm head", y) as r:
         logits = r.out(F.linear(y, P["lm_w"]))
+    if cap:
+        logits = softcap(C, logits, cap)
     with C.op("logits to fp32", logits) as r:
         l32 = r.out(logits.float())
     with C.op("log softmax", l32) as r:
@@ -401,6 +499,11 @@ def make_params(C, dims, dtype):
         P.update(ln1_w=p(h), ln1_b=p(h), qkv_w=p(3 * h, h), qkv_b=p(3 * h),
                  proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
                  fc1_w=p(f, h), fc1_b=p(f), fc2_w=p(h, f), fc2_b=p(h),
+                 lm_w=p(v, h))  # tied: the word-embedding table
+    elif dims["family"] == "gemma2":
+        P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
+                 o_w=p(h, a * d), post_attn_w=p(h), ln2_w=p(h), post_ff_w=p(h),
+                 gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
                  lm_w=p(v, h))  # tied: the word-embedding table
     else:
         P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
@@ -436,9 +539,10 @@ def run_case(dims, regime, p, hf_layout=False):
             fr = torch.outer(torch.arange(s, dtype=torch.float32), inv)
             emb = torch.cat((fr, fr), dim=-1)[None].expand(b, s, d)
             cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-            out = llama_block(C, P, x, cos, sin, mask, p)
+            block = gemma2_block if dims["family"] == "gemma2" else llama_block
+            out = block(C, P, x, cos, sin, mask, p)
         n_block = len(C.ops)
-        loss = hf_loss(C, P, y, labels)
+        loss = hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
     (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
     return {
         "family": dims["family"],
@@ -465,6 +569,8 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-cpu-autocast", GPT, "cpu-autocast", 0.1, False),
     ("llama-cpu-autocast", LLAMA, "cpu-autocast", 0.0, False),
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
+    ("gemma2-fp32", GEMMA2, "fp32", 0.0, False),             # famdec
+    ("gemma2-bf16-mixed", GEMMA2, "bf16-mixed", 0.0, False),  # famdec
 ]
 
 

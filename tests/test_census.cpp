@@ -69,6 +69,20 @@ ModelConfig census_model(const std::string& name, const json& c) {
     m.tied_embeddings = false;
     m.qkv_bias = m.linear_bias = m.norm_bias = false;
   }
+  if (m.family == "gemma2") {  // famdec: harness/census.py gemma2_block
+    m.mlp = MlpKind::kSwiglu;
+    m.norm = NormKind::kRmsNorm;
+    m.positions = PosEmbedding::kRope;
+    m.tied_embeddings = true;
+    m.qkv_bias = m.linear_bias = m.norm_bias = false;
+    m.gated_gelu = true;
+    m.activation = Activation::kGeluTanh;
+    m.embed_scale = true;
+    m.norm_weight_fp32 = true;
+    m.sub_norms = ModelConfig::SubNorms::kPrePost;
+    m.attn_softcap = 50.0;
+    m.final_softcap = 30.0;
+  }
   return m;
 }
 
@@ -81,7 +95,7 @@ TrainSetup census_setup(const json& c) {
   s.dropout = c.at("dropout").get<double>();
   // The census's GPT is Megatron's op list (fused QKV views, baddbmm on strided views); its
   // Llama is HF's eager one.
-  s.impl = c.at("family").get<std::string>() == "llama" ? Impl::kHf : Impl::kMegatron;
+  s.impl = c.at("family").get<std::string>() == "gpt2" ? Impl::kMegatron : Impl::kHf;
   s.attention = AttentionKind::kStandard;
   return s;
 }

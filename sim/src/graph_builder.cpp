@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "sim/device.hpp"
 #include "sim/error.hpp"
@@ -424,7 +425,8 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // Megatron's GPT fuse them into one projection; Llama-family and BERT use three) by default.
   const QkvVariant qkv = dm.impl ? dm.impl->qkv : QkvVariant::kArchitecture;
   dm.fused_qkv = qkv == QkvVariant::kFused ||
-                 (qkv == QkvVariant::kArchitecture && (m.family == "gpt2" || m.family == "megatron-gpt"));
+                 (qkv == QkvVariant::kArchitecture &&
+                  (m.family == "gpt2" || m.family == "megatron-gpt" || m.fused_qkv));  // famdec
   // Eager attention's matmuls: copies of permuted operands (torch.matmul) or strided batched
   // GEMMs on views (Megatron's baddbmm; the paper profile's).
   dm.eager_copies = dm.impl && dm.impl->eager_matmul == EagerMatmul::kCopies;
@@ -943,8 +945,10 @@ namespace {
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
-  // moe: blocks differ (dense first layers) from the stage's first MoE block on: built directly
-  if (st.layers < 5 || (is_moe(model) && model.dense_layers > st.first)) {
+  // famdec: alternating local/global layers whose ops differ are built block by block; moe:
+  // blocks differ (dense first layers) up to the stage's first MoE block: built directly
+  if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup)) ||
+      (is_moe(model) && model.dense_layers > st.first)) {
     g = build_stage_direct(model, setup, device, st);
     return;
   }

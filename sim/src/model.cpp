@@ -14,6 +14,26 @@ void positive(const ModelConfig& m, int64_t v, const char* field) {
     throw ConfigError(m.source, field, "must be a positive integer, got " + std::to_string(v));
 }
 
+// --- famdec (issue 12) ---
+// LayerNorms/RMSNorms of one block: two, but one for Falcon-7B's shared input_layernorm and four
+// for Gemma 2/3's pre and post norms.
+int64_t norms_per_block(const ModelConfig& m) {
+  if (m.sub_norms == ModelConfig::SubNorms::kPrePost) return 4;
+  if (m.residual == ModelConfig::Residual::kParallelOneNorm) return 1;
+  return 2;
+}
+// Weights of the q/k norms: OLMo 2 normalizes the whole projections (a*d and g*d), Gemma 3 each
+// head (d and d, shared by the heads).
+int64_t qk_norm_parameters(const ModelConfig& m) {
+  switch (m.qk_norm) {
+    case ModelConfig::QkNorm::kFull: return (m.heads + m.kv_heads) * m.head_dim;
+    case ModelConfig::QkNorm::kPerHead: return 2 * m.head_dim;
+    case ModelConfig::QkNorm::kNone: break;
+  }
+  return 0;
+}
+// --- end famdec ---
+
 }  // namespace
 
 void validate(const ModelConfig& m) {
@@ -42,6 +62,15 @@ void validate(const ModelConfig& m) {
   }
   if (m.norm == NormKind::kRmsNorm && m.norm_bias)
     throw ConfigError(m.source, "norm_bias", "RMSNorm has no bias");
+  // famdec: partial rotary and windows
+  if (m.rotary_dim < 0 || m.rotary_dim > m.head_dim || m.rotary_dim % 2 != 0)
+    throw ConfigError(m.source, "rotary_dim",
+                      "must be even and within head_dim (" + std::to_string(m.head_dim) +
+                          "), got " + std::to_string(m.rotary_dim));
+  if (m.sliding_window < 0 || m.global_every < 0)
+    throw ConfigError(m.source, "sliding_window", "must not be negative");
+  if (m.attn_softcap < 0 || m.final_softcap < 0)
+    throw ConfigError(m.source, "softcapping", "must not be negative");
   if (is_moe(m) || is_mla(m) || m.experts != 0) detail::validate_moe(m);  // moe
   (void)parameter_count(m);  // overflow check
 }
@@ -59,7 +88,9 @@ int64_t parameter_count(const ModelConfig& m) {
   block = checked_add(block, checked_mul(ff, h, f), f);
   if (m.linear_bias) block = checked_add(block, checked_add(mlp_in * ff, h, f), f);
   const int64_t norm = m.norm_bias ? 2 * h : h;
-  block = checked_add(block, 2 * norm, f);  // two norms per block
+  // famdec: norms per block (2; Falcon-7B's shared one; Gemma 2/3's four) and q/k norms
+  block = checked_add(block, checked_add(checked_mul(norms_per_block(m), norm, f),
+                                         qk_norm_parameters(m), f), f);
 
   int64_t total = checked_mul(block, m.layers, f);
   if (is_moe(m) || is_mla(m)) total = detail::moe_blocks_parameter_count(m);  // moe
@@ -80,7 +111,7 @@ int64_t vector_parameter_count(const ModelConfig& m) {
   // parameter_count's biases and norms, term by term (it has checked the sizes for overflow)
   const int64_t h = m.hidden, d = m.head_dim, a = m.heads, g = m.kv_heads, ff = m.ffn_hidden;
   const int64_t norm = m.norm_bias ? 2 * h : h;
-  int64_t block = 2 * norm;
+  int64_t block = norms_per_block(m) * norm + qk_norm_parameters(m);
   if (m.qkv_bias) block += (a + 2 * g) * d;
   if (m.linear_bias) block += h + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * ff + h;
   int64_t total = block * m.layers + norm;

@@ -48,6 +48,42 @@ struct ModelConfig {
   double hidden_dropout = 0.0;  // after the attention projection and after the MLP
   double embd_dropout = 0.0;    // after the embeddings
 
+  // --- famdec (issue 12): decoder families (GPT-NeoX, Falcon, Gemma 1/2/3, Phi-3, OLMo 2) ---
+  // How the two sub-layers meet the residual stream.
+  enum class Residual : uint8_t {
+    kSequential,       // x + attn(norm1(x)), then + mlp(norm2(.))
+    kParallel,         // x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX use_parallel_residual;
+                       // Falcon's new_decoder_architecture with ln_attn and ln_mlp)
+    kParallelOneNorm,  // x + attn(ln(x)) + mlp(ln(x)): one shared LayerNorm (Falcon-7B)
+  };
+  // Norms around each sub-layer beyond the pre-norms.
+  enum class SubNorms : uint8_t {
+    kPre,      // pre-norm only (GPT-2, Llama, ...)
+    kPrePost,  // Gemma 2/3: input, post_attention, pre_feedforward, post_feedforward (4 per block)
+    kPost,     // OLMo 2: x + norm(attn(x)); x + norm(mlp(x)) (2 per block, no pre-norms)
+  };
+  enum class QkNorm : uint8_t {
+    kNone,
+    kPerHead,  // Gemma 3: RMSNorm(head_dim) on each head of q and k
+    kFull,     // OLMo 2: RMSNorm over the whole q (a*d) and k (g*d) projection
+  };
+  Residual residual = Residual::kSequential;
+  SubNorms sub_norms = SubNorms::kPre;
+  QkNorm qk_norm = QkNorm::kNone;
+  int64_t rotary_dim = 0;         // rotary width per head; 0: all of head_dim (NeoX rotary_pct)
+  bool embed_scale = false;       // Gemma: embeddings multiplied by sqrt(hidden)
+  bool norm_weight_fp32 = false;  // RMSNorm applies its weight in fp32, then casts to the input
+                                  // dtype (Gemma's (1 + w), OLMo 2), not Llama's cast-then-weight
+  bool gated_gelu = false;        // GeGLU: mlp kSwiglu with `activation` on the gate (Gemma)
+  bool fused_qkv = false;         // one fused Q/K/V projection (NeoX, Falcon, Phi-3)
+  bool fused_gate_up = false;     // one fused gate/up projection, chunked (Phi-3)
+  double attn_softcap = 0.0;      // Gemma 2: cap * tanh(scores / cap); 0: none
+  double final_softcap = 0.0;     // Gemma 2: the same on the logits
+  int64_t sliding_window = 0;     // local attention window; 0: none
+  int64_t global_every = 0;       // with a window: every k-th layer is global (Gemma 2: 2,
+                                  // Gemma 3: 6); 0: every layer is local
+  bool local_rope_tables = false; // Gemma 3: a second cos/sin pair (rope_local_base_freq)
+
   // --- moe (issue 13): mixture of experts and multi-head latent attention ---
   // Routed experts replace the MLP of every block from `dense_layers` on (DeepSeek's
   // first_k_dense_replace; 0 for Mixtral and Qwen-MoE). Each expert is a SwiGLU MLP of width

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "json_reader.hpp"
 #include "sim/model.hpp"
@@ -14,6 +15,13 @@ namespace sim_io::detail {
 // kNullIsAbsent mode). Throws sim::Unsupported for model types and features actsim does not
 // model, and ConfigError naming the HF key for missing or ill-typed values. Does not validate.
 sim::ModelConfig model_from_hf(const ObjectReader& config);
+
+// --- famdec (issue 12): the decoder families of hf_decoders.cpp ---
+// Whether `model_type` is one of GPT-NeoX, Falcon (falcon, RefinedWebModel, RefinedWeb),
+// Gemma 1/2/3 (gemma3_text), Phi-3 or OLMo 2.
+bool is_decoder_family(std::string_view model_type);
+// Such a config as a ModelConfig (same contract as model_from_hf).
+sim::ModelConfig decoder_from_hf(const ObjectReader& config, const std::string& model_type);
 
 // LlamaConfig-like decoders (llama, mistral, qwen2; the base of the MoE families): rotary,
 // RMSNorm, SwiGLU, optional GQA (load_hf.cpp).
