@@ -58,6 +58,14 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--vpp", f.vpp, "model chunks per pipeline stage: the interleaved schedule when > 1");
   add("--num-microbatches", f.microbatches,
       "micro-batches per step (gradient accumulation; the pipeline's N)");
+  add("--ep", f.ep,
+      "expert-parallel ranks (MoE): routed experts divided over them, all-to-all dispatch; must "
+      "divide the experts and --dp");
+  add("--moe-imbalance", f.moe_imbalance,
+      "MoE: the hottest expert receives F times the mean tokens (default 1: balanced)");
+  add("--moe-capacity", f.moe_capacity,
+      "MoE (megatron): capacity factor, tokens over it dropped and experts padded to it "
+      "(default: dropless)");
   add("--gpus-per-node", f.gpus_per_node,
       "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
@@ -128,6 +136,19 @@ Axes parse_axes(const CommonFlags& f) {
     a.set_to_none = v.front();
   }
   if (!f.target_seq.empty()) a.target_seq = one(f.target_seq, "--target-seq", 1);  // famenc
+  {  // moe
+    a.ep = one(f.ep, "--ep", 1);
+    const std::vector<double> im = parse_real_axis(f.moe_imbalance, "--moe-imbalance");
+    if (im.size() != 1)
+      throw sim::ConfigError("--moe-imbalance", f.moe_imbalance, "takes one value, not a list");
+    a.moe_imbalance = im.front();
+    if (!f.moe_capacity.empty()) {
+      const std::vector<double> c = parse_real_axis(f.moe_capacity, "--moe-capacity");
+      if (c.size() != 1)
+        throw sim::ConfigError("--moe-capacity", f.moe_capacity, "takes one value, not a list");
+      a.moe_capacity = c.front();
+    }
+  }
   if (!f.reentrant.empty()) {
     const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");
     if (v.size() != 1) throw sim::ConfigError("--reentrant", f.reentrant, "takes one value, not a list");

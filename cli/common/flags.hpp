@@ -41,6 +41,10 @@ struct CommonFlags {
   std::string gpus_per_node = "8";     // --gpus-per-node (one value)
   std::string set_to_none = "on";      // --set-to-none on|off (one value)
   std::string reentrant;               // --reentrant on|off (one value); empty: the impl's
+  // moe (one value each)
+  std::string ep = "1";                // --ep: expert-parallel ranks
+  std::string moe_imbalance = "1";     // --moe-imbalance: hottest expert's tokens / mean
+  std::string moe_capacity;            // --moe-capacity: capacity factor; empty: dropless
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
   // --- famenc (issue 12) ---
@@ -84,6 +88,10 @@ struct Axes {
   // --- famenc (issue 12) ---
   std::optional<int64_t> target_seq;  // --target-seq (one value); unset: --seq
   bool seq_default = false;           // --seq not given (seqs = {1024}; ViT takes its tokens)
+  // moe (one value each for the whole sweep)
+  int64_t ep = 1;
+  double moe_imbalance = 1.0;
+  std::optional<double> moe_capacity;
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

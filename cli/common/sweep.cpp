@@ -117,6 +117,9 @@ Point point_at(const Axes& a, int64_t index) {
   t.reentrant = a.reentrant;
   t.target_seq = a.target_seq;    // famenc
   t.seq_default = a.seq_default;  // famenc
+  t.ep = a.ep;  // moe
+  t.moe_imbalance = a.moe_imbalance;
+  t.moe_capacity = a.moe_capacity;
   return p;
 }
 

@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -201,6 +202,17 @@ int cmd_validate(const Invocation& inv) {
     }
     // famenc: target_seq (appended key column): absent or empty means --seq
     if (const std::string v = optional("target_seq"); !v.empty()) s.target_seq = integer("target_seq");
+    // moe key columns (appended): absent or empty means 1 (no expert parallelism, balanced)
+    s.ep = optional_integer("ep", 1);
+    if (const std::string v = optional("moe_imbalance"); !v.empty()) {
+      try {
+        size_t used = 0;
+        s.moe_imbalance = std::stod(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        throw sim::ConfigError(where, "moe_imbalance", "'" + v + "' is not a number");
+      }
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

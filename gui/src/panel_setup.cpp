@@ -62,6 +62,18 @@ bool setup_panel(AppState& st) {
   changed |= ImGui::Checkbox("##sp", &s.sp);
   changed |= edit_i64("data parallel", s.dp, 1, 1 << 20);
   changed |= edit_int("ZeRO stage", s.zero, 0, 3);
+  // moe: expert parallelism and routing of MoE models (--ep, --moe-imbalance, --moe-capacity;
+  // a dense model with ep > 1 is an error naming --ep, shown like any other)
+  changed |= edit_i64("expert parallel", s.ep, 1, 4096);
+  changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
+  form_label("MoE capacity");
+  bool capacity = s.moe_capacity.has_value();
+  if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {
+    if (capacity) s.moe_capacity = 1.25;
+    else s.moe_capacity.reset();
+    changed = true;
+  }
+  if (s.moe_capacity) changed |= edit_real("  factor", *s.moe_capacity, 0.01, 64.0, "%.2f");
   int optimizer = static_cast<int>(s.optimizer);
   if (edit_choice("optimizer", optimizer, kOptimizers))
     s.optimizer = static_cast<sim::Optimizer>(optimizer), changed = true;

@@ -114,6 +114,8 @@ class Builder {
   int32_t global_buffer(int64_t bytes, DType dtype);
   // Marks the last added op as part of core attention (selective recompute's region).
   void mark_core_attention_last() { drafts_.back().op.core_attention = true; }
+  // moe: marks a parameter tensor as a routed expert's (Storage::expert).
+  void mark_expert(int32_t t) { g_.storages[tensors_[t].storage].expert = true; }
   void set_labels(int32_t t) { labels_ = t; }
   int32_t labels() const { return labels_; }
   void set_rope_tables(int32_t t) { rope_tables_ = t; }
@@ -181,6 +183,12 @@ struct Dims {
   bool vocab_parallel_ce = false;  // Megatron's vocab_parallel_cross_entropy (else float CE)
   bool megatron_softmax = false;   // FusedScaleMaskSoftmax (EagerSoftmax::kMegatronFused)
   bool qk_global_buffer = false;   // baddbmm's persistent [b*np, s, s] input buffer
+
+  // moe (sim/src/blocks_moe.cpp)
+  int64_t ep = 1;              // expert-parallel ranks
+  double moe_imbalance = 1.0;  // the hottest expert's tokens over the mean
+  double moe_capacity = 0;     // capacity factor (drop and pad); 0: dropless
+  int64_t layer0 = 0;          // the model layer of this stage's block 0 (dense-first models)
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -31,6 +31,16 @@ double collective_seconds(Collective c, int64_t bytes, CommGroup g, const Device
     return lat + static_cast<double>(bytes) / bw;
   }
   if (g.ranks <= 1 || bytes <= 0) return 0;
+  if (c == Collective::kAllToAll) {
+    // moe: NCCL's all-to-all is n - 1 concurrent send/recv pairs per rank (one grouped call,
+    // Megatron's all_to_all -> torch.distributed.all_to_all_single); each rank sends (n-1)/n of
+    // its `bytes` buffer, over NVLink inside a node, and the network share of it across nodes at
+    // the per-GPU network bandwidth. One latency of a send/recv.
+    const double share = (n - 1) / n;
+    const double bw = g.nodes > 1 ? d.internode_bytes_per_s : d.nvlink_bytes_per_s;
+    const double lat = g.nodes > 1 ? 8.4e-6 + 9.6e-6 : 8.4e-6 + 3.4e-6;
+    return lat + static_cast<double>(bytes) * share / bw;
+  }
   const double nsteps = c == Collective::kAllReduce ? 2 * (n - 1) : n - 1;
   const double inter = c == Collective::kAllReduce ? 2 * (nodes - 1) : nodes - 1;
   const double lat = 8.4e-6 + (nsteps - inter) * 3.4e-6 + inter * 9.6e-6;

@@ -7,7 +7,8 @@
 
 namespace sim {
 
-enum class Collective : uint8_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kSendRecv = 4 };
+enum class Collective : uint8_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kSendRecv = 4,
+                                  kAllToAll = 5 /* moe: expert-parallel token exchange */ };
 
 // A communicator: `ranks` GPUs spread over `nodes` nodes (ranks / nodes per node).
 struct CommGroup {

@@ -311,6 +311,7 @@ class Engine {
                         "nodes of " + std::to_string(opt_.gpus_per_node));
     tp_group_ = comm_group(g_.tp, 1, opt_.gpus_per_node);
     dp_group_ = comm_group(g_.dp, g_.tp, opt_.gpus_per_node);
+    ep_group_ = comm_group(g_.ep, g_.tp, opt_.gpus_per_node);  // moe: EP ranks inside dp
     grad_at_.clear();
     block_gather_.clear();
     block_grad_.clear();
@@ -493,7 +494,11 @@ class Engine {
   // Tensor-parallel collectives (Megatron-core), on the critical path.
   int64_t tp_ns(const OpCost& c) const {
     if (c.comm_kind == 0) return 0;
-    return comm_ns(static_cast<Collective>(c.comm_kind), c.comm_bytes, tp_group_, dev_);
+    const auto kind = static_cast<Collective>(c.comm_kind);
+    // moe: the expert-parallel all-to-all, on the critical path as Megatron's dispatcher waits
+    // for it before the experts run (no overlap with the shared experts modeled)
+    if (kind == Collective::kAllToAll) return comm_ns(kind, c.comm_bytes, ep_group_, dev_);
+    return comm_ns(kind, c.comm_bytes, tp_group_, dev_);
   }
 
   void run_forward(int32_t k, int32_t id, Phase phase, bool recompute) {
@@ -681,6 +686,7 @@ class Engine {
   // Data-parallel communication: groups, per-op gradient bytes, per-block gathered bytes, the
   // stream's clock, the open bucket, and ZeRO-3's current blocks and prefetched gathers.
   CommGroup tp_group_, dp_group_;
+  CommGroup ep_group_;  // moe
   std::vector<int64_t> grad_at_, block_gather_, block_grad_;
   int64_t dp_free_ = 0, pending_grad_ = 0, buckets_ = 0;
   int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;

@@ -437,6 +437,10 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
                          (dm.impl && dm.impl->loss == LossVariant::kVocabParallel);
   dm.megatron_softmax = dm.impl && dm.impl->eager_softmax == EagerSoftmax::kMegatronFused;
   dm.qk_global_buffer = dm.impl && dm.impl->qk_global_buffer;
+  // moe
+  dm.ep = s.ep;
+  dm.moe_imbalance = s.moe_imbalance;
+  dm.moe_capacity = s.moe_capacity.value_or(0.0);
   return dm;
 }
 
@@ -534,7 +538,17 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   if (prec == Precision::kBf16Mixed) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
   const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16;
-  if (sharded) opt /= d;
+  if (sharded && s.ep > 1) {
+    // moe: a routed expert's state is sharded over its expert-data-parallel group, dp / ep ranks
+    // (Megatron's distributed optimizer per expert_data_parallel_group); the rest over dp
+    int64_t expert = 0;
+    for (int32_t sid : g.param_storages)
+      if (g.storages[sid].expert) expert += g.storages[sid].bytes / bytes_of(g.storages[sid].dtype);
+    opt = checked_mul(per_param, numel - expert, f) / d +
+          checked_mul(per_param, expert, f) / (d / s.ep);
+  } else if (sharded) {
+    opt /= d;
+  }
   if (prec == Precision::kFp16Amp) opt += 8;  // GradScaler: fp32 scale + int32 growth tracker
   g.optimizer_bytes = opt;
   add(opt, Category::kOptimizer, "optimizer state");
@@ -622,8 +636,9 @@ struct Stage {
   int64_t layers = 0;
   bool embedding = true;
   bool head = true;
+  int64_t first = 0;  // moe: the model layer of the stage's first block
 };
-Stage whole(const ModelConfig& m) { return {m.layers, true, true}; }
+Stage whole(const ModelConfig& m) { return {m.layers, true, true, 0}; }
 
 // The ops and storages of the stage's blocks built one by one, before persistent state.
 // `record_exec`: also the executor's per-op arguments (build_graph_exec).
@@ -643,7 +658,9 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.dp = setup.dp;
   g.zero = setup.zero;
   g.pp = setup.pp;
+  g.ep = setup.ep;  // moe
   Dims dm = make_dims(model, setup);
+  dm.layer0 = st.first;  // moe
   Builder bld(g);
   bld.reserve(static_cast<size_t>(st.layers) * 48 + 64);
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
@@ -785,6 +802,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.dp = g3.dp;
   out.zero = g3.zero;
   out.pp = g3.pp;
+  out.ep = g3.ep;  // moe
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());
@@ -927,7 +945,8 @@ void build_stage_graph(const ModelConfig& model, const TrainSetup& setup_in, con
   validate(model, setup);
   if (stage < 0 || stage >= setup.pp)
     throw std::logic_error("build_stage_graph: stage out of range");
-  const Stage st{model.layers / setup.pp, stage == 0, stage == setup.pp - 1};
+  const Stage st{model.layers / setup.pp, stage == 0, stage == setup.pp - 1,
+                 stage * (model.layers / setup.pp)};
   naming_overflows(model, setup, [&] {
     build_graph_cloned(model, setup, device, out, st);
     return 0;
@@ -939,13 +958,14 @@ namespace {
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
   // famdec: alternating local/global layers whose ops differ are built block by block;
-  // famenc: T5's encoder and decoder blocks are not alike
+  // famenc: T5's encoder and decoder blocks are not alike; moe: blocks differ (dense first
+  // layers) up to the stage's first MoE block: built directly
   if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup)) ||
-      model.decoder_layers > 0) {
+      model.decoder_layers > 0 || (is_moe(model) && model.dense_layers > st.first)) {
     g = build_stage_direct(model, setup, device, st);
     return;
   }
-  Graph g3 = build_ops(model, setup, device, {3, st.embedding, st.head});
+  Graph g3 = build_ops(model, setup, device, {3, st.embedding, st.head, st.first});
   g3.block_ops.assign(3, IdxRange{});
   for (int32_t i = 0; i < static_cast<int32_t>(g3.ops.size()); ++i) {
     int32_t b = g3.ops[i].block;

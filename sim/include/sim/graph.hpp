@@ -33,6 +33,8 @@ struct Storage {
   int32_t block = -1;     // attributed block: that of its first forward consumer, else producer
   int32_t producer = -1;  // op whose forward (or backward, for grads) allocates it; -1 persistent
   const char* role = "";  // what it is, for explanations ("ln1 input", "softmax out")
+  // moe: a routed expert's parameter (divided over --ep; its optimizer state over dp / ep)
+  bool expert = false;
 };
 
 enum class OpKind : uint8_t {
@@ -201,6 +203,8 @@ struct Graph {
   std::optional<bool> reentrant;  // --reentrant; unset: the implementation's checkpoint API  // the code base modeled (resolved); unset under the paper profile
   AllocatorKind allocator = AllocatorKind::kExact;  // how the engine also counts reserved bytes
   int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
+  // --- moe ---
+  int64_t ep = 1;               // expert-parallel ranks (all-to-all group, within dp)
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
   const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }

@@ -55,6 +55,15 @@ struct TrainSetup {
   // --seq not given: a model with a length of its own takes it (ViT: its token count, patches
   // and the class token); any other model takes `seq` as set (the CLI's 1024).
   bool seq_default = false;
+  // --- moe (issue 13) ---
+  int64_t ep = 1;            // expert-parallel ranks (--ep): routed experts divided, within dp
+  // --moe-imbalance F: the hottest expert receives F times the mean tokens per expert, the
+  // others share the rest evenly; the rank holding it is simulated. 1: balanced.
+  double moe_imbalance = 1.0;
+  // --moe-capacity C: Megatron's --moe-expert-capacity-factor with
+  // --moe-pad-expert-input-to-capacity (each expert takes ceil(k N / E x C) tokens per source
+  // rank, the rest dropped, the rest padded). Unset: dropless.
+  std::optional<double> moe_capacity;
 };
 
 // The regime actually simulated: --precision, else the implementation's default, else the

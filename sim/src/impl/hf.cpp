@@ -17,9 +17,13 @@ ImplSpec hf() {
   s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
   // famdec (issue 12): modeling_gpt_neox.py, modeling_falcon.py, modeling_gemma.py,
   // modeling_gemma2.py, modeling_gemma3.py (text), modeling_phi3.py, modeling_olmo2.py;
-  // famenc: modeling_t5.py, modeling_vit.py (blocks_encdec.cpp)
-  s.families = "gpt2 llama mistral qwen2 bert gpt_neox falcon gemma gemma2 gemma3 phi3 olmo2"
-               " t5 vit";
+  // famenc: modeling_t5.py, modeling_vit.py (blocks_encdec.cpp);
+  // moe (issue 13): modeling_mixtral.py, modeling_qwen2_moe.py, modeling_deepseek_v2.py
+  s.families =
+      "gpt2 llama mistral qwen2 bert gpt_neox falcon gemma gemma2 gemma3 phi3 olmo2 "
+      "t5 vit mixtral qwen2_moe deepseek_v2";
+  s.moe = MoeDispatch::kHfLoop;  // moe: docs/memory-model.md "Mixture of experts"
+  s.mla = true;  // modeling_deepseek_v2.py @ 0233e509 DeepseekV2Attention under SDPA
   // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
   // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.

@@ -13,7 +13,8 @@ ImplSpec megatron() {
   s.name = "megatron";
   s.code = "NVIDIA/Megatron-LM";
   s.version = "Megatron-Core @ d98e8a64ddf3";
-  s.families = "megatron-gpt gpt2 llama mistral qwen2";
+  s.families = "megatron-gpt gpt2 llama mistral qwen2 mixtral qwen2_moe";
+  s.moe = MoeDispatch::kAllToAll;  // moe: --moe-token-dispatcher-type alltoall, grouped GEMM
   s.precision = Precision::kBf16Mixed;  // --bf16: bf16 params, fp32 main_grad (Float16Module)
   s.attention = AttentionKind::kFlash;  // TE DotProductAttention, attention_backend=auto
   s.dropout = DropoutDefault::kConfig;

@@ -4,6 +4,7 @@
 
 #include "rows.hpp"
 #include "sim/error.hpp"
+#include "../model_moe.hpp"
 
 namespace sim {
 namespace {
@@ -71,6 +72,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     if (s.reentrant && !*s.reentrant)
       throw ConfigError("--reentrant", "reentrant",
                         "the paper profile recomputes as Megatron does, reentrant");
+    detail::check_moe_setup(model, s, nullptr);  // moe
     return s;
   }
   if (!s.impl) s.impl = default_impl(model, s);
@@ -88,6 +90,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     throw Unsupported("--pp", "pp",
                       "pipeline parallelism under --impl " + std::string(sp.name) +
                           " (only megatron has it)");
+  detail::check_moe_setup(model, s, &sp);  // moe: sim/src/setup_moe.cpp
   if (!s.precision) s.precision = sp.precision;
   // famenc: a family whose modeling code has no SDPA path (T5Attention) runs eager attention
   if (!model.sdpa) {
