@@ -118,6 +118,10 @@ def parse_args(argv):
                    help="actsim device the row names (default h100-sxm, actsim's default; the "
                    "memory compared does not depend on it: validate subtracts the workspace)")
     p.add_argument("--precision", default="fp32", help="fp32 only (see above)")
+    p.add_argument("--lora-rank", type=int, default=0,
+                   help="written to the row: the LoRA rank the builder applied (0: none)")
+    p.add_argument("--lora-targets", default="",
+                   help="written to the row: the LoRA targets as actsim names them")
     p.add_argument("--trace", metavar="FILE",
                    help="also write every allocation and free of each measured step (phase, "
                    "innermost ops, signed bytes, live bytes) to FILE")
@@ -438,7 +442,8 @@ def measure(args):
                  optimizer_bytes=opt_state, workspace_bytes=0, peak_requested_bytes=peak,
                  peak_reserved_bytes=peak, prefetch=1, pp=1, vpp=1, num_microbatches=1,
                  pp_stage=0, pp_in_flight=1, impl=args.impl, set_to_none=args.set_to_none,
-                 reentrant="on" if args.reentrant else "off")
+                 reentrant="on" if args.reentrant else "off", lora_rank=args.lora_rank,
+                 lora_targets=args.lora_targets, qlora="off")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

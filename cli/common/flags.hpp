@@ -41,6 +41,11 @@ struct CommonFlags {
   std::string gpus_per_node = "8";     // --gpus-per-node (one value)
   std::string set_to_none = "on";      // --set-to-none on|off (one value)
   std::string reentrant;               // --reentrant on|off (one value); empty: the impl's
+  // --- feat (issue 13) ---
+  std::string lora_rank = "0";         // --lora-rank (one value); 0: full fine-tuning
+  std::string lora_targets;            // --lora-targets (one value); empty: PEFT's default
+  std::string qlora = "off";           // --qlora on|off; given alone it is "" (on)
+  // --- end feat ---
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
 };
@@ -79,6 +84,11 @@ struct Axes {
   int64_t gpus_per_node = 8;  // topology: GPUs per node on NVLink (one value)
   bool set_to_none = true;  // --set-to-none (one value for the whole sweep)
   std::optional<bool> reentrant;  // --reentrant (one value); unset: the implementation's
+  // --- feat (issue 13): one value each for the whole sweep ---
+  int64_t lora_rank = 0;
+  uint32_t lora_targets = 0;  // sim::LoraTarget bits; 0: PEFT's default
+  bool qlora = false;
+  // --- end feat ---
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

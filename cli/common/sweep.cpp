@@ -115,6 +115,9 @@ Point point_at(const Axes& a, int64_t index) {
   t.microbatches = a.microbatches;
   t.set_to_none = a.set_to_none;
   t.reentrant = a.reentrant;
+  t.lora_rank = a.lora_rank;  // feat
+  t.lora_targets = a.lora_targets;
+  t.qlora = a.qlora;
   return p;
 }
 

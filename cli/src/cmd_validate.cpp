@@ -199,6 +199,14 @@ int cmd_validate(const Invocation& inv) {
       if (std::string_view(knob) == "set_to_none") s.set_to_none = v == "on";
       else s.reentrant = v == "on";
     }
+    // feat (issue 13): LoRA key columns (appended): absent or empty means full fine-tuning.
+    s.lora_rank = optional_integer("lora_rank", 0);
+    if (const std::string v = optional("lora_targets"); !v.empty())
+      s.lora_targets = parsed("lora_targets", sim::parse_lora_targets(v));
+    if (const std::string v = optional("qlora"); !v.empty()) {
+      if (v != "on" && v != "off") throw sim::ConfigError(where, "qlora", "'" + v + "' is not on or off");
+      s.qlora = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -127,6 +127,8 @@ class Builder {
   bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
   bool ignore_transients = false; // paper profile
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
+  // feat (LoRA): param() makes frozen weights (persistent, no gradient, no optimizer state).
+  bool freeze_params = false;
 
   // Capacity for about `ops` ops (and their tensors and storages).
   void reserve(size_t ops) {
@@ -180,6 +182,12 @@ struct Dims {
   bool vocab_parallel_ce = false;  // Megatron's vocab_parallel_cross_entropy (else float CE)
   bool megatron_softmax = false;   // FusedScaleMaskSoftmax (EagerSoftmax::kMegatronFused)
   bool qk_global_buffer = false;   // baddbmm's persistent [b*np, s, s] input buffer
+
+  // --- feat (issue 13): LoRA / QLoRA (sim/src/lora.cpp) ---
+  int64_t lora_rank = 0;      // > 0: every base parameter frozen, adapters on the targets
+  uint32_t lora_targets = 0;  // LoraTarget bits (resolved)
+  bool qlora = false;         // frozen linears in 4-bit NF4 (bitsandbytes Linear4bit)
+  // --- end feat ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -69,6 +69,10 @@ int32_t Builder::view(int32_t base, int64_t bytes, DType dtype, int32_t col, int
 }
 
 int32_t Builder::param(int64_t numel, DType dtype, const char* role) {
+  // feat (LoRA): a frozen base weight is persistent but no parameter of the optimizer: the
+  // backward computes no gradient for it (requires_grad=False) and holds no state.
+  if (freeze_params)
+    return buffer(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role);
   int32_t t = fresh(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role,
                     Category::kWeights);
   int32_t s = tensors_[t].storage;
@@ -434,6 +438,10 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
                          (dm.impl && dm.impl->loss == LossVariant::kVocabParallel);
   dm.megatron_softmax = dm.impl && dm.impl->eager_softmax == EagerSoftmax::kMegatronFused;
   dm.qk_global_buffer = dm.impl && dm.impl->qk_global_buffer;
+  // feat (issue 13): LoRA / QLoRA
+  dm.lora_rank = s.lora_rank;
+  dm.lora_targets = s.lora_targets;
+  dm.qlora = s.qlora;
   return dm;
 }
 
@@ -547,7 +555,8 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     const bool eager = s.attention && *s.attention == AttentionKind::kStandard;
     if ((eager ? im.foreach_eps_eager : im.foreach_eps) == ForeachEps::kOutOfPlace)
       per_foreach = 8;
-    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0) {
+    // feat: under LoRA the trainable parameters are the adapters' matrices, one group.
+    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0 && g.lora_rank == 0) {
       const int64_t vec = vector_parameter_count(model);
       const int64_t all = parameter_count(model);
       // the larger group, as a share of this rank's shard
@@ -647,6 +656,8 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
+  bld.freeze_params = dm.lora_rank > 0;  // feat: LoRA freezes every base parameter
+  g.lora_rank = setup.lora_rank;
   int32_t table = -1;
   int32_t x = st.embedding ? detail::build_embedding(bld, dm, &table, st.head)
                            : detail::build_stage_input(bld, dm, st.head);
@@ -772,6 +783,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.dp = g3.dp;
   out.zero = g3.zero;
   out.pp = g3.pp;
+  out.lora_rank = g3.lora_rank;  // feat
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());

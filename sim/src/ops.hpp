@@ -24,6 +24,12 @@ inline DType promote(DType a, DType b) {
   return (a == DType::kF32 || b == DType::kF32) ? DType::kF32 : a;
 }
 
+// --- feat (issue 13): a linear under LoRA / QLoRA (sim/src/lora.cpp): the frozen base layer
+// and, on a targeted site, PEFT's adapter. Called by Ops::linear when dm.lora_rank > 0.
+int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
+                    bool bias, const char* name, const char* out_role, int32_t shared_param);
+// --- end feat ---
+
 class Ops {
  public:
   Ops(Builder& bld, const Dims& dm) : b_(bld), dm_(dm) {}
@@ -94,6 +100,8 @@ class Ops {
   // all-reduced, or reduce-scattered under SP.
   int32_t linear(int32_t x, int64_t in_f, int64_t out_f, bool bias, Tp tp, const char* name,
                  const char* out_role, int32_t shared_param = -1) {
+    // feat: LoRA / QLoRA replace every linear of the model (single-rank HF: no TP here)
+    if (dm_.lora_rank > 0) return lora_linear(b_, dm_, x, in_f, out_f, bias, name, out_role, shared_param);
     const bool col = tp == Tp::kColumn, row = tp == Tp::kRow;
     int32_t bias_cast = -1;
     int32_t w = weight(mul(in_f, out_f), bias && shared_param < 0 ? out_f : 0, name, shared_param,
@@ -317,8 +325,10 @@ class Ops {
                           "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kRowScale, n, dm_.h);
       int32_t hc = cast(hn, tx.dtype, "rmsnorm to input dtype", "rmsnorm normalized");
       const DType out_dt = promote(dm_.param_dt, b_.tensor(hc).dtype);
+      // MulBackward0 saves self (w) for other's gradient and other (hc) for self's only when w
+      // requires grad: a frozen weight (LoRA, feat) keeps hc unsaved.
       return mul_op(w, hc, bytes(mul(n, dm_.h), out_dt), out_dt, "rmsnorm weight", "norm out",
-                    true, true, Exec::kColScale, n, dm_.h);
+                    true, b_.tensor(w).param, Exec::kColScale, n, dm_.h);
     }
   }
 

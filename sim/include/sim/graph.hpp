@@ -201,6 +201,9 @@ struct Graph {
   std::optional<bool> reentrant;  // --reentrant; unset: the implementation's checkpoint API  // the code base modeled (resolved); unset under the paper profile
   AllocatorKind allocator = AllocatorKind::kExact;  // how the engine also counts reserved bytes
   int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
+  // --- feat (issue 13) ---
+  int64_t lora_rank = 0;        // LoRA adapters' rank (0: full fine-tuning); base frozen
+  // --- end feat ---
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
   const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }

@@ -153,6 +153,9 @@ struct ImplSpec {
   ForeachEps foreach_eps = ForeachEps::kInPlace;          // the release modeled
   ForeachEps foreach_eps_eager = ForeachEps::kInPlace;    // under --attention standard
   // --- end implhf ---
+  // --- feat (issue 13): the fine-tuning and parallelism features this code base has ---
+  bool lora = false;  // HF PEFT LoRA / QLoRA adapters (peft tuners/lora)
+  // --- end feat ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 };

@@ -47,7 +47,30 @@ struct TrainSetup {
   // HF's gradient_checkpointing_kwargs). Unset: the implementation's (ImplSpec::checkpoint).
   std::optional<bool> reentrant;
   int64_t microbatches = 1;  // micro-batches per step N (--num-microbatches; gradient accumulation)
+
+  // --- feat (issue 13): LoRA and QLoRA (sim/src/lora.cpp) ---
+  // --lora-rank R: HF PEFT LoRA adapters of rank R on the targeted linears, every base parameter
+  // frozen (no gradient, no optimizer state); 0: full fine-tuning.
+  int64_t lora_rank = 0;
+  // --lora-targets: a mask of LoraTarget bits; 0: PEFT's default for the family (resolve_setup
+  // fills it in).
+  uint32_t lora_targets = 0;
+  // --qlora: the frozen linears in bitsandbytes 4-bit NF4 with double quantization (QLoRA).
+  bool qlora = false;
+  // --- end feat ---
 };
+
+// --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
+// q = q_proj/query, k, v, o = o_proj/attention output dense/GPT-2 attn.c_proj, gate, up = up_proj/
+// fc1/c_fc/intermediate.dense, down = down_proj/fc2/mlp.c_proj/output.dense).
+enum LoraTarget : uint32_t {
+  kLoraQ = 1, kLoraK = 2, kLoraV = 4, kLoraO = 8, kLoraGate = 16, kLoraUp = 32, kLoraDown = 64,
+  kLoraAllLinear = 127,
+};
+// "q,v", "all-linear" (every bit); nullopt for an unknown name or an empty list.
+std::optional<uint32_t> parse_lora_targets(std::string_view s);
+std::string lora_targets_name(uint32_t mask);  // "q,v"; "all-linear" for every bit; "" for 0
+// --- end feat ---
 
 // The regime actually simulated: --precision, else the implementation's default, else the
 // profile's (a setup not yet through resolve_setup: pytorch bf16-amp, paper bf16-mixed).

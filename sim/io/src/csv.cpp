@@ -47,7 +47,10 @@ std::vector<std::string> make_columns() {
         "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns", "comm_wait_ns",
         // Release knobs (key columns, appended): zero_grad's set_to_none (on/off) and the
         // checkpoint API's reentrancy (on/off; empty: the implementation's).
-        "set_to_none", "reentrant"})
+        "set_to_none", "reentrant",
+        // feat (issue 13), key columns appended: LoRA rank (0: full fine-tuning), its targets as
+        // --lora-targets names them (resolved: PEFT's default filled in), QLoRA on/off.
+        "lora_rank", "lora_targets", "qlora"})
     c.emplace_back(name);
   return c;
 }
@@ -209,6 +212,9 @@ std::string csv_row(const Row& row) {
   }
   w.text(s.set_to_none ? "on" : "off");
   w.text(s.reentrant ? (*s.reentrant ? "on" : "off") : "");
+  w.integer(s.lora_rank);  // feat
+  w.text(sim::lora_targets_name(s.lora_targets));
+  w.text(s.qlora ? "on" : "off");
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -37,6 +37,9 @@ std::string result_json(const Row& row) {
   j["num_microbatches"] = s.microbatches;
   j["set_to_none"] = s.set_to_none;
   j["reentrant"] = s.reentrant ? Json(*s.reentrant) : Json(nullptr);
+  j["lora_rank"] = s.lora_rank;  // feat
+  j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
+  j["qlora"] = s.qlora;
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;

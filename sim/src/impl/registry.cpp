@@ -65,6 +65,9 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                         "the paper profile is Korthikanti et al.'s closed form; --impl applies to "
                         "the pytorch profile");
     if (!s.attention) s.attention = AttentionKind::kStandard;
+    if (s.lora_rank > 0 || s.qlora)  // feat
+      throw ConfigError("--lora-rank", "lora_rank",
+                        "the paper profile is full training; LoRA applies to the pytorch profile");
     if (s.reentrant && !*s.reentrant)
       throw ConfigError("--reentrant", "reentrant",
                         "the paper profile recomputes as Megatron does, reentrant");
@@ -88,6 +91,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   if (!s.precision) s.precision = sp.precision;
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
+  impl_rows::resolve_lora(model, sp, s);  // feat: LoRA / QLoRA
   return s;
 }
 
