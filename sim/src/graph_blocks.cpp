@@ -82,6 +82,8 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
     d.op.fwd.comm_kind = dm.sp ? kReduceScatter : kAllReduce;
   }
   bld.add_op(std::move(d));
+  // feat (LoRA, sim/src/lora.cpp): PEFT's input-embeddings hook keeps the word lookup to step end
+  if (dm.lora_rank > 0) lora_input_embeddings(bld, dm, x, pos_table >= 0);
   if (m.post_norm) x = o.norm(x, "embedding norm");  // BERT: LayerNorm on the embeddings
   return o.dropout(x, dm.p_embd, "embedding dropout");
 }

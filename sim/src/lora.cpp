@@ -183,6 +183,27 @@ int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f
 
 }  // namespace
 
+void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed) {
+  if (!summed) {
+    bld.hold_until_step_end(x);
+    return;
+  }
+  // The lookup's output, summed with the position (and token-type) embeddings into x by the
+  // embedding op, where it is counted as a transient; here it is the tensor the graph keeps.
+  // (Its gradient, accumulated into its .grad at the end of backward and kept to the step's end
+  // too, is not modeled.)
+  Ops o(bld, dm);
+  OpDraft d = o.draft(OpKind::kCopy, "input embeddings (kept: requires grad)");
+  d.op.math16 = false;
+  const Tensor t = bld.tensor(x);
+  const int32_t e = bld.fresh(bytes(mul(dm.n_full(), dm.h), t.dtype), t.dtype,
+                              "input embeddings (requires grad)");
+  d.outputs.push_back(e);
+  bld.add_op(std::move(d));
+  bld.model_level(e);
+  bld.hold_until_step_end(e);
+}
+
 int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
                     bool bias, const char* name, const char* out_role, int32_t shared_param) {
   Ops o(bld, dm);

@@ -28,6 +28,11 @@ inline DType promote(DType a, DType b) {
 // and, on a targeted site, PEFT's adapter. Called by Ops::linear when dm.lora_rank > 0.
 int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
                     bool bias, const char* name, const char* out_role, int32_t shared_param);
+// PEFT's enable_input_require_grads hook (a forward hook on the input embeddings:
+// output.requires_grad_(True)) makes the word lookup's output a leaf that requires grad, which the
+// autograd graph keeps (AccumulateGrad) until the graph is freed at the step's end: `x` itself when
+// it is the lookup (`summed` false), else a separate lookup output summed into x.
+void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed);
 // --- end feat ---
 
 class Ops {
