@@ -55,6 +55,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
                  "QLoRA: frozen linears in 4-bit NF4 (bitsandbytes); on or off; alone means on")
       ->expected(0, 1)
       ->group("Model and setup");
+  add("--cp", f.cp,
+      "context-parallel ranks (ring attention: megatron, torchtitan); the sequence must divide "
+      "into 2 x cp chunks when causal");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -136,7 +139,8 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1) throw sim::ConfigError("--reentrant", f.reentrant, "takes one value, not a list");
     a.reentrant = v.front();
   }
-  // feat (issue 13): LoRA / QLoRA
+  // feat (issue 13): context parallelism, LoRA / QLoRA
+  a.cp = one(f.cp, "--cp", 1);
   a.lora_rank = one(f.lora_rank, "--lora-rank", 0);
   if (!f.lora_targets.empty()) {
     const std::optional<uint32_t> t = sim::parse_lora_targets(f.lora_targets);

@@ -45,6 +45,7 @@ struct CommonFlags {
   std::string lora_rank = "0";         // --lora-rank (one value); 0: full fine-tuning
   std::string lora_targets;            // --lora-targets (one value); empty: PEFT's default
   std::string qlora = "off";           // --qlora on|off; given alone it is "" (on)
+  std::string cp = "1";                // --cp (one value): context-parallel ranks
   // --- end feat ---
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
@@ -88,6 +89,7 @@ struct Axes {
   int64_t lora_rank = 0;
   uint32_t lora_targets = 0;  // sim::LoraTarget bits; 0: PEFT's default
   bool qlora = false;
+  int64_t cp = 1;
   // --- end feat ---
 };
 

@@ -118,6 +118,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.lora_rank = a.lora_rank;  // feat
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
+  t.cp = a.cp;
   return p;
 }
 

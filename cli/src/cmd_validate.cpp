@@ -201,6 +201,7 @@ int cmd_validate(const Invocation& inv) {
     }
     // feat (issue 13): LoRA key columns (appended): absent or empty means full fine-tuning.
     s.lora_rank = optional_integer("lora_rank", 0);
+    s.cp = optional_integer("cp", 1);
     if (const std::string v = optional("lora_targets"); !v.empty())
       s.lora_targets = parsed("lora_targets", sim::parse_lora_targets(v));
     if (const std::string v = optional("qlora"); !v.empty()) {

@@ -187,6 +187,7 @@ struct Dims {
   int64_t lora_rank = 0;      // > 0: every base parameter frozen, adapters on the targets
   uint32_t lora_targets = 0;  // LoraTarget bits (resolved)
   bool qlora = false;         // frozen linears in 4-bit NF4 (bitsandbytes Linear4bit)
+  int64_t cp = 1;             // context parallel: s is this rank's s / cp (sim/src/cp.cpp)
   // --- end feat ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions

@@ -185,6 +185,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
                  bytes(mul(mul(dm.b, dm.a), s128), DType::kF32);
     if (dm.g != dm.a) tr += mul(2, bytes(mul(mul(dm.b, dm.s), nq), hdt));
     d.op.bwd_transient_bytes = tr;
+    // feat: context parallelism's ring (sim/src/cp.cpp)
+    cp_ring_attention(d, dm, bld.tensor(q).bytes, bld.tensor(k).bytes + bld.tensor(v).bytes,
+                      bld.tensor(out).bytes, bld.tensor(lse).bytes);
     bld.add_op(std::move(d));
     ctx = out;  // [b, s, a, d] already: transpose(1, 2).contiguous() copies nothing
   } else {

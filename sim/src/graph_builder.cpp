@@ -390,10 +390,13 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.impl = s.impl ? &spec(*s.impl) : nullptr;
   dm.amp = dm.precision == Precision::kBf16Amp || dm.precision == Precision::kFp16Amp;
   dm.b = s.micro_batch;
-  dm.s = s.seq;
+  // feat: context parallelism gives each rank s / cp tokens of every sequence (2 cp chunks,
+  // load-balanced, when causal): every token-wise shape is the local one.
+  dm.cp = s.cp;
+  dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
-  dm.s_local = dm.sp ? s.seq / s.tp : s.seq;
+  dm.s_local = dm.sp ? dm.s / s.tp : dm.s;
   dm.h = m.hidden;
   dm.a = m.heads / s.tp;
   dm.g = m.kv_heads % s.tp == 0 ? m.kv_heads / s.tp : 1;  // fewer KV heads than ranks: replicated
@@ -460,7 +463,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   }
   for (int64_t w : block_weights) max_block_weights = std::max(max_block_weights, w);
   g.params_per_rank = numel;
-  const int64_t d = s.dp;
+  // feat: context-parallel ranks hold the same weights; Megatron's distributed optimizer and
+  // torchtitan's FSDP shard over the data-parallel group with cp (dp x cp ranks).
+  const int64_t d = s.dp * s.cp;
   const Precision prec = g.precision;
   auto add = [&](int64_t bytes, Category cat, const char* role) {
     if (bytes <= 0) return;
@@ -643,7 +648,10 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.prefetch = setup.prefetch;
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
   g.tp = setup.tp;
-  g.dp = setup.dp;
+  // feat: context-parallel ranks hold the same weights and reduce gradients with the data-
+  // parallel ones (Megatron's dp-cp group, torchtitan's dp_shard_cp mesh): the graph's
+  // data-parallel group is dp x cp.
+  g.dp = checked_mul(setup.dp, setup.cp, "dp x cp");
   g.zero = setup.zero;
   g.pp = setup.pp;
   Dims dm = make_dims(model, setup);
@@ -658,6 +666,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   bld.record_exec = record_exec;
   bld.freeze_params = dm.lora_rank > 0;  // feat: LoRA freezes every base parameter
   g.lora_rank = setup.lora_rank;
+  g.cp = setup.cp;
   int32_t table = -1;
   int32_t x = st.embedding ? detail::build_embedding(bld, dm, &table, st.head)
                            : detail::build_stage_input(bld, dm, st.head);
@@ -784,6 +793,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.zero = g3.zero;
   out.pp = g3.pp;
   out.lora_rank = g3.lora_rank;  // feat
+  out.cp = g3.cp;
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());

@@ -18,6 +18,8 @@ inline int64_t numel_of(const Tensor& t) { return t.bytes / bytes_of(t.dtype); }
 
 // Collectives of Megatron-core tensor parallelism (OpCost::comm_kind).
 inline constexpr uint8_t kAllReduce = 1, kAllGather = 2, kReduceScatter = 3;
+// feat: the context-parallel ring's point-to-point steps (Collective::kSendRecv)
+inline constexpr uint8_t kSendRecv = 4;
 
 // Type promotion of a binary pointwise op (fp32 wins, as torch's result_type does here).
 inline DType promote(DType a, DType b) {
@@ -33,6 +35,9 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
 // autograd graph keeps (AccumulateGrad) until the graph is freed at the step's end: `x` itself when
 // it is the lookup (`summed` false), else a separate lookup output summed into x.
 void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed);
+// Context parallelism (sim/src/cp.cpp): the ring's FLOPs, buffers and send/recv on the flash op.
+void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_bytes,
+                       int64_t out_bytes, int64_t lse_bytes);
 // --- end feat ---
 
 class Ops {

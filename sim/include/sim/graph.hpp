@@ -203,6 +203,7 @@ struct Graph {
   int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
   // --- feat (issue 13) ---
   int64_t lora_rank = 0;        // LoRA adapters' rank (0: full fine-tuning); base frozen
+  int64_t cp = 1;               // context-parallel ranks (the ring's size)
   // --- end feat ---
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }

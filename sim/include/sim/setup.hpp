@@ -57,6 +57,9 @@ struct TrainSetup {
   uint32_t lora_targets = 0;
   // --qlora: the frozen linears in bitsandbytes 4-bit NF4 with double quantization (QLoRA).
   bool qlora = false;
+  // --cp N: context parallelism (ring attention: Megatron-core/Transformer Engine's
+  // AttnFuncWithCPAndKVP2P, torchtitan's context_parallel): the sequence split over N ranks.
+  int64_t cp = 1;
   // --- end feat ---
 };
 

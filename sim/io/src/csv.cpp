@@ -50,7 +50,9 @@ std::vector<std::string> make_columns() {
         "set_to_none", "reentrant",
         // feat (issue 13), key columns appended: LoRA rank (0: full fine-tuning), its targets as
         // --lora-targets names them (resolved: PEFT's default filled in), QLoRA on/off.
-        "lora_rank", "lora_targets", "qlora"})
+        "lora_rank", "lora_targets", "qlora",
+        // feat (issue 13): context-parallel ranks (a key column, appended)
+        "cp"})
     c.emplace_back(name);
   return c;
 }
@@ -215,6 +217,7 @@ std::string csv_row(const Row& row) {
   w.integer(s.lora_rank);  // feat
   w.text(sim::lora_targets_name(s.lora_targets));
   w.text(s.qlora ? "on" : "off");
+  w.integer(s.cp);
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

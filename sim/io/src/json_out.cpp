@@ -40,6 +40,7 @@ std::string result_json(const Row& row) {
   j["lora_rank"] = s.lora_rank;  // feat
   j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
   j["qlora"] = s.qlora;
+  j["cp"] = s.cp;
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;

@@ -51,7 +51,8 @@ bool supports_family(const ImplSpec& s, std::string_view family) {
 }
 
 Impl default_impl(const ModelConfig& model, const TrainSetup& setup) {
-  if (model.family == "megatron-gpt" || setup.tp > 1 || setup.pp > 1 || setup.vpp > 1)
+  if (model.family == "megatron-gpt" || setup.tp > 1 || setup.pp > 1 || setup.vpp > 1 ||
+      setup.cp > 1)  // feat: --cp
     return Impl::kMegatron;
   return Impl::kHf;
 }
@@ -65,6 +66,10 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                         "the paper profile is Korthikanti et al.'s closed form; --impl applies to "
                         "the pytorch profile");
     if (!s.attention) s.attention = AttentionKind::kStandard;
+    if (s.cp > 1)  // feat
+      throw ConfigError("--cp", "cp",
+                        "the paper profile has no context parallelism; --cp applies to the "
+                        "pytorch profile");
     if (s.lora_rank > 0 || s.qlora)  // feat
       throw ConfigError("--lora-rank", "lora_rank",
                         "the paper profile is full training; LoRA applies to the pytorch profile");
@@ -92,6 +97,10 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
   impl_rows::resolve_lora(model, sp, s);  // feat: LoRA / QLoRA
+  if (s.cp > 1 && !sp.context_parallel)  // feat: --cp
+    throw Unsupported("--cp", "cp",
+                      "context parallelism under --impl " + std::string(sp.name) +
+                          " (megatron and torchtitan have it)");
   return s;
 }
 
