@@ -52,8 +52,9 @@ int64_t storage_bytes(const Graph& g, const std::string& role) {
 TEST_CASE("lora targets parse and print as --lora-targets names them") {
   CHECK(parse_lora_targets("q,v") == (kLoraQ | kLoraV));
   CHECK(parse_lora_targets("all-linear") == kLoraAllLinear);
-  CHECK(lora_targets_name(kLoraQ | kLoraV) == "q,v");
-  CHECK(lora_targets_name(*parse_lora_targets("down,up,gate")) == "gate,up,down");
+  CHECK(parse_lora_targets("q+v") == (kLoraQ | kLoraV));
+  CHECK(lora_targets_name(kLoraQ | kLoraV) == "q+v");
+  CHECK(lora_targets_name(*parse_lora_targets("down,up,gate")) == "gate+up+down");
   CHECK(lora_targets_name(kLoraAllLinear) == "all-linear");
   CHECK_FALSE(parse_lora_targets("q,x"));
   CHECK_FALSE(parse_lora_targets(""));

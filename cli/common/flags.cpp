@@ -50,7 +50,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--lora-rank", f.lora_rank,
       "LoRA adapters of this rank (HF PEFT; base frozen); 0: full fine-tuning");
   add("--lora-targets", f.lora_targets,
-      "LoRA target modules: q,k,v,o,gate,up,down or all-linear (default: PEFT's for the family)");
+      "LoRA target modules: q,k,v,o,gate,up,down (joined by , or +) or all-linear (default: PEFT's "
+      "for the family)");
   app.add_option("--qlora", f.qlora,
                  "QLoRA: frozen linears in 4-bit NF4 (bitsandbytes); on or off; alone means on")
       ->expected(0, 1)

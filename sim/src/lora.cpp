@@ -37,7 +37,7 @@ std::optional<uint32_t> parse_lora_targets(std::string_view s) {
   if (s == "all-linear") return kLoraAllLinear;
   uint32_t mask = 0;
   while (true) {
-    const auto comma = s.find(',');
+    const auto comma = s.find_first_of(",+");
     const std::string_view item = s.substr(0, comma);
     uint32_t bit = 0;
     if (item == "q") bit = kLoraQ;
@@ -60,7 +60,7 @@ std::string lora_targets_name(uint32_t mask) {
   std::string out;
   const char* names[] = {"q", "k", "v", "o", "gate", "up", "down"};
   for (int i = 0; i < 7; ++i)
-    if (mask & (1u << i)) out += (out.empty() ? "" : ",") + std::string(names[i]);
+    if (mask & (1u << i)) out += (out.empty() ? "" : "+") + std::string(names[i]);
   return out;
 }
 

@@ -70,9 +70,10 @@ enum LoraTarget : uint32_t {
   kLoraQ = 1, kLoraK = 2, kLoraV = 4, kLoraO = 8, kLoraGate = 16, kLoraUp = 32, kLoraDown = 64,
   kLoraAllLinear = 127,
 };
-// "q,v", "all-linear" (every bit); nullopt for an unknown name or an empty list.
+// "q,v" or "q+v", "all-linear" (every bit); nullopt for an unknown name or an empty list.
 std::optional<uint32_t> parse_lora_targets(std::string_view s);
-std::string lora_targets_name(uint32_t mask);  // "q,v"; "all-linear" for every bit; "" for 0
+// "q+v" ('+': a CSV field without quotes); "all-linear" for every bit; "" for 0
+std::string lora_targets_name(uint32_t mask);
 // --- end feat ---
 
 // The regime actually simulated: --precision, else the implementation's default, else the
