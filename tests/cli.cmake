@@ -459,8 +459,8 @@ status=0
 "$actsim" run --model gpt2-small --lora-rank 8 --lora-targets gate > out.txt 2> err.txt || status=$?
 test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && grep -q 'gate names no module' err.txt
 for bad in "--lora-targets q,x --lora-rank 8" \
-           "--qlora" "--lora-rank 8 --impl megatron" "--lora-rank -1" "--cp 3 --impl megatron --seq 1024" \
-           "--cp 2 --seq 1024" "--cp 2 --impl megatron --attention standard" "--qlora maybe"
+           "--qlora" "--lora-rank 8 --impl megatron" "--lora-rank -1" "--cp 3 --impl megatron" \
+           "--cp 2 --impl hf" "--cp 2 --impl megatron --attention standard" "--qlora maybe"
 do
   status=0
   "$actsim" run --model llama-2-7b --seq 1024 $bad > out.txt 2> err.txt || status=$?
