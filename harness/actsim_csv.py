@@ -25,7 +25,7 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
               "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant",
               # feat (issue 13): LoRA key columns
-              "lora_rank", "lora_targets", "qlora", "cp"])
+              "lora_rank", "lora_targets", "qlora", "cp", "fp8"])
 
 
 def csv_field(v):

@@ -443,7 +443,7 @@ def measure(args):
                  peak_reserved_bytes=peak, prefetch=1, pp=1, vpp=1, num_microbatches=1,
                  pp_stage=0, pp_in_flight=1, impl=args.impl, set_to_none=args.set_to_none,
                  reentrant="on" if args.reentrant else "off", lora_rank=args.lora_rank,
-                 lora_targets=args.lora_targets, qlora="off", cp=1)
+                 lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

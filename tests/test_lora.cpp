@@ -252,3 +252,45 @@ TEST_CASE("context parallelism: local shapes, the ring's work and the dp x cp gr
   bad.impl = Impl::kHf;
   CHECK_THROWS_AS(fixtures::run(m, bad, "none"), Unsupported);
 }
+
+TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights; torchao saves as bf16") {
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kMegatron;
+  t.seq = 512;
+  const Result bf16 = fixtures::run(m, t, "none");
+  t.fp8 = Fp8Recipe::kTeDelayed;
+  const Result te = fixtures::run(m, t, "none");
+  // Megatron's llama block (one fused qkv [256 -> 256 + 2x64], proj, gate, up, down): the fp8
+  // workspace is 2 B per block linear weight element; the lm head stays 16-bit
+  const int64_t block_linears = 256 * (256 + 2 * 64) + 256 * 256 + 3 * 256 * 688;
+  CHECK(te.weights_bytes == bf16.weights_bytes + 4 * 2 * block_linears);
+  // every block linear keeps 1 B per input element instead of 2: the activations shrink
+  CHECK(te.activation_bytes_per_layer < bf16.activation_bytes_per_layer);
+  CHECK(te.fwd_flops == bf16.fwd_flops);
+  CHECK(te.step_time_ns < bf16.step_time_ns);
+  // torchao keeps the high-precision saves: the same activations as bf16 under torchtitan
+  TrainSetup tt;
+  tt.impl = Impl::kTorchtitan;
+  tt.seq = 512;
+  const Result tb = fixtures::run(m, tt, "none");
+  tt.fp8 = Fp8Recipe::kTorchaoRowwise;
+  const Result ta = fixtures::run(m, tt, "none");
+  CHECK(ta.activation_bytes_per_layer == tb.activation_bytes_per_layer);
+  CHECK(ta.step_time_ns < tb.step_time_ns);
+  // refusals: the recipe under the other code base, another regime, a GPU without fp8
+  TrainSetup bad = t;
+  bad.impl = Impl::kTorchtitan;
+  CHECK_THROWS_AS(fixtures::run(m, bad, "none"), Unsupported);
+  bad = t;
+  bad.precision = Precision::kBf16Amp;
+  CHECK_THROWS_AS(fixtures::run(m, bad, "none"), ConfigError);
+  Device a100 = fixtures::h100();
+  a100.sm_arch = 80;
+  try {
+    (void)simulate(m, t, a100, parse_strategy("none"));
+    CHECK(false);
+  } catch (const ConfigError& e) {
+    CHECK(e.where() == "--fp8");
+  }
+}

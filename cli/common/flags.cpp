@@ -59,6 +59,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--cp", f.cp,
       "context-parallel ranks (ring attention: megatron, torchtitan); the sequence must divide "
       "into 2 x cp chunks when causal");
+  add("--fp8", f.fp8,
+      "FP8 linears: off, te-delayed, te-current (Transformer Engine: megatron, bf16-mixed), "
+      "torchao-tensorwise, torchao-rowwise (Float8Linear: torchtitan, fsdp2-bf16); needs fp8 GPUs");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -142,6 +145,14 @@ Axes parse_axes(const CommonFlags& f) {
   }
   // feat (issue 13): context parallelism, LoRA / QLoRA
   a.cp = one(f.cp, "--cp", 1);
+  {
+    const std::optional<sim::Fp8Recipe> r = sim::parse_fp8(f.fp8);
+    if (!r)
+      throw sim::ConfigError("--fp8", f.fp8,
+                             "expected off, te-delayed, te-current, torchao-tensorwise or "
+                             "torchao-rowwise");
+    a.fp8 = *r;
+  }
   a.lora_rank = one(f.lora_rank, "--lora-rank", 0);
   if (!f.lora_targets.empty()) {
     const std::optional<uint32_t> t = sim::parse_lora_targets(f.lora_targets);

@@ -46,6 +46,7 @@ struct CommonFlags {
   std::string lora_targets;            // --lora-targets (one value); empty: PEFT's default
   std::string qlora = "off";           // --qlora on|off; given alone it is "" (on)
   std::string cp = "1";                // --cp (one value): context-parallel ranks
+  std::string fp8 = "off";             // --fp8 (one value): the FP8 linear recipe
   // --- end feat ---
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
@@ -90,6 +91,7 @@ struct Axes {
   uint32_t lora_targets = 0;  // sim::LoraTarget bits; 0: PEFT's default
   bool qlora = false;
   int64_t cp = 1;
+  sim::Fp8Recipe fp8 = sim::Fp8Recipe::kOff;
   // --- end feat ---
 };
 

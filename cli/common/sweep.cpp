@@ -119,6 +119,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
   t.cp = a.cp;
+  t.fp8 = a.fp8;
   return p;
 }
 

@@ -188,6 +188,7 @@ struct Dims {
   uint32_t lora_targets = 0;  // LoraTarget bits (resolved)
   bool qlora = false;         // frozen linears in 4-bit NF4 (bitsandbytes Linear4bit)
   int64_t cp = 1;             // context parallel: s is this rank's s / cp (sim/src/cp.cpp)
+  Fp8Recipe fp8 = Fp8Recipe::kOff;  // FP8 linears (sim/src/fp8.cpp)
   // --- end feat ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions

@@ -73,7 +73,10 @@ int64_t op_ns(const Op& op, bool backward, const Device& d, Precision prec, Effi
   if (k.cls == KernelClass::kAttention && prec != Precision::kFp32) {
     compute_s = attention_seconds(op, backward, d);
   } else if (k.cls == KernelClass::kGemm) {
-    compute_s = gemm_seconds(op, backward, d, peak_for(op.math16, d, prec), e.compute);
+    // feat: fp8 GEMMs (sim/src/fp8.cpp) at the fp8 dense peak, twice the bf16 one on every fp8
+    // GPU (H100 SXM datasheet: 1,979 against 989 TFLOPS; H200, L40S, B200 likewise)
+    const double peak = peak_for(op.math16, d, prec) * (op.fp8 ? 2.0 : 1.0);
+    compute_s = gemm_seconds(op, backward, d, peak, e.compute);
   } else {
     compute_s = static_cast<double>(c.flops) / (peak_for(op.math16, d, prec) * e.compute);
   }

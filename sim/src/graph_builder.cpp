@@ -393,6 +393,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // feat: context parallelism gives each rank s / cp tokens of every sequence (2 cp chunks,
   // load-balanced, when causal): every token-wise shape is the local one.
   dm.cp = s.cp;
+  dm.fp8 = s.fp8;
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
@@ -496,6 +497,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
       st.bytes = checked_mul(st.bytes / bytes_of(st.dtype), 4, f) / d;  // fp32 shard
       st.dtype = DType::kF32;
     }
+    // feat: torchao tensorwise fp8 with enable_fsdp_float8_all_gather gathers the blocks' linear
+    // weights in fp8 (1 B instead of 2; the norms' small share is counted at 1 B too)
+    if (s.fp8 == Fp8Recipe::kTorchaoTensorwise) max_block_weights /= 2;
     add(checked_add(checked_mul(2, max_block_weights, f), root, f), Category::kComm,
         "FSDP2 all-gathered bf16 parameters (root, current and prefetched block)");
     weights = 0;
@@ -637,7 +641,12 @@ Stage whole(const ModelConfig& m) { return {m.layers, true, true}; }
 // `record_exec`: also the executor's per-op arguments (build_graph_exec).
 Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                 const Stage& st, bool record_exec = false) {
-  (void)device;
+  // feat: fp8 tensor cores from compute capability 8.9 (Ada, Hopper, Blackwell)
+  if (setup.fp8 != Fp8Recipe::kOff && device.sm_arch < 89)
+    throw ConfigError("--fp8", "fp8",
+                      std::string(name(setup.fp8)) + " needs fp8 tensor cores (compute capability " +
+                          "8.9 or later); the device's is " + std::to_string(device.sm_arch / 10) +
+                          "." + std::to_string(device.sm_arch % 10));
   Graph g;
   g.n_blocks = st.layers;
   g.precision = resolved_precision(setup);

@@ -35,6 +35,10 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
 // autograd graph keeps (AccumulateGrad) until the graph is freed at the step's end: `x` itself when
 // it is the lookup (`summed` false), else a separate lookup output summed into x.
 void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed);
+// FP8 linears (sim/src/fp8.cpp): what the recipe saves, caches and casts for one linear draft
+// whose saves are {x16, w}; `name` is the linear's site (the lm head stays 16-bit).
+void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t in_f, int64_t out_f,
+                const char* name);
 // Context parallelism (sim/src/cp.cpp): the ring's FLOPs, buffers and send/recv on the flash op.
 void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_bytes,
                        int64_t out_bytes, int64_t lse_bytes);
@@ -147,6 +151,7 @@ class Ops {
     d.op.fwd.flops = mm;
     d.op.bwd.flops = mul(2, mm);  // grad input and grad weight
     d.op.sac_save = true;         // aten.mm is in torchtitan's save list
+    if (dm_.fp8 != Fp8Recipe::kOff) fp8_linear(b_, dm_, d, xin, in_f, out_f, name);  // feat
     if (dm_.t > 1) {
       const int64_t full_in = mul(mul(n_full, in_f), e), full_out = mul(mul(n_full, out_f), e);
       if (col && dm_.sp) {

@@ -159,6 +159,9 @@ struct Op {
 
   OpCost fwd;
   OpCost bwd;
+  // --- feat (issue 13) ---
+  bool fp8 = false;  // its GEMMs run on fp8 tensor cores (--fp8: sim/src/fp8.cpp)
+  // --- end feat ---
 };
 
 struct Graph {

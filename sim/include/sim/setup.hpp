@@ -23,6 +23,13 @@ enum class Profile : uint8_t { kPytorch, kPaper };
 enum class Optimizer : uint8_t { kAdamForeach, kAdamFused, kSgd, kAdamLoop };
 enum class AllocatorKind : uint8_t { kExact, kCaching, kCachingExpandable };
 
+// feat (issue 13): FP8 linears. Transformer Engine (Megatron-core --fp8-format hybrid
+// --fp8-recipe delayed|tensorwise): te-delayed, te-current; torchao Float8Linear (torchtitan
+// --float8.recipe_name tensorwise|rowwise): torchao-tensorwise, torchao-rowwise.
+enum class Fp8Recipe : uint8_t { kOff, kTeDelayed, kTeCurrent, kTorchaoTensorwise, kTorchaoRowwise };
+std::string_view name(Fp8Recipe r);  // "off", "te-delayed", ...
+std::optional<Fp8Recipe> parse_fp8(std::string_view s);
+
 struct TrainSetup {
   int64_t micro_batch = 1;    // b
   int64_t seq = 1024;         // s (the CLI default)
@@ -60,6 +67,8 @@ struct TrainSetup {
   // --cp N: context parallelism (ring attention: Megatron-core/Transformer Engine's
   // AttnFuncWithCPAndKVP2P, torchtitan's context_parallel): the sequence split over N ranks.
   int64_t cp = 1;
+  // --fp8: the FP8 linear recipe (sim/src/fp8.cpp); kOff: 16-bit linears.
+  Fp8Recipe fp8 = Fp8Recipe::kOff;
   // --- end feat ---
 };
 

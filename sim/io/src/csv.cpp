@@ -52,7 +52,9 @@ std::vector<std::string> make_columns() {
         // --lora-targets names them (resolved: PEFT's default filled in), QLoRA on/off.
         "lora_rank", "lora_targets", "qlora",
         // feat (issue 13): context-parallel ranks (a key column, appended)
-        "cp"})
+        "cp",
+        // feat (issue 13): the FP8 linear recipe (a key column, appended; "off" without)
+        "fp8"})
     c.emplace_back(name);
   return c;
 }
@@ -218,6 +220,7 @@ std::string csv_row(const Row& row) {
   w.text(sim::lora_targets_name(s.lora_targets));
   w.text(s.qlora ? "on" : "off");
   w.integer(s.cp);
+  w.text(sim::name(s.fp8));
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -41,6 +41,7 @@ std::string result_json(const Row& row) {
   j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
   j["qlora"] = s.qlora;
   j["cp"] = s.cp;
+  j["fp8"] = std::string(sim::name(s.fp8));
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;

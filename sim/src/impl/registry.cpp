@@ -97,6 +97,19 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
   impl_rows::resolve_lora(model, sp, s);  // feat: LoRA / QLoRA
+  if (s.fp8 != Fp8Recipe::kOff) {  // feat: --fp8, one precision regime per recipe
+    const bool te = s.fp8 == Fp8Recipe::kTeDelayed || s.fp8 == Fp8Recipe::kTeCurrent;
+    if (te ? !sp.fp8_te : !sp.fp8_torchao)
+      throw Unsupported("--fp8", "fp8",
+                        std::string(name(s.fp8)) + " under --impl " + std::string(sp.name) +
+                            (te ? " (Transformer Engine's recipes run under megatron)"
+                                : " (torchao's Float8Linear runs under torchtitan)"));
+    const Precision want = te ? Precision::kBf16Mixed : Precision::kFsdp2Bf16;
+    if (*s.precision != want)
+      throw ConfigError("--precision", "precision",
+                        std::string(name(s.fp8)) + " runs its other ops in " +
+                            std::string(name(want)) + ", not " + std::string(name(*s.precision)));
+  }
   if (s.cp > 1 && !sp.context_parallel)  // feat: --cp
     throw Unsupported("--cp", "cp",
                       "context parallelism under --impl " + std::string(sp.name) +
