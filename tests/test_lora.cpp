@@ -254,16 +254,23 @@ TEST_CASE("context parallelism: local shapes, the ring's work and the dp x cp gr
 }
 
 TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights; torchao saves as bf16") {
-  const ModelConfig m = fixtures::tiny_llama();
+  // tiny_llama widened so that the GEMMs, not the host, set the step time
+  ModelConfig m = fixtures::tiny_llama();
+  m.hidden = 2048;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.head_dim = 128;
+  m.ffn_hidden = 5632;
+  const int64_t h = 2048, kv = 4 * 128, f = 5632;
   TrainSetup t;
   t.impl = Impl::kMegatron;
-  t.seq = 512;
+  t.seq = 2048;
   const Result bf16 = fixtures::run(m, t, "none");
   t.fp8 = Fp8Recipe::kTeDelayed;
   const Result te = fixtures::run(m, t, "none");
-  // Megatron's llama block (one fused qkv [256 -> 256 + 2x64], proj, gate, up, down): the fp8
+  // Megatron's llama block (one fused qkv [h -> h + 2kv], proj, gate, up, down): the fp8
   // workspace is 2 B per block linear weight element; the lm head stays 16-bit
-  const int64_t block_linears = 256 * (256 + 2 * 64) + 256 * 256 + 3 * 256 * 688;
+  const int64_t block_linears = h * (h + 2 * kv) + h * h + 3 * h * f;
   CHECK(te.weights_bytes == bf16.weights_bytes + 4 * 2 * block_linears);
   // every block linear keeps 1 B per input element instead of 2: the activations shrink
   CHECK(te.activation_bytes_per_layer < bf16.activation_bytes_per_layer);
@@ -272,7 +279,7 @@ TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weight
   // torchao keeps the high-precision saves: the same activations as bf16 under torchtitan
   TrainSetup tt;
   tt.impl = Impl::kTorchtitan;
-  tt.seq = 512;
+  tt.seq = 2048;
   const Result tb = fixtures::run(m, tt, "none");
   tt.fp8 = Fp8Recipe::kTorchaoRowwise;
   const Result ta = fixtures::run(m, tt, "none");

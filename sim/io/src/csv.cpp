@@ -132,7 +132,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 18;
+  constexpr int kAfterError = 23;  // feat: + lora_rank, lora_targets, qlora, cp, fp8
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();

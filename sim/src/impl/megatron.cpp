@@ -28,7 +28,9 @@ ImplSpec megatron() {
   s.qk_global_buffer = true;
   s.tensor_parallel = true;
   s.pipeline = true;
-  // feat: context parallelism (Megatron-core's --context-parallel-size: Transformer Engine's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py @ d0067d0d)).
+  // feat: context parallelism (Megatron-core's --context-parallel-size: Transformer Engine's
+  // AttnFuncWithCPAndKVP2P, transformer_engine/pytorch/attention/dot_product_attention/
+  // context_parallel.py @ d0067d0d).
   s.context_parallel = true;
   s.fp8_te = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";

@@ -19,7 +19,8 @@ ImplSpec torchtitan() {
   s.checkpoint = CheckpointApi::kNonReentrant;  // ptd_checkpoint_wrapper: NO_REENTRANT
   s.qkv = QkvVariant::kSeparate;                // wq, wk, wv
   s.eager_matmul = EagerMatmul::kCopies;
-  // feat: context parallelism (torchtitan's --parallelism.context_parallel_degree: torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
+  // feat: context parallelism (torchtitan's --parallelism.context_parallel_degree:
+  // torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
   s.context_parallel = true;
   s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "--zero 3: FSDP2 fully_shard over the data-parallel ranks";
