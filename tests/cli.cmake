@@ -122,8 +122,9 @@ rm -f e.csv
 test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00$'  # famenc: target_seq (empty); moe: ep, moe_imbalance
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00$'
+# famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -508,4 +509,35 @@ do
   test ! -s out.txt
 done
 grep -q '^actsim: error: --target-seq: ' err.txt
+# feat (issue 13): LoRA / QLoRA and context parallelism through the CLI. LoRA freezes the base:
+# the CSV carries its key columns, the adapters' gradients are far below full fine-tuning's; the
+# sweep takes the flags; bad values are one line naming the flag, exit 2, no output.
+actsim_cli_test(lora_cp_flags [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" run --model llama-2-7b --seq 1024 --format csv > full.csv
+"$actsim" run --model llama-2-7b --seq 1024 --lora-rank 16 --format csv > lora.csv
+"$actsim" run --model llama-2-7b --seq 1024 --lora-rank 16 --qlora --format csv > qlora.csv
+test "$(col lora.csv lora_rank)" = 16 && test "$(col lora.csv lora_targets)" = "q+v"
+test "$(col qlora.csv qlora)" = on && test "$(col full.csv lora_rank)" = 0
+test "$(col lora.csv grads_bytes)" -lt "$(($(col full.csv grads_bytes) / 100))"
+test "$(col qlora.csv weights_bytes)" -lt "$(($(col lora.csv weights_bytes) / 4))"
+"$actsim" sweep --model llama-2-7b --seq 1024 --lora-rank 8 --lora-targets all-linear --strategy none,full -o sweep.csv
+test "$(col sweep.csv lora_targets | sort -u)" = all-linear
+"$actsim" run --model llama-2-7b --impl megatron --seq 8192 --cp 2 --format csv > cp.csv
+"$actsim" run --model llama-2-7b --impl megatron --seq 8192 --format csv > nocp.csv
+test "$(col cp.csv cp)" = 2
+test "$(col cp.csv activation_bytes_per_layer)" -lt "$(col nocp.csv activation_bytes_per_layer)"
+status=0
+"$actsim" run --model gpt2-small --lora-rank 8 --lora-targets gate > out.txt 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && grep -q 'gate names no module' err.txt
+for bad in "--lora-targets q,x --lora-rank 8" \
+           "--qlora" "--lora-rank 8 --impl megatron" "--lora-rank -1" "--cp 3 --impl megatron" \
+           "--cp 2 --impl hf" "--cp 2 --impl megatron --attention standard" "--qlora maybe"
+do
+  status=0
+  "$actsim" run --model llama-2-7b --seq 1024 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--lora\|--qlora\|--cp\|--precision' err.txt
+done
 ]=])

@@ -45,6 +45,13 @@ struct CommonFlags {
   std::string ep = "1";                // --ep: expert-parallel ranks
   std::string moe_imbalance = "1";     // --moe-imbalance: hottest expert's tokens / mean
   std::string moe_capacity;            // --moe-capacity: capacity factor; empty: dropless
+  // --- feat (issue 13) ---
+  std::string lora_rank = "0";         // --lora-rank (one value); 0: full fine-tuning
+  std::string lora_targets;            // --lora-targets (one value); empty: PEFT's default
+  std::string qlora = "off";           // --qlora on|off; given alone it is "" (on)
+  std::string cp = "1";                // --cp (one value): context-parallel ranks
+  std::string fp8 = "off";             // --fp8 (one value): the FP8 linear recipe
+  // --- end feat ---
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
   // --- famenc (issue 12) ---
@@ -92,6 +99,13 @@ struct Axes {
   int64_t ep = 1;
   double moe_imbalance = 1.0;
   std::optional<double> moe_capacity;
+  // --- feat (issue 13): one value each for the whole sweep ---
+  int64_t lora_rank = 0;
+  uint32_t lora_targets = 0;  // sim::LoraTarget bits; 0: PEFT's default
+  bool qlora = false;
+  int64_t cp = 1;
+  sim::Fp8Recipe fp8 = sim::Fp8Recipe::kOff;
+  // --- end feat ---
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

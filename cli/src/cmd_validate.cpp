@@ -213,6 +213,16 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "moe_imbalance", "'" + v + "' is not a number");
       }
     }
+    // feat (issue 13): LoRA key columns (appended): absent or empty means full fine-tuning.
+    s.lora_rank = optional_integer("lora_rank", 0);
+    s.cp = optional_integer("cp", 1);
+    if (const std::string v = optional("fp8"); !v.empty()) s.fp8 = parsed("fp8", sim::parse_fp8(v));
+    if (const std::string v = optional("lora_targets"); !v.empty())
+      s.lora_targets = parsed("lora_targets", sim::parse_lora_targets(v));
+    if (const std::string v = optional("qlora"); !v.empty()) {
+      if (v != "on" && v != "off") throw sim::ConfigError(where, "qlora", "'" + v + "' is not on or off");
+      s.qlora = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

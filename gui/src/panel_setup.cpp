@@ -80,6 +80,21 @@ bool setup_panel(AppState& st) {
   int allocator = static_cast<int>(s.allocator);
   if (edit_choice("allocator", allocator, kAllocators))
     s.allocator = static_cast<sim::AllocatorKind>(allocator), changed = true;
+  // feat (issue 13): context parallelism, LoRA / QLoRA (targets: PEFT's default for the family)
+  changed |= edit_i64("context parallel", s.cp, 1, 1 << 10);
+  {
+    static constexpr std::string_view kFp8[] = {"off", "te-delayed", "te-current", "torchao-tensorwise",
+                                       "torchao-rowwise"};
+    int fp8 = static_cast<int>(s.fp8);
+    if (edit_choice("fp8 linears", fp8, kFp8)) s.fp8 = static_cast<sim::Fp8Recipe>(fp8), changed = true;
+  }
+  changed |= edit_i64("LoRA rank", s.lora_rank, 0, 1 << 16);
+  if (s.lora_rank > 0) {
+    form_label("QLoRA (4-bit)");
+    changed |= ImGui::Checkbox("##qlora", &s.qlora);
+  } else if (s.qlora) {
+    s.qlora = false, changed = true;
+  }
   return changed;
 }
 

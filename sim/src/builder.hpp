@@ -130,6 +130,8 @@ class Builder {
   bool ignore_transients = false; // paper profile
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
+  // feat (LoRA): param() makes frozen weights (persistent, no gradient, no optimizer state).
+  bool freeze_params = false;
 
   // Capacity for about `ops` ops (and their tensors and storages).
   void reserve(size_t ops) {
@@ -189,6 +191,13 @@ struct Dims {
   double moe_imbalance = 1.0;  // the hottest expert's tokens over the mean
   double moe_capacity = 0;     // capacity factor (drop and pad); 0: dropless
   int64_t layer0 = 0;          // the model layer of this stage's block 0 (dense-first models)
+  // --- feat (issue 13): LoRA / QLoRA (sim/src/lora.cpp) ---
+  int64_t lora_rank = 0;      // > 0: every base parameter frozen, adapters on the targets
+  uint32_t lora_targets = 0;  // LoraTarget bits (resolved)
+  bool qlora = false;         // frozen linears in 4-bit NF4 (bitsandbytes Linear4bit)
+  int64_t cp = 1;             // context parallel: s is this rank's s / cp (sim/src/cp.cpp)
+  Fp8Recipe fp8 = Fp8Recipe::kOff;  // FP8 linears (sim/src/fp8.cpp)
+  // --- end feat ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

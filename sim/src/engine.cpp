@@ -73,7 +73,10 @@ int64_t op_ns(const Op& op, bool backward, const Device& d, Precision prec, Effi
   if (k.cls == KernelClass::kAttention && prec != Precision::kFp32) {
     compute_s = attention_seconds(op, backward, d);
   } else if (k.cls == KernelClass::kGemm) {
-    compute_s = gemm_seconds(op, backward, d, peak_for(op.math16, d, prec), e.compute);
+    // feat: fp8 GEMMs (sim/src/fp8.cpp) at the fp8 dense peak, twice the bf16 one on every fp8
+    // GPU (H100 SXM datasheet: 1,979 against 989 TFLOPS; H200, L40S, B200 likewise)
+    const double peak = peak_for(op.math16, d, prec) * (op.fp8 ? 2.0 : 1.0);
+    compute_s = gemm_seconds(op, backward, d, peak, e.compute);
   } else {
     compute_s = static_cast<double>(c.flops) / (peak_for(op.math16, d, prec) * e.compute);
   }
@@ -304,12 +307,14 @@ class Engine {
   // backward); under ZeRO-3, each block's gathered weight bytes.
   void setup_comm() {
     // Ranks fill whole nodes: a world larger than one node must be a multiple of its size.
-    const int64_t world = g_.tp * g_.dp * g_.pp;
+    const int64_t world = g_.tp * g_.dp * g_.pp;  // (g_.dp counts dp x cp: graph_builder.cpp)
     if (world > opt_.gpus_per_node && world % opt_.gpus_per_node != 0)
       throw ConfigError("--gpus-per-node", "gpus_per_node",
-                        "a world of " + std::to_string(world) + " GPUs (tp x dp x pp) does not fill "
+                        "a world of " + std::to_string(world) + " GPUs (tp x cp x dp x pp) does not fill "
                         "nodes of " + std::to_string(opt_.gpus_per_node));
     tp_group_ = comm_group(g_.tp, 1, opt_.gpus_per_node);
+    // feat: Megatron's rank order is tp, cp, dp, pp (innermost first); g_.dp is dp x cp.
+    cp_group_ = comm_group(g_.cp, g_.tp, opt_.gpus_per_node);
     dp_group_ = comm_group(g_.dp, g_.tp, opt_.gpus_per_node);
     ep_group_ = comm_group(g_.ep, g_.tp, opt_.gpus_per_node);  // moe: EP ranks inside dp
     grad_at_.clear();
@@ -495,10 +500,22 @@ class Engine {
   int64_t tp_ns(const OpCost& c) const {
     if (c.comm_kind == 0) return 0;
     const auto kind = static_cast<Collective>(c.comm_kind);
+    if (kind == Collective::kSendRecv) return 0;  // feat: the cp ring is cp_ring_ns's
     // moe: the expert-parallel all-to-all, on the critical path as Megatron's dispatcher waits
     // for it before the experts run (no overlap with the shared experts modeled)
     if (kind == Collective::kAllToAll) return comm_ns(kind, c.comm_bytes, ep_group_, dev_);
     return comm_ns(kind, c.comm_bytes, tp_group_, dev_);
+  }
+
+  // feat: the context-parallel ring (sim/src/cp.cpp): cp - 1 send/recv steps of comm_bytes /
+  // (cp - 1) each on their own streams (TE's flash_attn_streams and P2P), each overlapping one
+  // step's attention (compute_ns / cp); what the ring takes beyond the compute is exposed.
+  int64_t cp_ring_ns(const OpCost& c, int64_t compute_ns) const {
+    if (g_.cp <= 1 || c.comm_kind != static_cast<uint8_t>(Collective::kSendRecv)) return 0;
+    const int64_t steps = g_.cp - 1;
+    const int64_t per = comm_ns(Collective::kSendRecv, c.comm_bytes / steps, cp_group_, dev_);
+    const int64_t overlap = compute_ns / g_.cp;
+    return per > overlap ? checked_mul(steps, per - overlap, "step_time_ns") : 0;
   }
 
   void run_forward(int32_t k, int32_t id, Phase phase, bool recompute) {
@@ -517,7 +534,7 @@ class Engine {
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    const int64_t comm = tp_ns(op.fwd);
+    const int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns);  // feat: + the cp ring
     const int64_t dur = contended(ns);
     advance(id, dur, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
@@ -542,7 +559,7 @@ class Engine {
     dispatch(1);
     const int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
-    advance(id, ns, tp_ns(op.bwd));
+    advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns));  // feat: + the cp ring
     bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;
@@ -642,7 +659,7 @@ class Engine {
                                                            : dev_.peak_bf16_flops_per_s;
       r.tokens_per_s = static_cast<double>(g_.tokens) / step_s;
       // A replica is tp x pp GPUs (each data-parallel replica processes its own tokens).
-      r.tokens_per_s_per_gpu = r.tokens_per_s / static_cast<double>(g_.tp * g_.pp);
+      r.tokens_per_s_per_gpu = r.tokens_per_s / static_cast<double>(g_.tp * g_.cp * g_.pp);
       r.mfu = static_cast<double>(r.model_flops) / (step_s * peak);
       // Summed in double: the int64 sum may not exist.
       r.hfu = (static_cast<double>(r.model_flops) + static_cast<double>(r.recompute_flops)) /
@@ -687,6 +704,7 @@ class Engine {
   // stream's clock, the open bucket, and ZeRO-3's current blocks and prefetched gathers.
   CommGroup tp_group_, dp_group_;
   CommGroup ep_group_;  // moe
+  CommGroup cp_group_;  // feat: the context-parallel ring
   std::vector<int64_t> grad_at_, block_gather_, block_grad_;
   int64_t dp_free_ = 0, pending_grad_ = 0, buckets_ = 0;
   int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;

@@ -93,6 +93,8 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
     d.op.fwd.comm_kind = dm.sp ? kReduceScatter : kAllReduce;
   }
   bld.add_op(std::move(d));
+  // feat (LoRA, sim/src/lora.cpp): PEFT's input-embeddings hook keeps the word lookup to step end
+  if (dm.lora_rank > 0) lora_input_embeddings(bld, dm, x, pos_table >= 0);
   if (m.embed_scale) x = famdec_embed_scale(bld, dm, x);  // famdec: Gemma's * sqrt(h)
   if (m.post_norm) x = o.norm(x, "embedding norm");  // BERT: LayerNorm on the embeddings
   return o.dropout(x, dm.p_embd, "embedding dropout");
@@ -216,6 +218,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
                  bytes(mul(mul(dm.b, dm.a), s128), DType::kF32);
     if (dm.g != dm.a) tr += mul(2, bytes(mul(mul(dm.b, dm.s), nq), hdt));
     d.op.bwd_transient_bytes = tr;
+    // feat: context parallelism's ring (sim/src/cp.cpp)
+    cp_ring_attention(d, dm, bld.tensor(q).bytes, bld.tensor(k).bytes + bld.tensor(v).bytes,
+                      bld.tensor(out).bytes, bld.tensor(lse).bytes);
     bld.add_op(std::move(d));
     ctx = out;  // [b, s, a, d] already: transpose(1, 2).contiguous() copies nothing
   } else {

@@ -71,6 +71,10 @@ int32_t Builder::view(int32_t base, int64_t bytes, DType dtype, int32_t col, int
 }
 
 int32_t Builder::param(int64_t numel, DType dtype, const char* role) {
+  // feat (LoRA): a frozen base weight is persistent but no parameter of the optimizer: the
+  // backward computes no gradient for it (requires_grad=False) and holds no state.
+  if (freeze_params)
+    return buffer(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role);
   int32_t t = fresh(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role,
                     Category::kWeights);
   int32_t s = tensors_[t].storage;
@@ -388,10 +392,14 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.impl = s.impl ? &spec(*s.impl) : nullptr;
   dm.amp = dm.precision == Precision::kBf16Amp || dm.precision == Precision::kFp16Amp;
   dm.b = s.micro_batch;
-  dm.s = s.seq;
+  // feat: context parallelism gives each rank s / cp tokens of every sequence (2 cp chunks,
+  // load-balanced, when causal): every token-wise shape is the local one.
+  dm.cp = s.cp;
+  dm.fp8 = s.fp8;
+  dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
-  dm.s_local = dm.sp ? s.seq / s.tp : s.seq;
+  dm.s_local = dm.sp ? dm.s / s.tp : dm.s;
   dm.h = m.hidden;
   dm.a = m.heads / s.tp;
   dm.g = m.kv_heads % s.tp == 0 ? m.kv_heads / s.tp : 1;  // fewer KV heads than ranks: replicated
@@ -441,6 +449,10 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.ep = s.ep;
   dm.moe_imbalance = s.moe_imbalance;
   dm.moe_capacity = s.moe_capacity.value_or(0.0);
+  // feat (issue 13): LoRA / QLoRA
+  dm.lora_rank = s.lora_rank;
+  dm.lora_targets = s.lora_targets;
+  dm.qlora = s.qlora;
   return dm;
 }
 
@@ -459,7 +471,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   }
   for (int64_t w : block_weights) max_block_weights = std::max(max_block_weights, w);
   g.params_per_rank = numel;
-  const int64_t d = s.dp;
+  // feat: context-parallel ranks hold the same weights; Megatron's distributed optimizer and
+  // torchtitan's FSDP shard over the data-parallel group with cp (dp x cp ranks).
+  const int64_t d = s.dp * s.cp;
   const Precision prec = g.precision;
   auto add = [&](int64_t bytes, Category cat, const char* role) {
     if (bytes <= 0) return;
@@ -490,6 +504,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
       st.bytes = checked_mul(st.bytes / bytes_of(st.dtype), 4, f) / d;  // fp32 shard
       st.dtype = DType::kF32;
     }
+    // feat: torchao tensorwise fp8 with enable_fsdp_float8_all_gather gathers the blocks' linear
+    // weights in fp8 (1 B instead of 2; the norms' small share is counted at 1 B too)
+    if (s.fp8 == Fp8Recipe::kTorchaoTensorwise) max_block_weights /= 2;
     add(checked_add(checked_mul(2, max_block_weights, f), root, f), Category::kComm,
         "FSDP2 all-gathered bf16 parameters (root, current and prefetched block)");
     weights = 0;
@@ -564,7 +581,8 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     const bool eager = s.attention && *s.attention == AttentionKind::kStandard;
     if ((eager ? im.foreach_eps_eager : im.foreach_eps) == ForeachEps::kOutOfPlace)
       per_foreach = 8;
-    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0) {
+    // feat: under LoRA the trainable parameters are the adapters' matrices, one group.
+    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0 && g.lora_rank == 0) {
       const int64_t vec = vector_parameter_count(model);
       const int64_t all = parameter_count(model);
       // the larger group, as a share of this rank's shard
@@ -644,7 +662,12 @@ Stage whole(const ModelConfig& m) { return {m.layers, true, true, 0}; }
 // `record_exec`: also the executor's per-op arguments (build_graph_exec).
 Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                 const Stage& st, bool record_exec = false) {
-  (void)device;
+  // feat: fp8 tensor cores from compute capability 8.9 (Ada, Hopper, Blackwell)
+  if (setup.fp8 != Fp8Recipe::kOff && device.sm_arch < 89)
+    throw ConfigError("--fp8", "fp8",
+                      std::string(name(setup.fp8)) + " needs fp8 tensor cores (compute capability " +
+                          "8.9 or later); the device's is " + std::to_string(device.sm_arch / 10) +
+                          "." + std::to_string(device.sm_arch % 10));
   Graph g;
   g.n_blocks = st.layers;
   g.precision = resolved_precision(setup);
@@ -655,7 +678,10 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.prefetch = setup.prefetch;
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
   g.tp = setup.tp;
-  g.dp = setup.dp;
+  // feat: context-parallel ranks hold the same weights and reduce gradients with the data-
+  // parallel ones (Megatron's dp-cp group, torchtitan's dp_shard_cp mesh): the graph's
+  // data-parallel group is dp x cp.
+  g.dp = checked_mul(setup.dp, setup.cp, "dp x cp");
   g.zero = setup.zero;
   g.pp = setup.pp;
   g.ep = setup.ep;  // moe
@@ -670,6 +696,9 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
+  bld.freeze_params = dm.lora_rank > 0;  // feat: LoRA freezes every base parameter
+  g.lora_rank = setup.lora_rank;
+  g.cp = setup.cp;
   if (detail::builds_encdec(model)) {
     // famenc: T5 and ViT (blocks_encdec.cpp); one stage (no implementation pipelines them)
     detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
@@ -803,6 +832,8 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.zero = g3.zero;
   out.pp = g3.pp;
   out.ep = g3.ep;  // moe
+  out.lora_rank = g3.lora_rank;  // feat
+  out.cp = g3.cp;
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());

@@ -161,6 +161,9 @@ struct Op {
 
   OpCost fwd;
   OpCost bwd;
+  // --- feat (issue 13) ---
+  bool fp8 = false;  // its GEMMs run on fp8 tensor cores (--fp8: sim/src/fp8.cpp)
+  // --- end feat ---
 };
 
 struct Graph {
@@ -205,6 +208,10 @@ struct Graph {
   int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
   // --- moe ---
   int64_t ep = 1;               // expert-parallel ranks (all-to-all group, within dp)
+  // --- feat (issue 13) ---
+  int64_t lora_rank = 0;        // LoRA adapters' rank (0: full fine-tuning); base frozen
+  int64_t cp = 1;               // context-parallel ranks (the ring's size)
+  // --- end feat ---
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
   const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }

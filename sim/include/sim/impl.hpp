@@ -170,6 +170,12 @@ struct ImplSpec {
   // --- end implhf ---
   MoeDispatch moe = MoeDispatch::kNone;  // moe: token dispatch of its MoE layer
   bool mla = false;                      // moe: the code base's MLA op list is modeled
+  // --- feat (issue 13): the fine-tuning and parallelism features this code base has ---
+  bool lora = false;  // HF PEFT LoRA / QLoRA adapters (peft tuners/lora)
+  bool context_parallel = false;  // --cp: ring attention over the sequence
+  bool fp8_te = false;       // --fp8 te-*: Transformer Engine's fp8 linears
+  bool fp8_torchao = false;  // --fp8 torchao-*: torchao's Float8Linear
+  // --- end feat ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 

@@ -37,6 +37,8 @@ ImplSpec hf() {
   s.qkv = QkvVariant::kArchitecture;
   s.eager_matmul = EagerMatmul::kCopies;
   s.gelu = GeluVariant::kConfig;  // modeling_gpt2.py GPT2MLP: ACT2FN[config.activation_function]
+  // feat: PEFT (huggingface/peft tuners/lora/layer.py, bnb.py @ 5d602fdb) runs on this code.
+  s.lora = true;
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
   return s;

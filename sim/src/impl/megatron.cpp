@@ -36,6 +36,11 @@ ImplSpec megatron() {
   // transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend @
   // a0b36d0cd3b7); before Hopper actsim has no cuDNN table and times FA2 (kernels.cpp).
   s.attention_kernel = KernelChoice::kCudnnAttention;
+  // feat: context parallelism (Megatron-core's --context-parallel-size: Transformer Engine's
+  // AttnFuncWithCPAndKVP2P, transformer_engine/pytorch/attention/dot_product_attention/
+  // context_parallel.py @ d0067d0d).
+  s.context_parallel = true;
+  s.fp8_te = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";
   s.not_modeled =
       "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "

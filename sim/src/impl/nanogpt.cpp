@@ -31,6 +31,9 @@ ImplSpec nanogpt() {
   // model.py:45 takes the slow path exactly when torch lacks SDPA (torch < 2.0), whose foreach
   // AdamW adds eps out of place; with SDPA (torch >= 2.0) the modeled release is current torch.
   s.foreach_eps_eager = ForeachEps::kOutOfPlace;
+  // feat: HF PEFT's LoRA wraps any nn.Linear by module name (LoraConfig target_modules), so it
+  // runs on nanoGPT's model.py as is (validation/real-code/nanogpt-lora.csv).
+  s.lora = true;
   s.zero_means = "DDP (train.py); ZeRO is not in nanoGPT: modeled as torch's ZeroRedundancyOptimizer";
   s.not_modeled = "torch.compile (train.py's default compile=True)";
   return s;

@@ -27,6 +27,10 @@ ImplSpec torchtitan() {
   // priority: pytorch/pytorch#141133, as torchtitan PR #1209 recounts). v0.2.2 asks for cuDNN
   // first (torchtitan/models/attention.py sdpa_backends); not modeled.
   s.attention_kernel = KernelChoice::kFlashAttention2;
+  // feat: context parallelism (torchtitan's --parallelism.context_parallel_degree:
+  // torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
+  s.context_parallel = true;
+  s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "--zero 3: FSDP2 fully_shard over the data-parallel ranks";
   s.not_modeled = "torch.compile, Float8";
   return s;
