@@ -24,7 +24,10 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
               "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
               "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant",
-              "target_seq"])  # famenc: T5's decoder length (empty: not an encoder-decoder)
+              "target_seq",  # famenc: T5's decoder length (empty: not an encoder-decoder)
+              "ep", "moe_imbalance",  # moe
+              # feat (issue 13): LoRA key columns
+              "lora_rank", "lora_targets", "qlora", "cp", "fp8"])
 
 
 def csv_field(v):

@@ -120,6 +120,10 @@ def parse_args(argv):
                    help="actsim device the row names (default h100-sxm, actsim's default; the "
                    "memory compared does not depend on it: validate subtracts the workspace)")
     p.add_argument("--precision", default="fp32", help="fp32 only (see above)")
+    p.add_argument("--lora-rank", type=int, default=0,
+                   help="written to the row: the LoRA rank the builder applied (0: none)")
+    p.add_argument("--lora-targets", default="",
+                   help="written to the row: the LoRA targets as actsim names them")
     p.add_argument("--trace", metavar="FILE",
                    help="also write every allocation and free of each measured step (phase, "
                    "innermost ops, signed bytes, live bytes) to FILE")
@@ -441,7 +445,10 @@ def measure(args):
                  peak_reserved_bytes=peak, prefetch=1, pp=1, vpp=1, num_microbatches=1,
                  pp_stage=0, pp_in_flight=1, impl=args.impl, set_to_none=args.set_to_none,
                  reentrant="on" if args.reentrant else "off",
-                 target_seq=int(args.target_seq) if args.target_seq else "")
+                 target_seq=int(args.target_seq) if args.target_seq else "",
+                 ep=1, moe_imbalance="1.00",
+                 lora_rank=args.lora_rank,
+                 lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

@@ -67,6 +67,44 @@ rc=0
 test "$rc" -eq 2
 ]=])
 
+# moe: --ep that does not divide the experts or --dp, --moe-imbalance out of range, knobs HF's
+# loop lacks, eager MLA and MLA under megatron: exit 2, one line naming the flag.
+actsim_cli_test(moe_bad_input [=[
+bad() {
+  rc=0
+  "$1" run --model mixtral-8x7b --seq 256 $2 > out.txt 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  test ! -s out.txt
+  test "$(wc -l < err.txt)" -eq 1
+  grep -q "^actsim: error: $3" err.txt
+}
+bad "$1" "--impl megatron --ep 3 --dp 3" "--ep: ep: 3 does not divide the 8 experts"
+bad "$1" "--impl megatron --ep 4 --dp 2" "--ep: ep: 4 does not divide the data-parallel size"
+bad "$1" "--moe-imbalance 9" "--moe-imbalance"
+bad "$1" "--moe-imbalance 1,2" "--moe-imbalance"
+bad "$1" "--ep 2 --dp 2" "--ep: ep: not supported yet: expert parallelism under --impl hf"
+bad "$1" "--moe-capacity 1.25" "--moe-capacity"
+rc=0
+"$1" run --model gpt2-small --ep 2 --dp 2 > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q "^actsim: error: --ep: ep: .* has no experts" err.txt
+rc=0
+"$1" run --model deepseek-v2-lite --seq 256 --attention standard > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q "eager MLA attention under --impl hf" err.txt
+rc=0
+"$1" run --model deepseek-v2-lite --seq 256 --impl megatron > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+grep -q "deepseek_v2 family under --impl megatron" err.txt
+# the routing assumed is stated
+"$1" run --model deepseek-v2-lite --seq 256 > out.txt
+grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-imbalance 1), dropless" out.txt
+# and the good ones: the key columns ep and moe_imbalance appended to the CSV
+"$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
+head -n 1 out.csv | grep -q ',set_to_none,reentrant,ep,moe_imbalance$'
+sed -n 2p out.csv | grep -q ',2,1.50$'
+]=])
+
 # sweep: writes the file, rows in order, no .partial left behind.
 actsim_cli_test(sweep_writes_file [=[
 rm -f s.csv s.csv.partial
@@ -84,8 +122,9 @@ rm -f e.csv
 test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,$'  # famenc: target_seq (empty) appended
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,$'
+# famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -287,7 +326,7 @@ sed -n 5p u.csv | grep -q 'overflows 64 bits'
 # the families actsim models load and simulate (GPT-NeoX, Falcon and Gemma since issue 12); MoE,
 # encoder-decoder and vision configs are refused with exit 2 and one line naming the feature.
 actsim_cli_test(hf_config_corpus [=[
-for m in gpt2 llama-2-7b-hf mistral-7b-v0.1 qwen2-7b bert-base-uncased pythia-1b falcon-7b gemma-7b
+for m in gpt2 llama-2-7b-hf mistral-7b-v0.1 qwen2-7b bert-base-uncased pythia-1b falcon-7b gemma-7b mixtral-8x7b-v0.1
 do
   "$1" run --model "$2/$m.json" --seq 512 --format csv > out.csv
   test "$(wc -l < out.csv)" -eq 2
@@ -303,7 +342,6 @@ refused() {
 }
 actsim=$1
 corpus=$2
-refused mixtral-8x7b-v0.1 'mixture of experts (mixtral)'
 refused vit-base-patch16-224-in21k 'the ViTModel head (vit: ViTForImageClassification is modeled)'
 test "$(ls "$corpus"/*.json | wc -l)" -eq 11
 ]=] ${PROJECT_SOURCE_DIR}/fuzz/corpus/config)
@@ -471,4 +509,35 @@ do
   test ! -s out.txt
 done
 grep -q '^actsim: error: --target-seq: ' err.txt
+# feat (issue 13): LoRA / QLoRA and context parallelism through the CLI. LoRA freezes the base:
+# the CSV carries its key columns, the adapters' gradients are far below full fine-tuning's; the
+# sweep takes the flags; bad values are one line naming the flag, exit 2, no output.
+actsim_cli_test(lora_cp_flags [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" run --model llama-2-7b --seq 1024 --format csv > full.csv
+"$actsim" run --model llama-2-7b --seq 1024 --lora-rank 16 --format csv > lora.csv
+"$actsim" run --model llama-2-7b --seq 1024 --lora-rank 16 --qlora --format csv > qlora.csv
+test "$(col lora.csv lora_rank)" = 16 && test "$(col lora.csv lora_targets)" = "q+v"
+test "$(col qlora.csv qlora)" = on && test "$(col full.csv lora_rank)" = 0
+test "$(col lora.csv grads_bytes)" -lt "$(($(col full.csv grads_bytes) / 100))"
+test "$(col qlora.csv weights_bytes)" -lt "$(($(col lora.csv weights_bytes) / 4))"
+"$actsim" sweep --model llama-2-7b --seq 1024 --lora-rank 8 --lora-targets all-linear --strategy none,full -o sweep.csv
+test "$(col sweep.csv lora_targets | sort -u)" = all-linear
+"$actsim" run --model llama-2-7b --impl megatron --seq 8192 --cp 2 --format csv > cp.csv
+"$actsim" run --model llama-2-7b --impl megatron --seq 8192 --format csv > nocp.csv
+test "$(col cp.csv cp)" = 2
+test "$(col cp.csv activation_bytes_per_layer)" -lt "$(col nocp.csv activation_bytes_per_layer)"
+status=0
+"$actsim" run --model gpt2-small --lora-rank 8 --lora-targets gate > out.txt 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && grep -q 'gate names no module' err.txt
+for bad in "--lora-targets q,x --lora-rank 8" \
+           "--qlora" "--lora-rank 8 --impl megatron" "--lora-rank -1" "--cp 3 --impl megatron" \
+           "--cp 2 --impl hf" "--cp 2 --impl megatron --attention standard" "--qlora maybe"
+do
+  status=0
+  "$actsim" run --model llama-2-7b --seq 1024 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--lora\|--qlora\|--cp\|--precision' err.txt
+done
 ]=])

@@ -450,3 +450,20 @@ TEST_CASE("executor: famdec -- a tiny Falcon runs to the simulator's byte; Gemma
   CHECK_THROWS_WITH_AS(execute(g, "none"), doctest::Contains("executing op \"embedding * sqrt(h)\""),
                        Unsupported);
 }
+
+TEST_CASE("executor: MoE and MLA ops have no kernel here and are refused by name (moe)") {
+  const Device dev = fixtures::executor_device();
+  ModelConfig m = fixtures::tiny_llama();
+  m.family = "mixtral";
+  m.experts = 4;
+  m.experts_per_token = 2;
+  m.expert_ffn = m.ffn_hidden;
+  TrainSetup s;
+  s.impl = Impl::kHf;
+  s.micro_batch = 1;
+  s.seq = 8;
+  s.precision = Precision::kFp32;
+  s.attention = AttentionKind::kFlash;
+  const Graph g = build_graph_exec(m, s, dev);
+  CHECK_THROWS_WITH_AS(execute(g, "none"), doctest::Contains("executing op \""), Unsupported);
+}

@@ -736,3 +736,17 @@ TEST_CASE("the strategies panel offers every strategy the CLI takes: torchtitan'
     CHECK(st.inputs.strategies[i].spec == specs[i]);  // drawing the panel edits nothing
   }
 }
+
+TEST_CASE("moe: a MoE model (Mixtral-8x7B) simulates and draws every view") {
+  gui::Windowless ui(1600, 1000);
+  gui::AppState st = state_for("mixtral-8x7b", {"none", "full"}, 512);
+  gui::Worker worker;
+  settle(st, worker);
+  for (int v = 0; v < static_cast<int>(gui::View::kCount); ++v) {
+    CAPTURE(gui::view_name(static_cast<gui::View>(v)));
+    st.view.active = static_cast<gui::View>(v);
+    for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+    CHECK(ui.vertices() > 1000);
+  }
+  for (const gui::Run& r : st.runs) CHECK(r.data);
+}

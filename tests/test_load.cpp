@@ -111,12 +111,12 @@ TEST_SUITE("load: shipped models") {
       CHECK(e.path == kModels / (e.name + ".json"));
     }
     CHECK(names == std::vector<std::string>{
-                       "bert-large", "falcon-7b", "gemma-2-9b", "gemma-7b",  // famdec
-                       "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
+                       "bert-large", "deepseek-v2-lite", "falcon-7b", "gemma-2-9b",
+                       "gemma-7b", "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
                        "korthikanti-175b", "korthikanti-1t", "korthikanti-22b", "korthikanti-530b",
                        "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b",
-                       "olmo-2-7b", "phi-3-mini-4k", "pythia-1b", "pythia-410m",  // famdec
-                       "t5-small", "vit-base-patch16-224"});                      // famenc
+                       "mixtral-8x7b", "olmo-2-7b", "phi-3-mini-4k", "pythia-1b", "pythia-410m",
+                       "qwen1.5-moe-a2.7b", "t5-small", "vit-base-patch16-224"});  // famdec, famenc, moe
   }
 
   TEST_CASE("every shipped model loads and validates") {
@@ -289,8 +289,8 @@ TEST_SUITE("load: shipped devices") {
       names.push_back(e.name);
       CHECK(e.path == kModels / "devices" / (e.name + ".json"));
     }
-    CHECK(names == std::vector<std::string>{"a100-40gb", "a100-80gb", "h100-96gb", "h100-sxm",
-                                            "h200", "v100-16gb"});
+    CHECK(names == std::vector<std::string>{"a100-40gb", "a100-80gb", "h100-96gb", "h100-pcie",
+                                            "h100-sxm", "h200", "v100-16gb"});
   }
 
   TEST_CASE("device figures: exact bytes, FLOP/s, bytes/s, one-direction links") {
@@ -354,8 +354,27 @@ TEST_SUITE("load: shipped devices") {
     CHECK(d.hbm_bytes > sxm.hbm_bytes);
     CHECK(d.hbm_bytes_per_s == 2.4e12);  // the benchmark page's figure, below the SXM's 3.35 TB/s
     CHECK(d.hbm_bytes_per_s < sxm.hbm_bytes_per_s);
-    CHECK(d.peak_bf16_flops_per_s == 989e12);  // the upper bound torchtitan itself divides by
+    // Power-limited (500 W): between the NVL's 835.5 and the SXM's 989 dense TFLOPS, by power.
+    CHECK(d.peak_bf16_flops_per_s == 887e12);
+    CHECK(d.peak_bf16_flops_per_s < sxm.peak_bf16_flops_per_s);
+    CHECK(d.peak_fp8_flops_per_s == 1773e12);
     CHECK(d.cublas_workspace_bytes == 32 * mib);
+  }
+
+  TEST_CASE("fp8 peaks (issue 11, time): dense FP8 where the GPU has FP8 tensor cores") {
+    CHECK(sim_io::load_device("h100-sxm", kDirs).peak_fp8_flops_per_s == 1979e12);
+    CHECK(sim_io::load_device("h200", kDirs).peak_fp8_flops_per_s == 1979e12);
+    CHECK(sim_io::load_device("h100-pcie", kDirs).peak_fp8_flops_per_s == 1513e12);
+    CHECK(sim_io::load_device("a100-80gb", kDirs).peak_fp8_flops_per_s == 0);  // no FP8 on Ampere
+    CHECK(sim_io::load_device("v100-16gb", kDirs).peak_fp8_flops_per_s == 0);
+  }
+
+  TEST_CASE("h100-pcie: 114 SMs, 2 TB/s HBM2e, PCIe between more than two cards") {
+    const sim::Device d = sim_io::load_device("h100-pcie", kDirs);
+    CHECK(d.sm_count == 114);
+    CHECK(d.peak_bf16_flops_per_s == 756.5e12);
+    CHECK(d.hbm_bytes_per_s == 2e12);
+    CHECK(d.nvlink_bytes_per_s == d.host_link_bytes_per_s);
   }
 }  // TEST_SUITE("load: shipped devices")
 
@@ -672,10 +691,7 @@ TEST_SUITE("load: HuggingFace errors") {
              Case{"pegasus", "encoder-decoder"},
              Case{"marian", "encoder-decoder"},
              Case{"whisper", "encoder-decoder"},
-             Case{"mixtral", "mixture of experts"},
-             Case{"qwen2_moe", "mixture of experts"},
              Case{"qwen3_moe", "mixture of experts"},
-             Case{"deepseek_v2", "mixture of experts"},
              Case{"deepseek_v3", "mixture of experts"},
              Case{"dbrx", "mixture of experts"},
              Case{"jamba", "mixture of experts"},
@@ -835,6 +851,20 @@ TEST_SUITE("load: device errors") {
     }
   }
 
+  TEST_CASE("peak_fp8_flops_per_s (issue 11, time): optional, with a provenance line when given") {
+    CHECK(sim_io::parse_device(kTinyDevice.text(), "tiny", "d/tiny.json").peak_fp8_flops_per_s == 0);
+    const JsonObject fp8 = kTinyDevice.with("peak_fp8_flops_per_s", "2e12");
+    auto e = device_error(fp8);
+    CHECK(std::string(e.what()) == "d/tiny.json: peak_fp8_flops_per_s: no provenance: add a "
+                                   "one-line source for it under \"provenance\"");
+    const JsonObject with_prov =
+        fp8.with("provenance", provenance("", R"(, "peak_fp8_flops_per_s": "datasheet")"));
+    CHECK(sim_io::parse_device(with_prov.text(), "tiny", "d/tiny.json").peak_fp8_flops_per_s ==
+          2e12);
+    e = device_error(with_prov.with("peak_fp8_flops_per_s", "-1"));
+    CHECK(e.field() == "peak_fp8_flops_per_s");
+  }
+
   TEST_CASE("provenance entries must be non-empty strings for numeric fields") {
     struct Case {
       std::string provenance;
@@ -976,8 +1006,8 @@ TEST_SUITE("load: files and names") {
     CHECK(std::string(e.what()) == "h100: device: no device of that name; searched " +
                                        (kModels / "devices").string() +
                                        "; known devices: a100-40gb, a100-80gb, h100-96gb, "
-                                       "h100-sxm, h200, v100-16gb (or give a path to a .json "
-                                       "file)");
+                                       "h100-pcie, h100-sxm, h200, v100-16gb (or give a path to "
+                                       "a .json file)");
 
     e = error_of([] { sim_io::load_model("nothing", {}); });
     CHECK(std::string(e.what()) ==

@@ -50,6 +50,22 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--reentrant", f.reentrant,
       "on|off: checkpoint with use_reentrant=True (the whole segment replayed, its output kept "
       "to its backward) or False (stops at the last save); default: the implementation's");
+  // feat (issue 13): LoRA / QLoRA
+  add("--lora-rank", f.lora_rank,
+      "LoRA adapters of this rank (HF PEFT; base frozen); 0: full fine-tuning");
+  add("--lora-targets", f.lora_targets,
+      "LoRA target modules: q,k,v,o,gate,up,down (joined by , or +) or all-linear (default: PEFT's "
+      "for the family)");
+  app.add_option("--qlora", f.qlora,
+                 "QLoRA: frozen linears in 4-bit NF4 (bitsandbytes); on or off; alone means on")
+      ->expected(0, 1)
+      ->group("Model and setup");
+  add("--cp", f.cp,
+      "context-parallel ranks (ring attention: megatron, torchtitan); the sequence must divide "
+      "into 2 x cp chunks when causal");
+  add("--fp8", f.fp8,
+      "FP8 linears: off, te-delayed, te-current (Transformer Engine: megatron, bf16-mixed), "
+      "torchao-tensorwise, torchao-rowwise (Float8Linear: torchtitan, fsdp2-bf16); needs fp8 GPUs");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -58,6 +74,14 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--vpp", f.vpp, "model chunks per pipeline stage: the interleaved schedule when > 1");
   add("--num-microbatches", f.microbatches,
       "micro-batches per step (gradient accumulation; the pipeline's N)");
+  add("--ep", f.ep,
+      "expert-parallel ranks (MoE): routed experts divided over them, all-to-all dispatch; must "
+      "divide the experts and --dp");
+  add("--moe-imbalance", f.moe_imbalance,
+      "MoE: the hottest expert receives F times the mean tokens (default 1: balanced)");
+  add("--moe-capacity", f.moe_capacity,
+      "MoE (megatron): capacity factor, tokens over it dropped and experts padded to it "
+      "(default: dropless)");
   add("--gpus-per-node", f.gpus_per_node,
       "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
@@ -128,10 +152,46 @@ Axes parse_axes(const CommonFlags& f) {
     a.set_to_none = v.front();
   }
   if (!f.target_seq.empty()) a.target_seq = one(f.target_seq, "--target-seq", 1);  // famenc
+  {  // moe
+    a.ep = one(f.ep, "--ep", 1);
+    const std::vector<double> im = parse_real_axis(f.moe_imbalance, "--moe-imbalance");
+    if (im.size() != 1)
+      throw sim::ConfigError("--moe-imbalance", f.moe_imbalance, "takes one value, not a list");
+    a.moe_imbalance = im.front();
+    if (!f.moe_capacity.empty()) {
+      const std::vector<double> c = parse_real_axis(f.moe_capacity, "--moe-capacity");
+      if (c.size() != 1)
+        throw sim::ConfigError("--moe-capacity", f.moe_capacity, "takes one value, not a list");
+      a.moe_capacity = c.front();
+    }
+  }
   if (!f.reentrant.empty()) {
     const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");
     if (v.size() != 1) throw sim::ConfigError("--reentrant", f.reentrant, "takes one value, not a list");
     a.reentrant = v.front();
+  }
+  // feat (issue 13): context parallelism, LoRA / QLoRA
+  a.cp = one(f.cp, "--cp", 1);
+  {
+    const std::optional<sim::Fp8Recipe> r = sim::parse_fp8(f.fp8);
+    if (!r)
+      throw sim::ConfigError("--fp8", f.fp8,
+                             "expected off, te-delayed, te-current, torchao-tensorwise or "
+                             "torchao-rowwise");
+    a.fp8 = *r;
+  }
+  a.lora_rank = one(f.lora_rank, "--lora-rank", 0);
+  if (!f.lora_targets.empty()) {
+    const std::optional<uint32_t> t = sim::parse_lora_targets(f.lora_targets);
+    if (!t)
+      throw sim::ConfigError("--lora-targets", f.lora_targets,
+                             "expected a comma list of q, k, v, o, gate, up, down, or all-linear");
+    a.lora_targets = *t;
+  }
+  {
+    const std::vector<bool> v = parse_switch_axis(f.qlora, "--qlora");
+    if (v.size() != 1) throw sim::ConfigError("--qlora", f.qlora, "takes one value, not a list");
+    a.qlora = v.front();
   }
   return a;
 }

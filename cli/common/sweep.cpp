@@ -117,6 +117,14 @@ Point point_at(const Axes& a, int64_t index) {
   t.reentrant = a.reentrant;
   t.target_seq = a.target_seq;    // famenc
   t.seq_default = a.seq_default;  // famenc
+  t.ep = a.ep;  // moe
+  t.moe_imbalance = a.moe_imbalance;
+  t.moe_capacity = a.moe_capacity;
+  t.lora_rank = a.lora_rank;  // feat
+  t.lora_targets = a.lora_targets;
+  t.qlora = a.qlora;
+  t.cp = a.cp;
+  t.fp8 = a.fp8;
   return p;
 }
 

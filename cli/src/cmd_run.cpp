@@ -99,6 +99,19 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
   out += fmt::format("   {} parameters ({} per rank), {} blocks, {} model\n",
                      human_count(r.params), human_count(r.params_per_rank), r.layers,
                      model.family.empty() ? std::string("?") : model.family);
+  if (sim::is_moe(model)) {  // moe: the routing assumed, stated
+    const sim::TrainSetup& s = row.key.setup;
+    const std::string routing =
+        s.moe_imbalance == 1.0
+            ? std::string("balanced routing (--moe-imbalance 1)")
+            : fmt::format("the hottest expert at {:.2f}x the mean tokens, its rank simulated",
+                          s.moe_imbalance);
+    out += fmt::format("   MoE: {} experts ({} per rank, --ep {}), top-{}, {}, {}\n",
+                       model.experts, model.experts / s.ep, s.ep, model.experts_per_token, routing,
+                       s.moe_capacity ? fmt::format("capacity factor {:.2f} (drop and pad)",
+                                                    *s.moe_capacity)
+                                      : std::string("dropless"));
+  }
 
   const std::string when =
       fmt::format("at {} ({} phase), t = {}", r.peak_op.empty() ? "?" : r.peak_op,

@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -201,6 +202,27 @@ int cmd_validate(const Invocation& inv) {
     }
     // famenc: target_seq (appended key column): absent or empty means --seq
     if (const std::string v = optional("target_seq"); !v.empty()) s.target_seq = integer("target_seq");
+    // moe key columns (appended): absent or empty means 1 (no expert parallelism, balanced)
+    s.ep = optional_integer("ep", 1);
+    if (const std::string v = optional("moe_imbalance"); !v.empty()) {
+      try {
+        size_t used = 0;
+        s.moe_imbalance = std::stod(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        throw sim::ConfigError(where, "moe_imbalance", "'" + v + "' is not a number");
+      }
+    }
+    // feat (issue 13): LoRA key columns (appended): absent or empty means full fine-tuning.
+    s.lora_rank = optional_integer("lora_rank", 0);
+    s.cp = optional_integer("cp", 1);
+    if (const std::string v = optional("fp8"); !v.empty()) s.fp8 = parsed("fp8", sim::parse_fp8(v));
+    if (const std::string v = optional("lora_targets"); !v.empty())
+      s.lora_targets = parsed("lora_targets", sim::parse_lora_targets(v));
+    if (const std::string v = optional("qlora"); !v.empty()) {
+      if (v != "on" && v != "off") throw sim::ConfigError(where, "qlora", "'" + v + "' is not on or off");
+      s.qlora = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -8,7 +8,7 @@ namespace gui {
 
 int64_t tokens_per_step(const sim::TrainSetup& s) { return s.micro_batch * s.seq * s.dp; }
 
-int64_t gpus(const sim::TrainSetup& s) { return s.tp * s.dp; }
+int64_t gpus(const sim::TrainSetup& s) { return s.tp * s.cp * s.dp; }  // feat: x cp
 
 std::optional<int> largest_fit(const FitMapData& m, int g) {
   if (g < 0 || g >= static_cast<int>(m.grids.size())) return std::nullopt;

@@ -62,12 +62,39 @@ bool setup_panel(AppState& st) {
   changed |= ImGui::Checkbox("##sp", &s.sp);
   changed |= edit_i64("data parallel", s.dp, 1, 1 << 20);
   changed |= edit_int("ZeRO stage", s.zero, 0, 3);
+  // moe: expert parallelism and routing of MoE models (--ep, --moe-imbalance, --moe-capacity;
+  // a dense model with ep > 1 is an error naming --ep, shown like any other)
+  changed |= edit_i64("expert parallel", s.ep, 1, 4096);
+  changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
+  form_label("MoE capacity");
+  bool capacity = s.moe_capacity.has_value();
+  if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {
+    if (capacity) s.moe_capacity = 1.25;
+    else s.moe_capacity.reset();
+    changed = true;
+  }
+  if (s.moe_capacity) changed |= edit_real("  factor", *s.moe_capacity, 0.01, 64.0, "%.2f");
   int optimizer = static_cast<int>(s.optimizer);
   if (edit_choice("optimizer", optimizer, kOptimizers))
     s.optimizer = static_cast<sim::Optimizer>(optimizer), changed = true;
   int allocator = static_cast<int>(s.allocator);
   if (edit_choice("allocator", allocator, kAllocators))
     s.allocator = static_cast<sim::AllocatorKind>(allocator), changed = true;
+  // feat (issue 13): context parallelism, LoRA / QLoRA (targets: PEFT's default for the family)
+  changed |= edit_i64("context parallel", s.cp, 1, 1 << 10);
+  {
+    static constexpr std::string_view kFp8[] = {"off", "te-delayed", "te-current", "torchao-tensorwise",
+                                       "torchao-rowwise"};
+    int fp8 = static_cast<int>(s.fp8);
+    if (edit_choice("fp8 linears", fp8, kFp8)) s.fp8 = static_cast<sim::Fp8Recipe>(fp8), changed = true;
+  }
+  changed |= edit_i64("LoRA rank", s.lora_rank, 0, 1 << 16);
+  if (s.lora_rank > 0) {
+    form_label("QLoRA (4-bit)");
+    changed |= ImGui::Checkbox("##qlora", &s.qlora);
+  } else if (s.qlora) {
+    s.qlora = false, changed = true;
+  }
   return changed;
 }
 

@@ -7,6 +7,11 @@ model(X, Y)`, `loss = loss / gradient_accumulation_steps` (1 here), `loss.backwa
 optimizer step, `zero_grad(set_to_none=True)`; `logits` stays referenced by train.py's local
 variable through backward and the optimizer step, so loss_fn hands it back to be held
 (keep_logits=false drops it, as a loop that does not keep the output would).
+
+lora_rank=R (with lora_targets, actsim's names: q,k,v = c_attn, o = attn.c_proj, up = c_fc,
+down = mlp.c_proj; default c_attn, PEFT's gpt2 default) wraps those linears in PEFT-style LoRA
+adapters (harness/realcode/lora_peft.py), freezes every other parameter and hooks the token
+embedding's output to require grad (enable_input_require_grads).
 """
 import importlib.util
 import os
@@ -15,7 +20,8 @@ import torch
 
 
 def build(nanogpt_dir=None, n_layer=4, n_head=4, n_embd=256, bias=True, batch=4, seq=256,
-          block_size=None, vocab_size=50304, keep_logits=True, seed=0):
+          block_size=None, vocab_size=50304, keep_logits=True, seed=0, lora_rank=0,
+          lora_targets="q,k,v"):
     where = nanogpt_dir or os.environ.get("NANOGPT_DIR")
     if not where:
         raise ValueError("no nanoGPT directory: --builder-arg nanogpt_dir=DIR or NANOGPT_DIR")
@@ -30,6 +36,15 @@ def build(nanogpt_dir=None, n_layer=4, n_head=4, n_embd=256, bias=True, batch=4,
                              n_layer=n_layer, n_head=n_head, n_embd=n_embd, dropout=0.0,
                              bias=bool(bias))
     model = model_py.GPT(cfg)
+    if lora_rank:
+        import sys
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from lora_peft import apply_lora
+        names = {"q": "attn.c_attn", "k": "attn.c_attn", "v": "attn.c_attn",
+                 "o": "attn.c_proj", "up": "mlp.c_fc", "down": "mlp.c_proj"}
+        wanted = sorted({names[t] for t in str(lora_targets).split(",")})
+        n = apply_lora(model, int(lora_rank), wanted, model.transformer.wte)
+        print("LoRA rank %d on %d linears (%s)" % (int(lora_rank), n, ", ".join(wanted)))
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, vocab_size, (batch, seq), generator=g)
     y = torch.randint(0, vocab_size, (batch, seq), generator=g)

@@ -114,6 +114,8 @@ class Builder {
   int32_t global_buffer(int64_t bytes, DType dtype);
   // Marks the last added op as part of core attention (selective recompute's region).
   void mark_core_attention_last() { drafts_.back().op.core_attention = true; }
+  // moe: marks a parameter tensor as a routed expert's (Storage::expert).
+  void mark_expert(int32_t t) { g_.storages[tensors_[t].storage].expert = true; }
   void set_labels(int32_t t) { labels_ = t; }
   int32_t labels() const { return labels_; }
   void set_rope_tables(int32_t t) { rope_tables_ = t; }
@@ -128,6 +130,8 @@ class Builder {
   bool ignore_transients = false; // paper profile
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
+  // feat (LoRA): param() makes frozen weights (persistent, no gradient, no optimizer state).
+  bool freeze_params = false;
 
   // Capacity for about `ops` ops (and their tensors and storages).
   void reserve(size_t ops) {
@@ -181,6 +185,19 @@ struct Dims {
   bool vocab_parallel_ce = false;  // Megatron's vocab_parallel_cross_entropy (else float CE)
   bool megatron_softmax = false;   // FusedScaleMaskSoftmax (EagerSoftmax::kMegatronFused)
   bool qk_global_buffer = false;   // baddbmm's persistent [b*np, s, s] input buffer
+
+  // moe (sim/src/blocks_moe.cpp)
+  int64_t ep = 1;              // expert-parallel ranks
+  double moe_imbalance = 1.0;  // the hottest expert's tokens over the mean
+  double moe_capacity = 0;     // capacity factor (drop and pad); 0: dropless
+  int64_t layer0 = 0;          // the model layer of this stage's block 0 (dense-first models)
+  // --- feat (issue 13): LoRA / QLoRA (sim/src/lora.cpp) ---
+  int64_t lora_rank = 0;      // > 0: every base parameter frozen, adapters on the targets
+  uint32_t lora_targets = 0;  // LoraTarget bits (resolved)
+  bool qlora = false;         // frozen linears in 4-bit NF4 (bitsandbytes Linear4bit)
+  int64_t cp = 1;             // context parallel: s is this rank's s / cp (sim/src/cp.cpp)
+  Fp8Recipe fp8 = Fp8Recipe::kOff;  // FP8 linears (sim/src/fp8.cpp)
+  // --- end feat ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

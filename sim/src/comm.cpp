@@ -31,6 +31,16 @@ double collective_seconds(Collective c, int64_t bytes, CommGroup g, const Device
     return lat + static_cast<double>(bytes) / bw;
   }
   if (g.ranks <= 1 || bytes <= 0) return 0;
+  if (c == Collective::kAllToAll) {
+    // moe: NCCL's all-to-all is n - 1 concurrent send/recv pairs per rank (one grouped call,
+    // Megatron's all_to_all -> torch.distributed.all_to_all_single); each rank sends (n-1)/n of
+    // its `bytes` buffer, over NVLink inside a node, and the network share of it across nodes at
+    // the per-GPU network bandwidth. One latency of a send/recv.
+    const double share = (n - 1) / n;
+    const double bw = g.nodes > 1 ? d.internode_bytes_per_s : d.nvlink_bytes_per_s;
+    const double lat = g.nodes > 1 ? 8.4e-6 + 9.6e-6 : 8.4e-6 + 3.4e-6;
+    return lat + static_cast<double>(bytes) * share / bw;
+  }
   const double nsteps = c == Collective::kAllReduce ? 2 * (n - 1) : n - 1;
   const double inter = c == Collective::kAllReduce ? 2 * (nodes - 1) : nodes - 1;
   const double lat = 8.4e-6 + (nsteps - inter) * 3.4e-6 + inter * 9.6e-6;
@@ -39,6 +49,15 @@ double collective_seconds(Collective c, int64_t bytes, CommGroup g, const Device
     busbw = std::min(busbw, d.internode_bytes_per_s * std::max(1.0, n / nodes));
   const double algbw = busbw * n / nsteps;
   return lat + static_cast<double>(bytes) / algbw;
+}
+
+int64_t contended_ns(int64_t work_ns, int64_t comm_busy_ns) {
+  if (work_ns <= 0 || comm_busy_ns <= 0) return work_ns;
+  const double slow = 1.0 + kOverlapComputeSlowdown;
+  const double w = static_cast<double>(work_ns), c = static_cast<double>(comm_busy_ns);
+  // Work done inside the busy window at the slowed rate, then the remainder at full speed.
+  const double ns = w * slow <= c ? w * slow : c + (w - c / slow);
+  return static_cast<int64_t>(ns + 0.5);
 }
 
 }  // namespace sim

@@ -76,7 +76,10 @@ int64_t op_ns(const Op& op, bool backward, const Device& d, Precision prec, Effi
   if (k.cls == KernelClass::kAttention && prec != Precision::kFp32) {
     compute_s = attention_seconds(op, backward, d);
   } else if (k.cls == KernelClass::kGemm) {
-    compute_s = gemm_seconds(op, backward, d, peak_for(op.math16, d, prec), e.compute);
+    // feat: fp8 GEMMs (sim/src/fp8.cpp) at the fp8 dense peak, twice the bf16 one on every fp8
+    // GPU (H100 SXM datasheet: 1,979 against 989 TFLOPS; H200, L40S, B200 likewise)
+    const double peak = peak_for(op.math16, d, prec) * (op.fp8 ? 2.0 : 1.0);
+    compute_s = gemm_seconds(op, backward, d, peak, e.compute);
   } else {
     compute_s = static_cast<double>(c.flops) / (peak_for(op.math16, d, prec) * e.compute);
   }
@@ -321,13 +324,16 @@ class Engine {
   // backward); under ZeRO-3, each block's gathered weight bytes.
   void setup_comm() {
     // Ranks fill whole nodes: a world larger than one node must be a multiple of its size.
-    const int64_t world = g_.tp * g_.dp * g_.pp;
+    const int64_t world = g_.tp * g_.dp * g_.pp;  // (g_.dp counts dp x cp: graph_builder.cpp)
     if (world > opt_.gpus_per_node && world % opt_.gpus_per_node != 0)
       throw ConfigError("--gpus-per-node", "gpus_per_node",
-                        "a world of " + std::to_string(world) + " GPUs (tp x dp x pp) does not fill "
+                        "a world of " + std::to_string(world) + " GPUs (tp x cp x dp x pp) does not fill "
                         "nodes of " + std::to_string(opt_.gpus_per_node));
     tp_group_ = comm_group(g_.tp, 1, opt_.gpus_per_node);
+    // feat: Megatron's rank order is tp, cp, dp, pp (innermost first); g_.dp is dp x cp.
+    cp_group_ = comm_group(g_.cp, g_.tp, opt_.gpus_per_node);
     dp_group_ = comm_group(g_.dp, g_.tp, opt_.gpus_per_node);
+    ep_group_ = comm_group(g_.ep, g_.tp, opt_.gpus_per_node);  // moe: EP ranks inside dp
     grad_at_.clear();
     block_gather_.clear();
     block_grad_.clear();
@@ -342,7 +348,9 @@ class Engine {
       const int64_t numel = st.bytes / bytes_of(st.dtype) * shards;
       const size_t b = st.block >= 0 && st.block < g_.n_blocks ? static_cast<size_t>(st.block)
                                                                : block_gather_.size() - 1;
-      block_gather_[b] += st.bytes * shards;
+      // FSDP2 mixed precision keeps fp32 shards and all-gathers them cast to param_dtype bf16
+      // (torch/distributed/_composable/fsdp/_fsdp_param.py all_gather_inputs; time, issue 11).
+      block_gather_[b] += g_.precision == Precision::kFsdp2Bf16 ? 2 * numel : st.bytes * shards;
       block_grad_[b] += 4 * numel;
     }
   }
@@ -407,15 +415,41 @@ class Engine {
     int32_t& ready_block = backward ? bwd_ready_block_ : fwd_ready_block_;
     const int64_t done = ready_block == block ? ready : gather(block);
     wait_until(done, false);
+    // FSDP2 copies the gathered block out of the all-gather buffer into its parameters on the
+    // compute stream (time, issue 11; torch/distributed/_composable/fsdp/_fsdp_collectives.py
+    // foreach_all_gather_copy_out, called from FSDPParamGroup.wait_for_unshard): read + write.
+    if (g_.precision == Precision::kFsdp2Bf16) {
+      int64_t bytes = block_gather_[static_cast<size_t>(block)];
+      if (block == 0) bytes += block_gather_.back();
+      fsdp2_copy(2 * bytes);
+    }
     const int32_t next = backward ? block - 1 : block + 1;
     if (next >= 0 && next < g_.n_blocks) {
       ready = gather(next);
       ready_block = next;
     }
   }
+  // FSDP2's copies on the compute stream (time, issue 11): a memory-bound kernel, slowed like
+  // any other while a collective runs, counted in the phase it runs in.
+  void fsdp2_copy(int64_t bytes) {
+    const int64_t ns = contended(checked_add(
+        to_ns(static_cast<double>(bytes) / (dev_.hbm_bytes_per_s * dev_.memory_efficiency), dev_),
+        dev_.launch_overhead_ns, "step_time_ns"));
+    advance(cur_op_, ns, 0);
+    int64_t& sum = phase_ == Phase::kForward     ? res_.fwd_time_ns
+                   : phase_ == Phase::kRecompute ? res_.recompute_time_ns
+                                                 : res_.bwd_time_ns;  // the last reduce: before the step
+    sum += ns;
+  }
+
   void reduce_block(int32_t b) {
     int64_t bytes = block_grad_[static_cast<size_t>(b)];
     if (b == 0) bytes += block_grad_.back();
+    // FSDP2 with reduce_dtype fp32 over bf16 gradients: the reduce-scatter's copy-in casts them
+    // into the fp32 input (torch._chunk_cat on the reduce-scatter stream), and the compute stream
+    // waits for it (foreach_reduce: current_stream.wait_stream(reduce_scatter_stream) after the
+    // copy-in): 2 B read + 4 B written per element, before the collective is issued.
+    if (g_.precision == Precision::kFsdp2Bf16) fsdp2_copy(bytes / 4 * 6);
     dp_collective(Collective::kReduceScatter, bytes, clock_);
     ++buckets_;
     res_.dp_buckets = buckets_;
@@ -459,6 +493,14 @@ class Engine {
     }
   }
 
+  // Contention (issue 11, time; sim/src/comm.hpp kOverlapComputeSlowdown): a kernel issued
+  // while the data-parallel stream is busy runs slower for as long as the stream stays busy
+  // (the stream is busy from now until dp_free_: a collective issued at the clock starts no
+  // earlier than it).
+  int64_t contended(int64_t ns) const {
+    return dp_free_ > clock_ ? contended_ns(ns, dp_free_ - clock_) : ns;
+  }
+
   void advance(int32_t op, int64_t compute_ns, int64_t comm_ns) {
     if (opt_.record_timeline && compute_ns > 0)
       res_.spans.push_back({clock_, compute_ns, op, kCompute, phase_});
@@ -474,7 +516,23 @@ class Engine {
   // Tensor-parallel collectives (Megatron-core), on the critical path.
   int64_t tp_ns(const OpCost& c) const {
     if (c.comm_kind == 0) return 0;
-    return comm_ns(static_cast<Collective>(c.comm_kind), c.comm_bytes, tp_group_, dev_);
+    const auto kind = static_cast<Collective>(c.comm_kind);
+    if (kind == Collective::kSendRecv) return 0;  // feat: the cp ring is cp_ring_ns's
+    // moe: the expert-parallel all-to-all, on the critical path as Megatron's dispatcher waits
+    // for it before the experts run (no overlap with the shared experts modeled)
+    if (kind == Collective::kAllToAll) return comm_ns(kind, c.comm_bytes, ep_group_, dev_);
+    return comm_ns(kind, c.comm_bytes, tp_group_, dev_);
+  }
+
+  // feat: the context-parallel ring (sim/src/cp.cpp): cp - 1 send/recv steps of comm_bytes /
+  // (cp - 1) each on their own streams (TE's flash_attn_streams and P2P), each overlapping one
+  // step's attention (compute_ns / cp); what the ring takes beyond the compute is exposed.
+  int64_t cp_ring_ns(const OpCost& c, int64_t compute_ns) const {
+    if (g_.cp <= 1 || c.comm_kind != static_cast<uint8_t>(Collective::kSendRecv)) return 0;
+    const int64_t steps = g_.cp - 1;
+    const int64_t per = comm_ns(Collective::kSendRecv, c.comm_bytes / steps, cp_group_, dev_);
+    const int64_t overlap = compute_ns / g_.cp;
+    return per > overlap ? checked_mul(steps, per - overlap, "step_time_ns") : 0;
   }
 
   void run_forward(int32_t k, int32_t id, Phase phase, bool recompute) {
@@ -493,14 +551,15 @@ class Engine {
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    const int64_t comm = tp_ns(op.fwd);
-    advance(id, ns, comm);  // checks the clock, which bounds every time sum below
+    const int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns);  // feat: + the cp ring
+    const int64_t dur = contended(ns);
+    advance(id, dur, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
-      res_.recompute_time_ns += ns;
+      res_.recompute_time_ns += dur;
     } else {
       res_.fwd_flops = checked_add(res_.fwd_flops, op.fwd.flops, "fwd_flops");
-      res_.fwd_time_ns += ns;
+      res_.fwd_time_ns += dur;
     }
     record(k);
   }
@@ -515,8 +574,9 @@ class Engine {
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
     dispatch(1);
-    const int64_t ns = op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    advance(id, ns, tp_ns(op.bwd));
+    const int64_t ns =
+        contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
+    advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns));  // feat: + the cp ring
     bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;
@@ -530,14 +590,16 @@ class Engine {
     finish_grads();
     const int64_t t0 = clock_;
     // Foreach and fused optimizers: one Python call per foreach op (graph optimizer_cost.kernels
-    // of them), each launching multi_tensor_apply chunks over the shard's tensors.
+    // of them), each launching multi_tensor_apply chunks over the shard's tensors. A
+    // per-parameter for-loop (time, issue 11): one Python call and one launch per op and tensor.
     const int64_t calls = g_.optimizer_cost.kernels;
-    dispatch(calls);
+    const int64_t tensors = static_cast<int64_t>(g_.param_storages.size());
+    dispatch(g_.optimizer_multi_tensor ? calls : checked_mul(calls, tensors, "step_time_ns"));
     OpCost c = g_.optimizer_cost;
     const int64_t shard = g_.zero >= 1 && g_.dp > 1 ? g_.params_per_rank / g_.dp : g_.params_per_rank;
     c.kernels = static_cast<uint8_t>(0);
-    const int64_t launches = optimizer_launches(
-        static_cast<int64_t>(g_.param_storages.size()), shard, calls, true);
+    const int64_t launches =
+        optimizer_launches(tensors, shard, calls, g_.optimizer_multi_tensor);
     int64_t ns = kernel_ns(c, false, dev_, g_.precision,
                            {dev_.compute_efficiency, dev_.memory_efficiency});
     ns = checked_add(ns, checked_mul(launches, dev_.launch_overhead_ns, "step_time_ns"),
@@ -614,7 +676,7 @@ class Engine {
                                                            : dev_.peak_bf16_flops_per_s;
       r.tokens_per_s = static_cast<double>(g_.tokens) / step_s;
       // A replica is tp x pp GPUs (each data-parallel replica processes its own tokens).
-      r.tokens_per_s_per_gpu = r.tokens_per_s / static_cast<double>(g_.tp * g_.pp);
+      r.tokens_per_s_per_gpu = r.tokens_per_s / static_cast<double>(g_.tp * g_.cp * g_.pp);
       r.mfu = static_cast<double>(r.model_flops) / (step_s * peak);
       // Summed in double: the int64 sum may not exist.
       r.hfu = (static_cast<double>(r.model_flops) + static_cast<double>(r.recompute_flops)) /
@@ -661,6 +723,8 @@ class Engine {
   // Data-parallel communication: groups, per-op gradient bytes, per-block gathered bytes, the
   // stream's clock, the open bucket, and ZeRO-3's current blocks and prefetched gathers.
   CommGroup tp_group_, dp_group_;
+  CommGroup ep_group_;  // moe
+  CommGroup cp_group_;  // feat: the context-parallel ring
   std::vector<int64_t> grad_at_, block_gather_, block_grad_;
   int64_t dp_free_ = 0, pending_grad_ = 0, buckets_ = 0;
   int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "blocks_famdec.hpp"  // famdec (issue 12)
+#include "blocks_moe.hpp"
 #include "ops.hpp"
 
 namespace sim::detail {
@@ -24,8 +25,12 @@ void build_rope_tables(Builder& bld, const Dims& dm) {
   // local pair (Gemma3TextModel.rotary_emb and rotary_emb_local)
   const int64_t rw = famdec_rotary_width(dm), tables = famdec_rotary_tables(*dm.model);
   if (rw != dm.d || tables != 1) d.exec = Exec::kNone;
-  int32_t cs = bld.fresh(bytes(mul(mul(2 * tables, dm.b), mul(dm.s, rw)), dm.resid_dt), dm.resid_dt,
-                         "rotary cos+sin");
+  int64_t table = bytes(mul(mul(2 * tables, dm.b), mul(dm.s, rw)), dm.resid_dt);
+  // moe: DeepSeek-V2's freqs_cis, complex64 [b, s, rope/2] (torch.polar, not cast): fp32 pairs
+  if (is_mla(*dm.model)) table = bytes(mul(mul(dm.b, dm.s), dm.model->qk_rope_dim), DType::kF32);
+  const DType tdt = is_mla(*dm.model) ? DType::kF32 : dm.resid_dt;
+  if (is_mla(*dm.model)) d.exec = Exec::kNone;  // the executor has no complex rotary
+  int32_t cs = bld.fresh(table, tdt, "rotary cos+sin");
   d.outputs = {cs};
   bld.add_op(std::move(d));
   bld.model_level(cs);
@@ -88,6 +93,8 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
     d.op.fwd.comm_kind = dm.sp ? kReduceScatter : kAllReduce;
   }
   bld.add_op(std::move(d));
+  // feat (LoRA, sim/src/lora.cpp): PEFT's input-embeddings hook keeps the word lookup to step end
+  if (dm.lora_rank > 0) lora_input_embeddings(bld, dm, x, pos_table >= 0);
   if (m.embed_scale) x = famdec_embed_scale(bld, dm, x);  // famdec: Gemma's * sqrt(h)
   if (m.post_norm) x = o.norm(x, "embedding norm");  // BERT: LayerNorm on the embeddings
   return o.dropout(x, dm.p_embd, "embedding dropout");
@@ -166,6 +173,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
   const DType hdt = dm.half_dt;
   const int64_t nf = dm.n_full();
   const bool causal = m.causal;
+  // moe: MLA's values have their own head dim (v_head_dim != qk head dim)
+  const int64_t nv = is_mla(m) ? dm.a * m.v_head_dim : nq;
   int32_t ctx = -1;  // [tokens, a*d] input of the output projection
   if (dm.attention == AttentionKind::kFlash) {
     // SDPA's flash kernel (aten::_scaled_dot_product_flash_attention): saves q, k, v, the output
@@ -181,12 +190,15 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     OpDraft d = o.draft(OpKind::kFlashAttention,
                         sdpa_mask >= 0 ? "sdpa attention (mask)" : "flash attention");
     d.exec = sdpa_mask >= 0 ? Exec::kNone : Exec::kFlash;
+    // time (issue 11): the kernel that runs it, timed from its table (sim/src/kernels.cpp)
+    if (sdpa_mask >= 0) d.op.kernel = KernelChoice::kSdpaMemEfficient;
+    else if (dm.impl) d.op.kernel = dm.impl->attention_kernel;
     d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
     d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;
     d.op.sac_save = true;  // SDPA is in torchtitan's save list
     d.inputs = {{q, GradRule::kNew}, {k, GradRule::kNew}, {v, GradRule::kNew}};
-    int32_t out = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "attention out");
+    int32_t out = bld.fresh(bytes(mul(nf, nv), hdt), hdt, "attention out");
     int32_t lse = bld.fresh(bytes(mul(mul(dm.b, dm.a), dm.s), DType::kF32), DType::kF32,
                             "flash logsumexp");
     d.outputs = {out, lse};
@@ -195,7 +207,7 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       d.inputs.push_back({sdpa_mask, GradRule::kNone});
       d.saves.push_back(sdpa_mask);
     }
-    const int64_t fl = mul(mul(4, dm.b), mul(mul(dm.s, dm.s), nq));
+    const int64_t fl = mul(mul(2, dm.b), mul(mul(dm.s, dm.s), nq + nv));  // qk and av
     d.op.fwd.flops = fl;
     d.op.bwd.flops = mul(2, fl);
     // flash-attention 2 backward: dq accumulator fp32 [b, s_128, a, d_32] and softmax_d fp32
@@ -206,6 +218,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
                  bytes(mul(mul(dm.b, dm.a), s128), DType::kF32);
     if (dm.g != dm.a) tr += mul(2, bytes(mul(mul(dm.b, dm.s), nq), hdt));
     d.op.bwd_transient_bytes = tr;
+    // feat: context parallelism's ring (sim/src/cp.cpp)
+    cp_ring_attention(d, dm, bld.tensor(q).bytes, bld.tensor(k).bytes + bld.tensor(v).bytes,
+                      bld.tensor(out).bytes, bld.tensor(lse).bytes);
     bld.add_op(std::move(d));
     ctx = out;  // [b, s, a, d] already: transpose(1, 2).contiguous() copies nothing
   } else {
@@ -413,14 +428,18 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
   // Attention input: pre-norm blocks normalize first; post-norm (BERT) blocks take x as is.
   int32_t attn_in = m.post_norm ? x : o.norm(x, "norm1");
 
-  const int32_t ctx = build_attention(bld, dm, attn_in);
-  int32_t proj = o.linear(ctx, nq, h, m.linear_bias, Tp::kRow, "proj", "proj out");
+  // moe: MLA (DeepSeek-V2) projects its own queries, keys and values; o_proj takes a x v_head_dim
+  const int32_t ctx = is_mla(m) ? build_mla(bld, dm, attn_in) : build_attention(bld, dm, attn_in);
+  const int64_t n_ctx = is_mla(m) ? dm.a * m.v_head_dim : nq;
+  int32_t proj = o.linear(ctx, n_ctx, h, m.linear_bias, Tp::kRow, "proj", "proj out");
   int32_t d1 = o.dropout(proj, dm.p_hidden, "proj dropout");
   int32_t x2 = o.add(x, d1, "residual 1");
   if (m.post_norm) x2 = o.norm(x2, "norm1");
   int32_t mlp_in = m.post_norm ? x2 : o.norm(x2, "norm2");
 
-  const int32_t mlp_out = build_mlp(bld, dm, mlp_in);
+  // moe: routed experts from the model's dense_layers on (block is local to a pipeline stage)
+  const int32_t mlp_out = moe_block(m, dm.layer0 + block) ? build_moe(bld, dm, mlp_in)
+                                                          : build_mlp(bld, dm, mlp_in);
   int32_t d2 = o.dropout(mlp_out, dm.p_hidden, "mlp dropout");
   int32_t out = o.add(x2, d2, "residual 2");
   if (m.post_norm) out = o.norm(out, "norm2");

@@ -71,6 +71,10 @@ int32_t Builder::view(int32_t base, int64_t bytes, DType dtype, int32_t col, int
 }
 
 int32_t Builder::param(int64_t numel, DType dtype, const char* role) {
+  // feat (LoRA): a frozen base weight is persistent but no parameter of the optimizer: the
+  // backward computes no gradient for it (requires_grad=False) and holds no state.
+  if (freeze_params)
+    return buffer(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role);
   int32_t t = fresh(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role,
                     Category::kWeights);
   int32_t s = tensors_[t].storage;
@@ -388,10 +392,14 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.impl = s.impl ? &spec(*s.impl) : nullptr;
   dm.amp = dm.precision == Precision::kBf16Amp || dm.precision == Precision::kFp16Amp;
   dm.b = s.micro_batch;
-  dm.s = s.seq;
+  // feat: context parallelism gives each rank s / cp tokens of every sequence (2 cp chunks,
+  // load-balanced, when causal): every token-wise shape is the local one.
+  dm.cp = s.cp;
+  dm.fp8 = s.fp8;
+  dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
-  dm.s_local = dm.sp ? s.seq / s.tp : s.seq;
+  dm.s_local = dm.sp ? dm.s / s.tp : dm.s;
   dm.h = m.hidden;
   dm.a = m.heads / s.tp;
   dm.g = m.kv_heads % s.tp == 0 ? m.kv_heads / s.tp : 1;  // fewer KV heads than ranks: replicated
@@ -437,6 +445,14 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
                          (dm.impl && dm.impl->loss == LossVariant::kVocabParallel);
   dm.megatron_softmax = dm.impl && dm.impl->eager_softmax == EagerSoftmax::kMegatronFused;
   dm.qk_global_buffer = dm.impl && dm.impl->qk_global_buffer;
+  // moe
+  dm.ep = s.ep;
+  dm.moe_imbalance = s.moe_imbalance;
+  dm.moe_capacity = s.moe_capacity.value_or(0.0);
+  // feat (issue 13): LoRA / QLoRA
+  dm.lora_rank = s.lora_rank;
+  dm.lora_targets = s.lora_targets;
+  dm.qlora = s.qlora;
   return dm;
 }
 
@@ -455,7 +471,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   }
   for (int64_t w : block_weights) max_block_weights = std::max(max_block_weights, w);
   g.params_per_rank = numel;
-  const int64_t d = s.dp;
+  // feat: context-parallel ranks hold the same weights; Megatron's distributed optimizer and
+  // torchtitan's FSDP shard over the data-parallel group with cp (dp x cp ranks).
+  const int64_t d = s.dp * s.cp;
   const Precision prec = g.precision;
   auto add = [&](int64_t bytes, Category cat, const char* role) {
     if (bytes <= 0) return;
@@ -486,6 +504,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
       st.bytes = checked_mul(st.bytes / bytes_of(st.dtype), 4, f) / d;  // fp32 shard
       st.dtype = DType::kF32;
     }
+    // feat: torchao tensorwise fp8 with enable_fsdp_float8_all_gather gathers the blocks' linear
+    // weights in fp8 (1 B instead of 2; the norms' small share is counted at 1 B too)
+    if (s.fp8 == Fp8Recipe::kTorchaoTensorwise) max_block_weights /= 2;
     add(checked_add(checked_mul(2, max_block_weights, f), root, f), Category::kComm,
         "FSDP2 all-gathered bf16 parameters (root, current and prefetched block)");
     weights = 0;
@@ -534,7 +555,17 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   if (prec == Precision::kBf16Mixed) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
   const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16;
-  if (sharded) opt /= d;
+  if (sharded && s.ep > 1) {
+    // moe: a routed expert's state is sharded over its expert-data-parallel group, dp / ep ranks
+    // (Megatron's distributed optimizer per expert_data_parallel_group); the rest over dp
+    int64_t expert = 0;
+    for (int32_t sid : g.param_storages)
+      if (g.storages[sid].expert) expert += g.storages[sid].bytes / bytes_of(g.storages[sid].dtype);
+    opt = checked_mul(per_param, numel - expert, f) / d +
+          checked_mul(per_param, expert, f) / (d / s.ep);
+  } else if (sharded) {
+    opt /= d;
+  }
   if (prec == Precision::kFp16Amp) opt += 8;  // GradScaler: fp32 scale + int32 growth tracker
   g.optimizer_bytes = opt;
   add(opt, Category::kOptimizer, "optimizer state");
@@ -550,7 +581,8 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     const bool eager = s.attention && *s.attention == AttentionKind::kStandard;
     if ((eager ? im.foreach_eps_eager : im.foreach_eps) == ForeachEps::kOutOfPlace)
       per_foreach = 8;
-    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0) {
+    // feat: under LoRA the trainable parameters are the adapters' matrices, one group.
+    if (im.param_groups == ParamGroups::kDecayNoDecay && numel > 0 && g.lora_rank == 0) {
       const int64_t vec = vector_parameter_count(model);
       const int64_t all = parameter_count(model);
       // the larger group, as a share of this rank's shard
@@ -584,9 +616,12 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
                   : s.optimizer == Optimizer::kAdamFused ? 28 : 20;
   if (prec == Precision::kBf16Mixed) moved += 2;
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
-  // (adam-loop launches about 8 per parameter tensor; counted as foreach's 8: not modeled)
+  // time (issue 11): adam-loop launches these 8 per parameter tensor (HF's adamw_hf, transformers
+  // optimization.py AdamW.step: mul_, add_, mul_, addcmul_, sqrt, add_, addcdiv_, add_ per p);
+  // foreach runs them as 8 multi_tensor_apply calls; fused Adam as one.
   g.optimizer_cost.kernels =
       s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 8 : 1;
+  g.optimizer_multi_tensor = s.optimizer != Optimizer::kAdamLoop;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
   const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
@@ -619,14 +654,20 @@ struct Stage {
   int64_t layers = 0;
   bool embedding = true;
   bool head = true;
+  int64_t first = 0;  // moe: the model layer of the stage's first block
 };
-Stage whole(const ModelConfig& m) { return {m.layers, true, true}; }
+Stage whole(const ModelConfig& m) { return {m.layers, true, true, 0}; }
 
 // The ops and storages of the stage's blocks built one by one, before persistent state.
 // `record_exec`: also the executor's per-op arguments (build_graph_exec).
 Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                 const Stage& st, bool record_exec = false) {
-  (void)device;
+  // feat: fp8 tensor cores from compute capability 8.9 (Ada, Hopper, Blackwell)
+  if (setup.fp8 != Fp8Recipe::kOff && device.sm_arch < 89)
+    throw ConfigError("--fp8", "fp8",
+                      std::string(name(setup.fp8)) + " needs fp8 tensor cores (compute capability " +
+                          "8.9 or later); the device's is " + std::to_string(device.sm_arch / 10) +
+                          "." + std::to_string(device.sm_arch % 10));
   Graph g;
   g.n_blocks = st.layers;
   g.precision = resolved_precision(setup);
@@ -637,10 +678,15 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.prefetch = setup.prefetch;
   g.tokens = checked_mul(setup.micro_batch, setup.seq, "tokens");
   g.tp = setup.tp;
-  g.dp = setup.dp;
+  // feat: context-parallel ranks hold the same weights and reduce gradients with the data-
+  // parallel ones (Megatron's dp-cp group, torchtitan's dp_shard_cp mesh): the graph's
+  // data-parallel group is dp x cp.
+  g.dp = checked_mul(setup.dp, setup.cp, "dp x cp");
   g.zero = setup.zero;
   g.pp = setup.pp;
+  g.ep = setup.ep;  // moe
   Dims dm = make_dims(model, setup);
+  dm.layer0 = st.first;  // moe
   Builder bld(g);
   bld.reserve(static_cast<size_t>(st.layers) * 48 + 64);
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
@@ -650,6 +696,9 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
+  bld.freeze_params = dm.lora_rank > 0;  // feat: LoRA freezes every base parameter
+  g.lora_rank = setup.lora_rank;
+  g.cp = setup.cp;
   if (detail::builds_encdec(model)) {
     // famenc: T5 and ViT (blocks_encdec.cpp); one stage (no implementation pipelines them)
     detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
@@ -782,6 +831,9 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.dp = g3.dp;
   out.zero = g3.zero;
   out.pp = g3.pp;
+  out.ep = g3.ep;  // moe
+  out.lora_rank = g3.lora_rank;  // feat
+  out.cp = g3.cp;
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());
@@ -844,6 +896,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   extend(g3.autocast_cached, out.autocast_cached);
   out.optimizer_transient_bytes = g3.optimizer_transient_bytes;
   out.optimizer_cost = g3.optimizer_cost;
+  out.optimizer_multi_tensor = g3.optimizer_multi_tensor;  // time (issue 11)
   return ok;
 }
 
@@ -923,7 +976,8 @@ void build_stage_graph(const ModelConfig& model, const TrainSetup& setup_in, con
   validate(model, setup);
   if (stage < 0 || stage >= setup.pp)
     throw std::logic_error("build_stage_graph: stage out of range");
-  const Stage st{model.layers / setup.pp, stage == 0, stage == setup.pp - 1};
+  const Stage st{model.layers / setup.pp, stage == 0, stage == setup.pp - 1,
+                 stage * (model.layers / setup.pp)};
   naming_overflows(model, setup, [&] {
     build_graph_cloned(model, setup, device, out, st);
     return 0;
@@ -935,13 +989,14 @@ namespace {
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
   // famdec: alternating local/global layers whose ops differ are built block by block;
-  // famenc: T5's encoder and decoder blocks are not alike
+  // famenc: T5's encoder and decoder blocks are not alike; moe: blocks differ (dense first
+  // layers) up to the stage's first MoE block: built directly
   if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup)) ||
-      model.decoder_layers > 0) {
+      model.decoder_layers > 0 || (is_moe(model) && model.dense_layers > st.first)) {
     g = build_stage_direct(model, setup, device, st);
     return;
   }
-  Graph g3 = build_ops(model, setup, device, {3, st.embedding, st.head});
+  Graph g3 = build_ops(model, setup, device, {3, st.embedding, st.head, st.first});
   g3.block_ops.assign(3, IdxRange{});
   for (int32_t i = 0; i < static_cast<int32_t>(g3.ops.size()); ++i) {
     int32_t b = g3.ops[i].block;

@@ -4,6 +4,7 @@
 
 #include "sim/error.hpp"
 #include "sim/units.hpp"
+#include "model_moe.hpp"
 
 namespace sim {
 namespace {
@@ -82,6 +83,7 @@ void validate(const ModelConfig& m) {
     throw ConfigError(m.source, "sliding_window", "must not be negative");
   if (m.attn_softcap < 0 || m.final_softcap < 0)
     throw ConfigError(m.source, "softcapping", "must not be negative");
+  if (is_moe(m) || is_mla(m) || m.experts != 0) detail::validate_moe(m);  // moe
   (void)parameter_count(m);  // overflow check
 }
 
@@ -116,6 +118,7 @@ int64_t parameter_count(const ModelConfig& m) {
   if (m.positions == PosEmbedding::kRelativeBias)  // one [buckets, heads] table per stack
     total = checked_add(
         total, checked_product({m.decoder_layers > 0 ? 2 : 1, m.relative_buckets, a}, f), f);
+  if (is_moe(m) || is_mla(m)) total = detail::moe_blocks_parameter_count(m);  // moe
   if (is_vision(m)) {
     // ViT: patch conv (weight [h, c, p, p] and bias), class token; the classifier on it
     const int64_t conv = checked_product({h, m.channels, m.patch_size, m.patch_size}, f);
@@ -145,6 +148,7 @@ int64_t vector_parameter_count(const ModelConfig& m) {
   const int64_t mlp_in = m.mlp == MlpKind::kSwiglu || m.mlp == MlpKind::kGeglu ? 2 : 1;
   if (m.linear_bias) block += h + mlp_in * ff + h;
   int64_t total = block * m.layers + norm;
+  if (is_moe(m) || is_mla(m)) total = detail::moe_blocks_vector_count(m) + norm;  // moe
   // famenc: cross-attention's biases and norm per decoder block, the second final norm; ViT's
   // patch-conv bias and classifier bias (the class token and positions are decayed: they are
   // neither biases nor norm weights, HF Trainer get_decay_parameter_names)

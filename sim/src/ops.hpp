@@ -18,6 +18,8 @@ inline int64_t numel_of(const Tensor& t) { return t.bytes / bytes_of(t.dtype); }
 
 // Collectives of Megatron-core tensor parallelism (OpCost::comm_kind).
 inline constexpr uint8_t kAllReduce = 1, kAllGather = 2, kReduceScatter = 3;
+// feat: the context-parallel ring's point-to-point steps (Collective::kSendRecv)
+inline constexpr uint8_t kSendRecv = 4;
 
 // Type promotion of a binary pointwise op (fp32 wins, as torch's result_type does here).
 inline DType promote(DType a, DType b) {
@@ -26,6 +28,23 @@ inline DType promote(DType a, DType b) {
 
 // famdec (issue 12): RMSNorm with its weight applied in fp32 (Gemma, OLMo 2), blocks_famdec.cpp
 int32_t famdec_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, const char* name);
+// --- feat (issue 13): a linear under LoRA / QLoRA (sim/src/lora.cpp): the frozen base layer
+// and, on a targeted site, PEFT's adapter. Called by Ops::linear when dm.lora_rank > 0.
+int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
+                    bool bias, const char* name, const char* out_role, int32_t shared_param);
+// PEFT's enable_input_require_grads hook (a forward hook on the input embeddings:
+// output.requires_grad_(True)) makes the word lookup's output a leaf that requires grad, which the
+// autograd graph keeps (AccumulateGrad) until the graph is freed at the step's end: `x` itself when
+// it is the lookup (`summed` false), else a separate lookup output summed into x.
+void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed);
+// FP8 linears (sim/src/fp8.cpp): what the recipe saves, caches and casts for one linear draft
+// whose saves are {x16, w}; `name` is the linear's site (the lm head stays 16-bit).
+void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t in_f, int64_t out_f,
+                const char* name);
+// Context parallelism (sim/src/cp.cpp): the ring's FLOPs, buffers and send/recv on the flash op.
+void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_bytes,
+                       int64_t out_bytes, int64_t lse_bytes);
+// --- end feat ---
 
 class Ops {
  public:
@@ -97,6 +116,8 @@ class Ops {
   // all-reduced, or reduce-scattered under SP.
   int32_t linear(int32_t x, int64_t in_f, int64_t out_f, bool bias, Tp tp, const char* name,
                  const char* out_role, int32_t shared_param = -1) {
+    // feat: LoRA / QLoRA replace every linear of the model (single-rank HF: no TP here)
+    if (dm_.lora_rank > 0) return lora_linear(b_, dm_, x, in_f, out_f, bias, name, out_role, shared_param);
     const bool col = tp == Tp::kColumn, row = tp == Tp::kRow;
     int32_t bias_cast = -1;
     int32_t w = weight(mul(in_f, out_f), bias && shared_param < 0 ? out_f : 0, name, shared_param,
@@ -132,6 +153,7 @@ class Ops {
     d.op.fwd.flops = mm;
     d.op.bwd.flops = mul(2, mm);  // grad input and grad weight
     d.op.sac_save = true;         // aten.mm is in torchtitan's save list
+    if (dm_.fp8 != Fp8Recipe::kOff) fp8_linear(b_, dm_, d, xin, in_f, out_f, name);  // feat
     if (dm_.t > 1) {
       const int64_t full_in = mul(mul(n_full, in_f), e), full_out = mul(mul(n_full, out_f), e);
       if (col && dm_.sp) {
@@ -320,8 +342,10 @@ class Ops {
                           "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kRowScale, n, dm_.h);
       int32_t hc = cast(hn, tx.dtype, "rmsnorm to input dtype", "rmsnorm normalized");
       const DType out_dt = promote(dm_.param_dt, b_.tensor(hc).dtype);
+      // MulBackward0 saves self (w) for other's gradient and other (hc) for self's only when w
+      // requires grad: a frozen weight (LoRA, feat) keeps hc unsaved.
       return mul_op(w, hc, bytes(mul(n, dm_.h), out_dt), out_dt, "rmsnorm weight", "norm out",
-                    true, true, Exec::kColScale, n, dm_.h);
+                    true, b_.tensor(w).param, Exec::kColScale, n, dm_.h);
     }
   }
 

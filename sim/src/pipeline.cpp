@@ -101,8 +101,8 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
   if (p > 1) {
     const int64_t act = checked_mul(checked_mul(setup.seq, setup.micro_batch, "p2p bytes"),
                                     checked_mul(model.hidden, 2, "p2p bytes"), "p2p bytes") /
-                        (setup.sp ? setup.tp : 1);
-    const int64_t stride = setup.tp * setup.dp;
+                        (setup.sp ? setup.tp : 1) / setup.cp;  // feat: a cp rank's share
+    const int64_t stride = setup.tp * setup.cp * setup.dp;
     const CommGroup pair = comm_group(2, stride, options.gpus_per_node);
     const double sec = 2 * collective_seconds(Collective::kSendRecv, act, pair, device);
     slowest_ns = checked_add(slowest_ns, static_cast<int64_t>(std::llround(sec * 1e9)),
@@ -128,7 +128,7 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
                             : device.peak_bf16_flops_per_s;
     const double gpus = static_cast<double>(p);  // FLOPs are summed over the p stages
     s.tokens_per_s = static_cast<double>(n * setup.micro_batch * setup.seq) / step_s;
-    s.tokens_per_s_per_gpu = s.tokens_per_s / static_cast<double>(setup.tp * p);
+    s.tokens_per_s_per_gpu = s.tokens_per_s / static_cast<double>(setup.tp * setup.cp * p);
     s.mfu = static_cast<double>(s.model_flops) / (step_s * peak * gpus);
     s.hfu = static_cast<double>(s.model_flops + s.recompute_flops) / (step_s * peak * gpus);
   }

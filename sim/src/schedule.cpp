@@ -233,6 +233,9 @@ class Scheduler {
         else group_[sid] = reg.last_block;
       }
     }
+    // What the training loop (or the autograd graph) holds to the step's end stays on the device
+    // (feat: PEFT's input embeddings under LoRA are also block 0's norm input).
+    for (int32_t sid : g_.step_end_frees) kept[sid] = 1;
     members_.assign(static_cast<size_t>(g_.n_blocks), {});
     for (size_t sid = 0; sid < n; ++sid) {
       if (kept[sid]) group_[sid] = -1;

@@ -135,11 +135,28 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
   }
   if (s.sp) {
     require(s.tp > 1, "--sp", "sp", "sequence parallelism needs --tp > 1");
-    require(s.seq % s.tp == 0, "--sp", "sp", "sequence length must divide by tp");
+    require((s.seq / s.cp) % s.tp == 0, "--sp", "sp",
+            s.cp > 1 ? "each context-parallel rank's sequence (seq / cp) must divide by tp"
+                     : "sequence length must divide by tp");
   }
-  if (s.zero > 0) require(s.dp > 1, "--zero", "zero", "ZeRO needs --dp > 1");
+  // feat (issue 13): context parallelism. Megatron-core splits each sequence into 2 cp chunks
+  // and gives rank r chunks r and 2cp-1-r when causal (load balance: get_batch_on_this_cp_rank),
+  // cp chunks otherwise.
+  require(s.cp >= 1, "--cp", "cp", "must be a positive integer");
+  if (s.cp > 1) {
+    const int64_t chunks = model.causal ? 2 * s.cp : s.cp;
+    require(s.seq % chunks == 0, "--cp", "cp",
+            "sequence " + std::to_string(s.seq) + " must divide into " + std::to_string(chunks) +
+                (model.causal ? " chunks (2 x cp, load-balanced causal ring attention)"
+                              : " chunks (cp)"));
+    require(resolved_attention(s) == AttentionKind::kFlash, "--cp", "cp",
+            "ring attention runs on the fused/flash kernel: --attention standard has no "
+            "context-parallel path");
+  }
+  // (feat: context-parallel ranks shard with the data-parallel ones: dp x cp ranks)
+  if (s.zero > 0) require(s.dp * s.cp > 1, "--zero", "zero", "ZeRO needs --dp > 1");
   if (resolved_precision(s) == Precision::kFsdp2Bf16)
-    require(s.dp == 1 || s.zero == 3, "--precision", "precision",
+    require(s.dp * s.cp == 1 || s.zero == 3, "--precision", "precision",
             "fsdp2-bf16 shards parameters, gradients and optimizer state over --dp: it needs "
             "--zero 3");
 

@@ -13,6 +13,7 @@ std::string_view dtype_name(DType t) {
     case DType::kBF16: return "bf16";
     case DType::kF32: return "fp32";
     case DType::kI64: return "int64";
+    case DType::kF8: return "fp8";
   }
   return "?";
 }

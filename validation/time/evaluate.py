@@ -10,12 +10,19 @@ actsim = sys.argv[1]
 
 
 def flags(r):
-    f = ["--model", r["model"], "--device", r["device"], "--profile", r["profile"],
+    model = r["model"]
+    if model.endswith(".json"):  # a model file of this folder (validation/time/models/)
+        model = os.path.join(here, model)
+    f = ["--model", model, "--device", r["device"], "--profile", r["profile"],
          "--strategy", r["strategy"], "--attention", r["attention"], "--batch", r["batch"],
          "--seq", r["seq"], "--tp", r["tp"], "--sp", r["sp"], "--dp", r["dp"], "--zero", r["zero"],
          "--gpus-per-node", r["gpus_per_node"]]
     if r["precision"]:
         f += ["--precision", r["precision"]]
+    if r.get("impl"):
+        f += ["--impl", r["impl"]]
+    if r.get("microbatches"):
+        f += ["--num-microbatches", r["microbatches"]]
     return f
 
 
@@ -47,6 +54,8 @@ for r in rows:
         pred = layer_ms(r, {"backward", "recompute"})
     elif m == "mfu_pct":
         pred = 100 * run_json(r)["mfu"]
+    elif m == "step_s":
+        pred = run_json(r)["step_time_ns"] / 1e9
     elif m == "tokens_per_s_per_gpu":
         pred = run_json(r)["tokens_per_s_per_gpu"]
     else:

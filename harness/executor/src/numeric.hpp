@@ -53,6 +53,7 @@ inline float from_f16(uint16_t h) {
 inline double load(const uint8_t* p, sim::DType dt, int64_t i) {
   switch (dt) {
     case sim::DType::kBool: return p[i] ? 1.0 : 0.0;
+    case sim::DType::kF8: return 0;  // feat: fp8 graphs are refused (walker.cpp run_step)
     case sim::DType::kF16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return from_f16(h); }
     case sim::DType::kBF16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return from_bf16(h); }
     case sim::DType::kF32: { float f; std::memcpy(&f, p + 4 * i, 4); return f; }
@@ -65,6 +66,7 @@ inline double load(const uint8_t* p, sim::DType dt, int64_t i) {
 inline void store(uint8_t* p, sim::DType dt, int64_t i, double x) {
   switch (dt) {
     case sim::DType::kBool: p[i] = x != 0.0 ? 1 : 0; return;
+    case sim::DType::kF8: return;  // feat: fp8 graphs are refused (walker.cpp run_step)
     case sim::DType::kF16: { uint16_t h = to_f16(static_cast<float>(x)); std::memcpy(p + 2 * i, &h, 2); return; }
     case sim::DType::kBF16: { uint16_t h = to_bf16(static_cast<float>(x)); std::memcpy(p + 2 * i, &h, 2); return; }
     case sim::DType::kF32: { float f = static_cast<float>(x); std::memcpy(p + 4 * i, &f, 4); return; }

@@ -503,6 +503,14 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("--precision", "precision",
                            "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
                            "executor runs one dtype per parameter)");
+  // feat (issue 13): frozen base weights and LoRA adapters have no executor path yet.
+  for (const sim::Op& op : graph.ops)
+    if (op.fp8)
+      throw sim::Unsupported("--fp8", "fp8", "executing fp8 linears (no executor kernels)");
+  if (graph.lora_rank > 0)
+    throw sim::Unsupported("--lora-rank", "lora_rank",
+                           "executing a LoRA graph (frozen weights and adapters: no executor "
+                           "kernels yet)");
   // Ops of an implementation variant with no kernel here (nanoGPT's slow-path scale and mask,
   // HF's pointwise gelu_new) are refused by name rather than run approximately.
   for (size_t i = 0; i < graph.args.size(); ++i)

@@ -43,6 +43,11 @@ struct Device {
   int64_t host_dispatch_ns = 0;   // eager PyTorch host time per op (the host lane)
   double internode_bytes_per_s = 0;  // network bandwidth per GPU between nodes, one direction
   std::vector<KindEfficiency> kind_efficiencies;  // optional per-kind overrides, sorted by kind
+
+  // Issue 11 (time): the dense FP8 (e4m3/e5m2) tensor-core peak, FLOP/s; 0 where the GPU has no
+  // FP8 tensor cores (V100, A100) or the device file does not say (optional field
+  // "peak_fp8_flops_per_s"). The FP8 work reads it; nothing else does yet.
+  double peak_fp8_flops_per_s = 0;
 };
 
 // Throws ConfigError naming device.source and the field for missing or non-positive figures.

@@ -33,6 +33,8 @@ struct Storage {
   int32_t block = -1;     // attributed block: that of its first forward consumer, else producer
   int32_t producer = -1;  // op whose forward (or backward, for grads) allocates it; -1 persistent
   const char* role = "";  // what it is, for explanations ("ln1 input", "softmax out")
+  // moe: a routed expert's parameter (divided over --ep; its optimizer state over dp / ep)
+  bool expert = false;
 };
 
 enum class OpKind : uint8_t {
@@ -159,6 +161,9 @@ struct Op {
 
   OpCost fwd;
   OpCost bwd;
+  // --- feat (issue 13) ---
+  bool fp8 = false;  // its GEMMs run on fp8 tensor cores (--fp8: sim/src/fp8.cpp)
+  // --- end feat ---
 };
 
 struct Graph {
@@ -201,9 +206,20 @@ struct Graph {
   std::optional<bool> reentrant;  // --reentrant; unset: the implementation's checkpoint API  // the code base modeled (resolved); unset under the paper profile
   AllocatorKind allocator = AllocatorKind::kExact;  // how the engine also counts reserved bytes
   int64_t prefetch = 1;         // offload: blocks fetched back ahead of their backward
+  // --- moe ---
+  int64_t ep = 1;               // expert-parallel ranks (all-to-all group, within dp)
+  // --- feat (issue 13) ---
+  int64_t lora_rank = 0;        // LoRA adapters' rank (0: full fine-tuning); base frozen
+  int64_t cp = 1;               // context-parallel ranks (the ring's size)
+  // --- end feat ---
 
   const int32_t* begin(IdxRange r) const { return idx.data() + r.begin; }
   const int32_t* end(IdxRange r) const { return idx.data() + r.begin + r.count; }
+
+  // --- time (issue 11) ---
+  // The optimizer step's launches: multi_tensor_apply chunks (foreach, fused: true) or one
+  // launch per parameter tensor and op (a per-parameter for-loop, --optimizer adam-loop: false).
+  bool optimizer_multi_tensor = true;
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

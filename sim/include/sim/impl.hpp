@@ -24,6 +24,7 @@ enum class Impl : uint8_t { kHf, kTorchtitan, kMegatron, kNanogpt };
 
 enum class Precision : uint8_t;
 enum class AttentionKind : uint8_t;
+enum class KernelChoice : uint8_t;  // sim/graph.hpp
 struct TrainSetup;
 
 // How Q, K and V are projected.
@@ -120,6 +121,20 @@ enum class GeluVariant : uint8_t {
   kConfig,  // as the config's activation function names it (HF ACT2FN: gelu_new is pointwise ops)
 };
 
+// --- moe (issue 13): how a code base routes tokens to its experts ---
+enum class MoeDispatch : uint8_t {
+  kNone,     // the code base has no MoE layer modeled (refused)
+  // HF (modeling_mixtral.py MixtralSparseMoeBlock @ 00d4b3d2): a Python loop over the experts,
+  // each gathering its tokens by index (`hidden_states[None, top_x]`), running its own
+  // w1/w3/w2, scaling by its routing weight and `index_add_`-ing into a zeroed output.
+  kHfLoop,
+  // Megatron-core MoEAlltoAllTokenDispatcher (token_dispatcher.py @ d98e8a6): tokens permuted by
+  // expert (index_select), all-to-all over the expert-parallel group, sorted by local expert, one
+  // TEGroupedMLP (grouped GEMMs, the weighted fused SwiGLU), and back; dropless, or padded to a
+  // capacity (--moe-capacity).
+  kAllToAll,
+};
+
 struct ImplSpec {
   Impl id = Impl::kHf;
   std::string_view name;      // as --impl takes it
@@ -153,8 +168,21 @@ struct ImplSpec {
   ForeachEps foreach_eps = ForeachEps::kInPlace;          // the release modeled
   ForeachEps foreach_eps_eager = ForeachEps::kInPlace;    // under --attention standard
   // --- end implhf ---
+  MoeDispatch moe = MoeDispatch::kNone;  // moe: token dispatch of its MoE layer
+  bool mla = false;                      // moe: the code base's MLA op list is modeled
+  // --- feat (issue 13): the fine-tuning and parallelism features this code base has ---
+  bool lora = false;  // HF PEFT LoRA / QLoRA adapters (peft tuners/lora)
+  bool context_parallel = false;  // --cp: ring attention over the sequence
+  bool fp8_te = false;       // --fp8 te-*: Transformer Engine's fp8 linears
+  bool fp8_torchao = false;  // --fp8 torchao-*: torchao's Float8Linear
+  // --- end feat ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
+
+  // --- time (issue 11): the kernels this code base runs ---
+  // The fused attention kernel behind --attention flash (KernelChoice, sim/graph.hpp; kDefault:
+  // FA2, PyTorch SDPA's flash backend). sim/src/kernels.cpp times it from that kernel's table.
+  KernelChoice attention_kernel{};
 };
 
 std::span<const ImplSpec> implementations();  // every row, in --impl's listing order

@@ -99,12 +99,42 @@ struct ModelConfig {
   // classifier on it; tokens = (image_size / patch_size)^2 + 1 = max_positions. 0: not an image model.
   int64_t image_size = 0, patch_size = 0, channels = 0;
   int64_t num_labels = 0;         // the classifier's classes (ViT: len(id2label))
+
+  // --- moe (issue 13): mixture of experts and multi-head latent attention ---
+  // Routed experts replace the MLP of every block from `dense_layers` on (DeepSeek's
+  // first_k_dense_replace; 0 for Mixtral and Qwen-MoE). Each expert is a SwiGLU MLP of width
+  // expert_ffn; experts = 0 means a dense model.
+  int64_t experts = 0;             // E, routed experts per MoE block
+  int64_t experts_per_token = 0;   // k of the router's top-k
+  int64_t expert_ffn = 0;          // each routed expert's SwiGLU width
+  int64_t shared_ffn = 0;          // the shared experts' SwiGLU width, all of them (0: none)
+  bool shared_gate = false;        // Qwen2-MoE: sigmoid(Linear(h, 1)) scales the shared expert
+  bool norm_topk = false;          // the top-k weights renormalized to sum to one (Mixtral)
+  // The router's auxiliary load-balancing loss is computed (HF: output_router_logits, then
+  // load_balancing_loss_func over every layer's logits; DeepSeek: aux_loss_alpha > 0).
+  bool aux_loss = false;
+  int64_t dense_layers = 0;        // leading blocks with a dense MLP of width ffn_hidden
+  // MLA (DeepSeek-V2/V3, kv_lora_rank > 0): queries through an optional low-rank q_a/q_b pair
+  // (q_lora_rank, 0: one q_proj), keys and values from a compressed latent of kv_lora_rank with
+  // its own RMSNorm, a decoupled rotary key of qk_rope_dim shared by the heads; head_dim is
+  // qk_nope_dim + qk_rope_dim (queries and keys) and v_head_dim the values'.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_rope_dim = 0;
+  int64_t v_head_dim = 0;
 };
 
 // famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the
 // model is a vision transformer.
 inline int64_t encoder_layers(const ModelConfig& m) { return m.layers - m.decoder_layers; }
 inline bool is_vision(const ModelConfig& m) { return m.image_size > 0; }
+
+inline bool is_moe(const ModelConfig& m) { return m.experts > 0; }  // moe
+inline bool is_mla(const ModelConfig& m) { return m.kv_lora_rank > 0; }  // moe
+// Whether block `layer` (0-based, of the whole model) has routed experts.
+inline bool moe_block(const ModelConfig& m, int64_t layer) {  // moe
+  return m.experts > 0 && layer >= m.dense_layers;
+}
 
 // The most blocks a model may have: the graph holds every block's ops (about 50 each), so a
 // config with a billion layers must be refused, not allocated. No published model has more than

@@ -23,6 +23,13 @@ enum class Profile : uint8_t { kPytorch, kPaper };
 enum class Optimizer : uint8_t { kAdamForeach, kAdamFused, kSgd, kAdamLoop };
 enum class AllocatorKind : uint8_t { kExact, kCaching, kCachingExpandable };
 
+// feat (issue 13): FP8 linears. Transformer Engine (Megatron-core --fp8-format hybrid
+// --fp8-recipe delayed|tensorwise): te-delayed, te-current; torchao Float8Linear (torchtitan
+// --float8.recipe_name tensorwise|rowwise): torchao-tensorwise, torchao-rowwise.
+enum class Fp8Recipe : uint8_t { kOff, kTeDelayed, kTeCurrent, kTorchaoTensorwise, kTorchaoRowwise };
+std::string_view name(Fp8Recipe r);  // "off", "te-delayed", ...
+std::optional<Fp8Recipe> parse_fp8(std::string_view s);
+
 struct TrainSetup {
   int64_t micro_batch = 1;    // b
   int64_t seq = 1024;         // s (the CLI default)
@@ -55,7 +62,44 @@ struct TrainSetup {
   // --seq not given: a model with a length of its own takes it (ViT: its token count, patches
   // and the class token); any other model takes `seq` as set (the CLI's 1024).
   bool seq_default = false;
+  // --- moe (issue 13) ---
+  int64_t ep = 1;            // expert-parallel ranks (--ep): routed experts divided, within dp
+  // --moe-imbalance F: the hottest expert receives F times the mean tokens per expert, the
+  // others share the rest evenly; the rank holding it is simulated. 1: balanced.
+  double moe_imbalance = 1.0;
+  // --moe-capacity C: Megatron's --moe-expert-capacity-factor with
+  // --moe-pad-expert-input-to-capacity (each expert takes ceil(k N / E x C) tokens per source
+  // rank, the rest dropped, the rest padded). Unset: dropless.
+  std::optional<double> moe_capacity;
+  // --- feat (issue 13): LoRA and QLoRA (sim/src/lora.cpp) ---
+  // --lora-rank R: HF PEFT LoRA adapters of rank R on the targeted linears, every base parameter
+  // frozen (no gradient, no optimizer state); 0: full fine-tuning.
+  int64_t lora_rank = 0;
+  // --lora-targets: a mask of LoraTarget bits; 0: PEFT's default for the family (resolve_setup
+  // fills it in).
+  uint32_t lora_targets = 0;
+  // --qlora: the frozen linears in bitsandbytes 4-bit NF4 with double quantization (QLoRA).
+  bool qlora = false;
+  // --cp N: context parallelism (ring attention: Megatron-core/Transformer Engine's
+  // AttnFuncWithCPAndKVP2P, torchtitan's context_parallel): the sequence split over N ranks.
+  int64_t cp = 1;
+  // --fp8: the FP8 linear recipe (sim/src/fp8.cpp); kOff: 16-bit linears.
+  Fp8Recipe fp8 = Fp8Recipe::kOff;
+  // --- end feat ---
 };
+
+// --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
+// q = q_proj/query, k, v, o = o_proj/attention output dense/GPT-2 attn.c_proj, gate, up = up_proj/
+// fc1/c_fc/intermediate.dense, down = down_proj/fc2/mlp.c_proj/output.dense).
+enum LoraTarget : uint32_t {
+  kLoraQ = 1, kLoraK = 2, kLoraV = 4, kLoraO = 8, kLoraGate = 16, kLoraUp = 32, kLoraDown = 64,
+  kLoraAllLinear = 127,
+};
+// "q,v" or "q+v", "all-linear" (every bit); nullopt for an unknown name or an empty list.
+std::optional<uint32_t> parse_lora_targets(std::string_view s);
+// "q+v" ('+': a CSV field without quotes); "all-linear" for every bit; "" for 0
+std::string lora_targets_name(uint32_t mask);
+// --- end feat ---
 
 // The regime actually simulated: --precision, else the implementation's default, else the
 // profile's (a setup not yet through resolve_setup: pytorch bf16-amp, paper bf16-mixed).

@@ -11,8 +11,9 @@ inline constexpr int64_t kKiB = 1024;
 inline constexpr int64_t kMiB = 1024 * kKiB;
 inline constexpr int64_t kGiB = 1024 * kMiB;
 
-// Element types of stored tensors. kBool is PyTorch's 1-byte bool (dropout masks).
-enum class DType : uint8_t { kBool, kF16, kBF16, kF32, kI64 };
+// Element types of stored tensors. kBool is PyTorch's 1-byte bool (dropout masks); kF8 an fp8
+// (e4m3/e5m2) tensor of --fp8's linears (feat).
+enum class DType : uint8_t { kBool, kF16, kBF16, kF32, kI64, kF8 };
 
 constexpr int64_t bytes_of(DType t) {
   switch (t) {
@@ -21,6 +22,7 @@ constexpr int64_t bytes_of(DType t) {
     case DType::kBF16: return 2;
     case DType::kF32: return 4;
     case DType::kI64: return 8;
+    case DType::kF8: return 1;
   }
   return 0;
 }

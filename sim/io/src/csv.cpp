@@ -50,7 +50,17 @@ std::vector<std::string> make_columns() {
         "set_to_none", "reentrant",
         // famenc (issue 12, a key column, appended): an encoder-decoder model's decoder length
         // (--target-seq; resolved to --seq when not given); empty for other models.
-        "target_seq"})
+        "target_seq",
+        // moe (key columns, appended): expert-parallel ranks and the hottest expert's tokens
+        // over the mean (1: balanced)
+        "ep", "moe_imbalance",
+        // feat (issue 13), key columns appended: LoRA rank (0: full fine-tuning), its targets as
+        // --lora-targets names them (resolved: PEFT's default filled in), QLoRA on/off.
+        "lora_rank", "lora_targets", "qlora",
+        // feat (issue 13): context-parallel ranks (a key column, appended)
+        "cp",
+        // feat (issue 13): the FP8 linear recipe (a key column, appended; "off" without)
+        "fp8"})
     c.emplace_back(name);
   return c;
 }
@@ -128,7 +138,8 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 19;  // famenc: target_seq appended
+  // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8
+  constexpr int kAfterError = 26;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -214,6 +225,13 @@ std::string csv_row(const Row& row) {
   w.text(s.reentrant ? (*s.reentrant ? "on" : "off") : "");
   if (s.target_seq) w.integer(*s.target_seq);  // famenc
   else w.empty(1);
+  w.integer(s.ep);  // moe
+  w.fixed(s.moe_imbalance, 2);
+  w.integer(s.lora_rank);  // feat
+  w.text(sim::lora_targets_name(s.lora_targets));
+  w.text(s.qlora ? "on" : "off");
+  w.integer(s.cp);
+  w.text(sim::name(s.fp8));
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -2,6 +2,7 @@
 // (load_model.cpp) dispatches here for any file without "format".
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,5 +25,12 @@ sim::ModelConfig decoder_from_hf(const ObjectReader& config, const std::string& 
 // famenc (hf_encdec.cpp): T5ForConditionalGeneration and ViTForImageClassification configs.
 sim::ModelConfig t5_from_hf(const ObjectReader& config);
 sim::ModelConfig vit_from_hf(const ObjectReader& config);
+
+// LlamaConfig-like decoders (llama, mistral, qwen2; the base of the MoE families): rotary,
+// RMSNorm, SwiGLU, optional GQA (load_hf.cpp).
+sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type);
+
+// moe (issue 13): Mixtral, Qwen2-MoE and DeepSeek-V2 (hf_moe.cpp); nullopt for other types.
+std::optional<sim::ModelConfig> model_from_hf_moe(const ObjectReader& in, const std::string& type);
 
 }  // namespace sim_io::detail

@@ -38,6 +38,14 @@ std::string result_json(const Row& row) {
   j["set_to_none"] = s.set_to_none;
   j["reentrant"] = s.reentrant ? Json(*s.reentrant) : Json(nullptr);
   j["target_seq"] = s.target_seq ? Json(*s.target_seq) : Json(nullptr);  // famenc
+  j["ep"] = s.ep;  // moe
+  j["moe_imbalance"] = s.moe_imbalance;
+  j["moe_capacity"] = s.moe_capacity ? Json(*s.moe_capacity) : Json(nullptr);
+  j["lora_rank"] = s.lora_rank;  // feat
+  j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
+  j["qlora"] = s.qlora;
+  j["cp"] = s.cp;
+  j["fp8"] = std::string(sim::name(s.fp8));
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;

@@ -32,11 +32,15 @@ constexpr std::string_view kRealFields[] = {
     "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency", "memory_efficiency",
     "internode_bytes_per_s"};
 // clang-format on
+// Optional numeric fields (issue 11, time): a provenance line when present.
+constexpr std::string_view kOptionalRealFields[] = {"peak_fp8_flops_per_s"};
 
 bool is_numeric_field(std::string_view key) {
   return std::find(std::begin(kIntegerFields), std::end(kIntegerFields), key) !=
              std::end(kIntegerFields) ||
-         std::find(std::begin(kRealFields), std::end(kRealFields), key) != std::end(kRealFields);
+         std::find(std::begin(kRealFields), std::end(kRealFields), key) != std::end(kRealFields) ||
+         std::find(std::begin(kOptionalRealFields), std::end(kOptionalRealFields), key) !=
+             std::end(kOptionalRealFields);
 }
 
 // Every numeric field has a non-empty provenance string, and every provenance entry names a
@@ -64,6 +68,8 @@ void check_provenance(const ObjectReader& in) {
   for (std::string_view key : kIntegerFields) require(key);
   for (std::string_view key : kRealFields) require(key);
   if (in.has("efficiency_by_kind")) require("efficiency_by_kind");
+  for (std::string_view key : kOptionalRealFields)
+    if (in.has(key)) require(key);
 }
 
 // The optional per-kind table; kinds come out sorted (JSON objects are read in key order).
@@ -106,6 +112,7 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
                      "host_link_bytes_per_s", "nvlink_bytes_per_s", "compute_efficiency",
                      "memory_efficiency", "launch_overhead_ns", "sm_count", "host_dispatch_ns",
                      "internode_bytes_per_s", "efficiency_by_kind",
+                     "peak_fp8_flops_per_s",  // optional (issue 11, time)
                      "provenance"});
   if (const std::string format = in.string("format"); format != kDeviceFormat)
     in.fail("format",
@@ -141,6 +148,11 @@ sim::Device parse_device(std::string_view json_text, std::string_view name,
   d.host_dispatch_ns = in.integer("host_dispatch_ns");
   d.internode_bytes_per_s = in.number("internode_bytes_per_s");
   d.kind_efficiencies = read_kind_efficiencies(in);
+  // Optional (issue 11, time): absent = no FP8 tensor cores (V100, A100).
+  if (const std::optional<double> fp8 = in.opt_number("peak_fp8_flops_per_s")) {
+    if (!(*fp8 >= 0)) in.fail("peak_fp8_flops_per_s", "must be >= 0 (0: no FP8 tensor cores)");
+    d.peak_fp8_flops_per_s = *fp8;
+  }
   check_provenance(in);
   sim::validate(d);
   return d;

@@ -36,7 +36,7 @@ constexpr Refusal kRefused[] = {
      "blenderbot-small m2m_100 fsmt prophetnet plbart bigbird_pegasus encoder-decoder "
      "speech-encoder-decoder seamless_m4t"},
     {kMoe,
-     "mixtral qwen2_moe qwen3_moe deepseek_v2 deepseek_v3 dbrx jamba olmoe granitemoe "
+     "qwen3_moe deepseek_v3 dbrx jamba olmoe granitemoe "
      "granitemoeshared phimoe jetmoe gpt_oss minimax switch_transformers nllb-moe llama4"},
     {kVision,
      "clip clip_vision_model siglip siglip2 siglip_vision_model llava llava_next "
@@ -154,6 +154,8 @@ sim::ModelConfig gpt2(const ObjectReader& in) {
   return m;
 }
 
+}  // namespace
+
 // LlamaConfig, MistralConfig, Qwen2Config: pre-norm RMSNorm blocks, rotary positions, SwiGLU
 // (gate, up, down), optional GQA. Qwen2 hard-codes a bias on q/k/v (modeling_qwen2.py) and reads
 // no attention_bias. Llama's attention_bias also puts a bias on o_proj, which ModelConfig folds
@@ -194,6 +196,8 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type) {
   m.embd_dropout = 0.0;
   return m;
 }
+
+namespace {
 
 // BertConfig (transformers/models/bert/configuration_bert.py). BertForMaskedLM: post-norm
 // blocks, LayerNorm on the embeddings, token-type embeddings, bidirectional attention, the MLM
@@ -250,6 +254,7 @@ sim::ModelConfig model_from_hf(const ObjectReader& in) {
   if (type == "vit") return vit_from_hf(in);
   if (in.boolean_or("is_encoder_decoder", false))
     refuse(in, "is_encoder_decoder", std::string(kEncoderDecoder) + " (" + type + ")");
+  if (const auto moe = model_from_hf_moe(in, type)) return *moe;  // moe: hf_moe.cpp
   for (std::string_view key : kExpertKeys) {
     if (const int64_t experts = in.integer_or(key, 0); experts > 1)
       refuse(in, key,

@@ -3,6 +3,8 @@
 // and commits: docs/memory-model.md, "hf".
 #include "rows.hpp"
 
+#include "sim/graph.hpp"
+
 namespace sim::impl_rows {
 
 ImplSpec hf() {
@@ -15,19 +17,28 @@ ImplSpec hf() {
   s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
   // famdec (issue 12): modeling_gpt_neox.py, modeling_falcon.py, modeling_gemma.py,
   // modeling_gemma2.py, modeling_gemma3.py (text), modeling_phi3.py, modeling_olmo2.py;
-  // famenc: modeling_t5.py, modeling_vit.py (blocks_encdec.cpp)
-  s.families = "gpt2 llama mistral qwen2 bert gpt_neox falcon gemma gemma2 gemma3 phi3 olmo2"
-               " t5 vit";
+  // famenc: modeling_t5.py, modeling_vit.py (blocks_encdec.cpp);
+  // moe (issue 13): modeling_mixtral.py, modeling_qwen2_moe.py, modeling_deepseek_v2.py
+  s.families =
+      "gpt2 llama mistral qwen2 bert gpt_neox falcon gemma gemma2 gemma3 phi3 olmo2 "
+      "t5 vit mixtral qwen2_moe deepseek_v2";
+  s.moe = MoeDispatch::kHfLoop;  // moe: docs/memory-model.md "Mixture of experts"
+  s.mla = true;  // modeling_deepseek_v2.py @ 0233e509 DeepseekV2Attention under SDPA
   // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
   // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.
   s.precision = Precision::kBf16Amp;
   s.attention = AttentionKind::kFlash;
+  // time (issue 11): SDPA (integrations/sdpa_attention.py @ 00c238bd242b calls
+  // F.scaled_dot_product_attention, is_causal without a padding mask): the flash backend, FA2.
+  s.attention_kernel = KernelChoice::kFlashAttention2;
   s.dropout = DropoutDefault::kConfig;
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kArchitecture;
   s.eager_matmul = EagerMatmul::kCopies;
   s.gelu = GeluVariant::kConfig;  // modeling_gpt2.py GPT2MLP: ACT2FN[config.activation_function]
+  // feat: PEFT (huggingface/peft tuners/lora/layer.py, bnb.py @ 5d602fdb) runs on this code.
+  s.lora = true;
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
   return s;

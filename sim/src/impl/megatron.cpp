@@ -3,6 +3,8 @@
 // Op rows: docs/memory-model.md, "megatron".
 #include "rows.hpp"
 
+#include "sim/graph.hpp"
+
 namespace sim::impl_rows {
 
 ImplSpec megatron() {
@@ -11,7 +13,8 @@ ImplSpec megatron() {
   s.name = "megatron";
   s.code = "NVIDIA/Megatron-LM";
   s.version = "Megatron-Core @ d98e8a64ddf3";
-  s.families = "megatron-gpt gpt2 llama mistral qwen2";
+  s.families = "megatron-gpt gpt2 llama mistral qwen2 mixtral qwen2_moe";
+  s.moe = MoeDispatch::kAllToAll;  // moe: --moe-token-dispatcher-type alltoall, grouped GEMM
   s.precision = Precision::kBf16Mixed;  // --bf16: bf16 params, fp32 main_grad (Float16Module)
   s.attention = AttentionKind::kFlash;  // TE DotProductAttention, attention_backend=auto
   s.dropout = DropoutDefault::kConfig;
@@ -28,6 +31,16 @@ ImplSpec megatron() {
   s.qk_global_buffer = true;
   s.tensor_parallel = true;
   s.pipeline = true;
+  // time (issue 11): TE DotProductAttention picks FusedAttention (cuDNN) over FlashAttention on
+  // Hopper and later "for performance reasons" (NVIDIA/TransformerEngine
+  // transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend @
+  // a0b36d0cd3b7); before Hopper actsim has no cuDNN table and times FA2 (kernels.cpp).
+  s.attention_kernel = KernelChoice::kCudnnAttention;
+  // feat: context parallelism (Megatron-core's --context-parallel-size: Transformer Engine's
+  // AttnFuncWithCPAndKVP2P, transformer_engine/pytorch/attention/dot_product_attention/
+  // context_parallel.py @ d0067d0d).
+  s.context_parallel = true;
+  s.fp8_te = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";
   s.not_modeled =
       "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "

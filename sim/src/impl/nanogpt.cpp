@@ -2,6 +2,8 @@
 // over fp32 weights, SDPA (flash) where PyTorch has it. Op rows: docs/memory-model.md, "nanogpt".
 #include "rows.hpp"
 
+#include "sim/graph.hpp"
+
 namespace sim::impl_rows {
 
 ImplSpec nanogpt() {
@@ -15,6 +17,8 @@ ImplSpec nanogpt() {
   // F.scaled_dot_product_attention(is_causal=True) when torch has it.
   s.precision = Precision::kBf16Amp;
   s.attention = AttentionKind::kFlash;
+  // time (issue 11): F.scaled_dot_product_attention(is_causal=True): the flash backend, FA2.
+  s.attention_kernel = KernelChoice::kFlashAttention2;
   s.dropout = DropoutDefault::kZero;  // train.py:55 dropout = 0.0
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kFused;  // model.py:56 one c_attn
@@ -27,6 +31,9 @@ ImplSpec nanogpt() {
   // model.py:45 takes the slow path exactly when torch lacks SDPA (torch < 2.0), whose foreach
   // AdamW adds eps out of place; with SDPA (torch >= 2.0) the modeled release is current torch.
   s.foreach_eps_eager = ForeachEps::kOutOfPlace;
+  // feat: HF PEFT's LoRA wraps any nn.Linear by module name (LoraConfig target_modules), so it
+  // runs on nanoGPT's model.py as is (validation/real-code/nanogpt-lora.csv).
+  s.lora = true;
   s.zero_means = "DDP (train.py); ZeRO is not in nanoGPT: modeled as torch's ZeroRedundancyOptimizer";
   s.not_modeled = "torch.compile (train.py's default compile=True)";
   return s;

@@ -4,6 +4,7 @@
 
 #include "rows.hpp"
 #include "sim/error.hpp"
+#include "../model_moe.hpp"
 
 namespace sim {
 namespace {
@@ -51,7 +52,8 @@ bool supports_family(const ImplSpec& s, std::string_view family) {
 }
 
 Impl default_impl(const ModelConfig& model, const TrainSetup& setup) {
-  if (model.family == "megatron-gpt" || setup.tp > 1 || setup.pp > 1 || setup.vpp > 1)
+  if (model.family == "megatron-gpt" || setup.tp > 1 || setup.pp > 1 || setup.vpp > 1 ||
+      setup.cp > 1)  // feat: --cp
     return Impl::kMegatron;
   return Impl::kHf;
 }
@@ -68,9 +70,17 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                         "the paper profile is Korthikanti et al.'s closed form; --impl applies to "
                         "the pytorch profile");
     if (!s.attention) s.attention = AttentionKind::kStandard;
+    if (s.cp > 1)  // feat
+      throw ConfigError("--cp", "cp",
+                        "the paper profile has no context parallelism; --cp applies to the "
+                        "pytorch profile");
+    if (s.lora_rank > 0 || s.qlora)  // feat
+      throw ConfigError("--lora-rank", "lora_rank",
+                        "the paper profile is full training; LoRA applies to the pytorch profile");
     if (s.reentrant && !*s.reentrant)
       throw ConfigError("--reentrant", "reentrant",
                         "the paper profile recomputes as Megatron does, reentrant");
+    detail::check_moe_setup(model, s, nullptr);  // moe
     return s;
   }
   if (!s.impl) s.impl = default_impl(model, s);
@@ -88,6 +98,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     throw Unsupported("--pp", "pp",
                       "pipeline parallelism under --impl " + std::string(sp.name) +
                           " (only megatron has it)");
+  detail::check_moe_setup(model, s, &sp);  // moe: sim/src/setup_moe.cpp
   if (!s.precision) s.precision = sp.precision;
   // famenc: a family whose modeling code has no SDPA path (T5Attention) runs eager attention
   if (!model.sdpa) {
@@ -99,6 +110,24 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   }
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
+  impl_rows::resolve_lora(model, sp, s);  // feat: LoRA / QLoRA
+  if (s.fp8 != Fp8Recipe::kOff) {  // feat: --fp8, one precision regime per recipe
+    const bool te = s.fp8 == Fp8Recipe::kTeDelayed || s.fp8 == Fp8Recipe::kTeCurrent;
+    if (te ? !sp.fp8_te : !sp.fp8_torchao)
+      throw Unsupported("--fp8", "fp8",
+                        std::string(name(s.fp8)) + " under --impl " + std::string(sp.name) +
+                            (te ? " (Transformer Engine's recipes run under megatron)"
+                                : " (torchao's Float8Linear runs under torchtitan)"));
+    const Precision want = te ? Precision::kBf16Mixed : Precision::kFsdp2Bf16;
+    if (*s.precision != want)
+      throw ConfigError("--precision", "precision",
+                        std::string(name(s.fp8)) + " runs its other ops in " +
+                            std::string(name(want)) + ", not " + std::string(name(*s.precision)));
+  }
+  if (s.cp > 1 && !sp.context_parallel)  // feat: --cp
+    throw Unsupported("--cp", "cp",
+                      "context parallelism under --impl " + std::string(sp.name) +
+                          " (megatron and torchtitan have it)");
   return s;
 }
 

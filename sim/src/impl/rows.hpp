@@ -12,4 +12,8 @@ ImplSpec torchtitan();
 ImplSpec megatron();
 ImplSpec nanogpt();
 
+// feat (issue 13, sim/src/lora.cpp): checks --lora-rank, --lora-targets and --qlora against the
+// implementation, the regime and the model, and fills in PEFT's default targets.
+void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s);
+
 }  // namespace sim::impl_rows

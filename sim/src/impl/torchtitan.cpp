@@ -2,6 +2,8 @@
 // autocast, SDPA (cuDNN, then flash). Op rows: docs/memory-model.md, "torchtitan".
 #include "rows.hpp"
 
+#include "sim/graph.hpp"
+
 namespace sim::impl_rows {
 
 ImplSpec torchtitan() {
@@ -19,6 +21,16 @@ ImplSpec torchtitan() {
   s.checkpoint = CheckpointApi::kNonReentrant;  // ptd_checkpoint_wrapper: NO_REENTRANT
   s.qkv = QkvVariant::kSeparate;                // wq, wk, wv
   s.eager_matmul = EagerMatmul::kCopies;
+  // time (issue 11): FA2. At 9dec370 (its benchmark tables) the model calls plain
+  // F.scaled_dot_product_attention(is_causal=True) (torchtitan/models/llama/model.py:209), and
+  // torch of Dec 2024 tries the flash backend first (cuDNN attention was taken off the default
+  // priority: pytorch/pytorch#141133, as torchtitan PR #1209 recounts). v0.2.2 asks for cuDNN
+  // first (torchtitan/models/attention.py sdpa_backends); not modeled.
+  s.attention_kernel = KernelChoice::kFlashAttention2;
+  // feat: context parallelism (torchtitan's --parallelism.context_parallel_degree:
+  // torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
+  s.context_parallel = true;
+  s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "--zero 3: FSDP2 fully_shard over the data-parallel ranks";
   s.not_modeled = "torch.compile, Float8";
   return s;

@@ -1,0 +1,97 @@
+// moe (issue 13): multi-head latent attention as HF's DeepseekV2Attention runs it
+// (src/transformers/models/deepseek_v2/modeling_deepseek_v2.py @ 0233e509531a, forward and
+// apply_rotary_emb), under SDPA. The rows are in docs/memory-model.md "MLA".
+#include "blocks_moe.hpp"
+
+namespace sim::detail {
+
+namespace {
+
+// apply_rotary_emb on the rotary part t ([tokens, heads x rope], 16-bit under autocast):
+// `t.float()` (a copy), view_as_complex, `* freqs_cis` (MulBackward0 saves only freqs_cis: t
+// needs grad, freqs_cis not), view_as_real, `.type_as(t)` (a copy back). The fp32 copy and the
+// complex product are temporaries of the op.
+int32_t complex_rope(Builder& bld, Ops& o, int32_t t, const char* name) {
+  const Tensor tt = bld.tensor(t);
+  const int64_t n = numel_of(tt);
+  OpDraft d = o.draft(OpKind::kRope, name);
+  d.op.math16 = false;
+  d.inputs.push_back({t, GradRule::kNew});
+  d.inputs.push_back({bld.rope_tables(), GradRule::kNone});
+  int32_t y = bld.fresh(tt.bytes, tt.dtype, "rotated (rope part)");
+  d.outputs.push_back(y);
+  d.saves = {bld.rope_tables()};
+  d.op.fwd_transient_bytes = mul(2, bytes(n, DType::kF32));
+  d.op.bwd_transient_bytes = mul(2, bytes(n, DType::kF32));
+  bld.add_op(std::move(d));
+  return y;
+}
+
+// torch.cat of column blocks into a new tensor (CatBackward0 saves nothing; each input's
+// gradient is a new slice).
+int32_t cat(Builder& bld, Ops& o, std::initializer_list<int32_t> parts, int64_t numel, DType dt,
+            const char* name) {
+  OpDraft d = o.draft(OpKind::kCopy, name);
+  d.op.math16 = false;
+  for (int32_t p : parts) d.inputs.push_back({p, GradRule::kNew});
+  int32_t y = bld.fresh(bytes(numel, dt), dt, name);
+  d.outputs.push_back(y);
+  bld.add_op(std::move(d));
+  return y;
+}
+
+}  // namespace
+
+int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  using Tp = Ops::Tp;
+  const int64_t h = dm.h, a = dm.a, qd = dm.d, rope = m.qk_rope_dim, nope = qd - rope;
+  const int64_t r = m.kv_lora_rank, vd = m.v_head_dim, nf = dm.n_full();
+  const DType hdt = dm.half_dt;
+  // queries: q_proj, or q_b_proj(q_a_layernorm(q_a_proj(x)))
+  int32_t q = -1;
+  if (m.q_lora_rank == 0) {
+    q = o.linear(attn_in, h, a * qd, false, Tp::kNone, "q proj", "q");
+  } else {
+    const int64_t ql = m.q_lora_rank;
+    int32_t qa = o.linear(attn_in, h, ql, m.qkv_bias, Tp::kNone, "q_a proj", "q latent");
+    Dims dq = dm;
+    dq.h = ql;  // an RMSNorm of width q_lora_rank
+    Ops oq(bld, dq);
+    int32_t qn = oq.rms_norm(qa, "q_a_layernorm");
+    q = o.linear(qn, ql, a * qd, false, Tp::kNone, "q_b proj", "q");
+  }
+  // compressed_kv = kv_a_proj_with_mqa(x): [tokens, r + rope]; split into the latent and k_pe
+  int32_t ckv = o.linear(attn_in, h, r + rope, m.qkv_bias, Tp::kNone, "kv_a proj", "kv latent");
+  const DType cdt = bld.tensor(ckv).dtype;
+  int32_t cv[2];
+  split_views(bld, dm, ckv, {bytes(mul(nf, r), cdt), bytes(mul(nf, rope), cdt)}, cv, "kv latent split");
+  int32_t lat = cv[0], k_pe = cv[1];
+  // kv_a_layernorm over the latent (an RMSNorm of width r on a 16-bit slice: its fp32 copy)
+  Dims dk = dm;
+  dk.h = r;
+  Ops ok(bld, dk);
+  int32_t latn = ok.rms_norm(lat, "kv_a_layernorm");
+  // kv_b_proj: [tokens, a x (nope + v)], split into k_nope and the values (views)
+  int32_t kvb = o.linear(latn, r, a * (nope + vd), false, Tp::kNone, "kv_b proj", "kv up");
+  const DType bdt = bld.tensor(kvb).dtype;
+  int32_t kv[2], qv[2];
+  split_views(bld, dm, kvb, {bytes(mul(nf, a * nope), bdt), bytes(mul(nf, a * vd), bdt)}, kv,
+              "k_nope, value split");
+  const DType qdt = bld.tensor(q).dtype;
+  split_views(bld, dm, q, {bytes(mul(nf, a * nope), qdt), bytes(mul(nf, a * rope), qdt)}, qv,
+              "q_nope, q_pe split");
+  int32_t k_nope = kv[0], v = kv[1], q_nope = qv[0], q_pe = qv[1];
+  // the decoupled rotary part: q_pe per head, k_pe once (shared by the heads), then expanded
+  q_pe = complex_rope(bld, o, q_pe, "rope q (complex)");
+  k_pe = complex_rope(bld, o, k_pe, "rope k (complex)");
+  // query_states = cat(q_nope, q_pe), key_states = cat(k_nope, k_pe.expand(heads)): new tensors
+  int32_t qs = cat(bld, o, {q_nope, q_pe}, mul(nf, a * qd), hdt, "query cat");
+  int32_t ks = cat(bld, o, {k_nope, k_pe}, mul(nf, a * qd), hdt, "key cat");
+  // SDPA with qk head dim != v head dim; v is a view of kv_b's output (saving it keeps that
+  // whole output alive)
+  return core_attention(bld, dm, qs, ks, v);
+}
+
+}  // namespace sim::detail

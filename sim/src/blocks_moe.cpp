@@ -1,0 +1,292 @@
+// moe (issue 13): the MoE layer's op lists, one per token dispatch (sim/impl.hpp MoeDispatch),
+// and the routed-token counts under --ep, --moe-imbalance and --moe-capacity. The rows, with the
+// upstream files they were read from, are in docs/memory-model.md "Mixture of experts"; the
+// per-layer bytes of a Mixtral-shaped layer are derived by hand there and asserted to the byte in
+// tests/test_moe.cpp.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "blocks_moe.hpp"
+
+namespace sim::detail {
+namespace {
+
+using Tp = Ops::Tp;
+
+// Tokens each local expert of the simulated rank receives, dropless: the hottest expert F x the
+// mean, the other E - 1 sharing the rest evenly (integer split, the first ones one more). The
+// rank holding the hottest expert is simulated; with ep ranks, mean = ep k N / E.
+std::vector<int64_t> expert_tokens(const Dims& dm, int64_t tokens) {
+  const ModelConfig& m = *dm.model;
+  const int64_t e = m.experts, local = m.experts / dm.ep;
+  const int64_t total = mul(mul(tokens, m.experts_per_token), dm.ep);  // routed over all ranks
+  const int64_t hot = std::llround(dm.moe_imbalance * static_cast<double>(total) /
+                                   static_cast<double>(e));
+  std::vector<int64_t> n(static_cast<size_t>(local), 0);
+  n[0] = std::min(hot, total);
+  const int64_t rest = total - n[0];
+  for (int64_t i = 1; i < local; ++i)
+    n[static_cast<size_t>(i)] = rest / (e - 1) + (i - 1 < rest % (e - 1) ? 1 : 0);
+  return n;
+}
+
+// A new tensor of `numel` elements made by an op that records no gradient (indices, masks).
+int32_t no_grad_op(Builder& bld, Ops& o, int32_t input, int64_t numel, DType dt, const char* name) {
+  OpDraft d = o.draft(OpKind::kCopy, name);
+  d.op.math16 = false;
+  if (input >= 0) d.inputs.push_back({input, GradRule::kNone});
+  int32_t y = bld.fresh(bytes(numel, dt), dt, name);
+  d.outputs.push_back(y);
+  bld.add_op(std::move(d));
+  return y;
+}
+
+// An op with inputs (gradient rule each), one fresh output and the saves given.
+int32_t op(Builder& bld, Ops& o, OpKind kind, const char* name,
+           std::initializer_list<InputUse> inputs, int64_t out_numel, DType dt,
+           std::initializer_list<int32_t> saves, bool save_out = false) {
+  OpDraft d = o.draft(kind, name);
+  d.op.math16 = false;
+  for (const InputUse& u : inputs) d.inputs.push_back(u);
+  int32_t y = bld.fresh(bytes(out_numel, dt), dt, name);
+  d.outputs.push_back(y);
+  for (int32_t s : saves) d.saves.push_back(s);
+  if (save_out) d.saves.push_back(y);
+  bld.add_op(std::move(d));
+  return y;
+}
+
+// One SwiGLU MLP as HF writes it (w2(act(w1(x)) * w3(x))): each linear saves its (autocast)
+// input and weight, silu its input, the product both operands. Marks its weights as an expert's.
+int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool expert) {
+  Ops o(bld, dm);
+  const int64_t h = dm.h;
+  auto lin = [&](int32_t in, int64_t i, int64_t out, const char* name, const char* role) {
+    int32_t y = o.linear(in, i, out, false, Tp::kNone, name, role);
+    if (expert) bld.mark_expert(bld.params.back().tensor);
+    return y;
+  };
+  int32_t g = -1, u = -1;
+  if (expert && dm.model->family == "deepseek_v2") {
+    // DeepseekV2Experts (modeling_deepseek_v2.py @ 0233e509): one F.linear with the expert's
+    // slice of the 3D gate_up_proj, then .chunk(2): one input cast, gate and up are views
+    int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out");
+    const int64_t half = bld.tensor(gu).bytes / 2;
+    int32_t v[2];
+    split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
+    g = v[0], u = v[1];
+  } else {
+    g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out");
+    u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
+  }
+  int32_t a = o.unary_saving_input(OpKind::kSilu, g, "expert silu", "expert silu out");
+  const Tensor ta = bld.tensor(a);
+  int32_t p = o.mul_op(a, u, ta.bytes, ta.dtype, "expert swiglu mul", "expert swiglu out", true,
+                       true, Exec::kNone, 0, 0);
+  return lin(p, f, h, expert ? "expert w2" : "shared down proj", "expert w2 out");
+}
+
+// The router of HF's blocks: gate logits, softmax in fp32, top-k (and the renormalization).
+// Returns the routing weights [N, k] in the hidden states' dtype; *mask the one-hot expert mask.
+int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* mask) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  const int64_t e = m.experts, k = m.experts_per_token;
+  int32_t logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits");
+  // F.softmax(logits, dim=1, dtype=torch.float): a copy to fp32 (ToCopyBackward saves nothing),
+  // then softmax saves its fp32 output (SoftMax.cpp softmax() with a dtype)
+  int32_t l32 = o.cast(logits, DType::kF32, "router logits to fp32", "router logits fp32");
+  int32_t probs = op(bld, o, OpKind::kSoftmax, "router softmax", {{l32, GradRule::kNew}},
+                     mul(n, e), DType::kF32, {}, true);
+  // torch.topk: values and int64 indices; TopkBackward0 saves the indices (census, torch 1.13)
+  OpDraft t = o.draft(OpKind::kCopy, "router topk");
+  t.op.math16 = false;
+  t.inputs.push_back({probs, GradRule::kNew});
+  int32_t w = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
+  int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "selected experts");
+  t.outputs = {w, idx};
+  t.saves = {idx};
+  bld.add_op(std::move(t));
+  if (m.norm_topk) {
+    // routing_weights /= routing_weights.sum(-1, keepdim=True): SumBackward saves sizes only;
+    // the in-place DivBackward0 saves other (the sum) and the original self (census, torch 1.13)
+    int32_t sum = op(bld, o, OpKind::kAdd, "routing weight sum", {{w, GradRule::kNew}}, n,
+                     DType::kF32, {});
+    int32_t orig = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights before div");
+    OpDraft d = o.draft(OpKind::kMul, "routing weights / sum");
+    d.op.math16 = false;
+    d.inputs.push_back({w, GradRule::kNew});
+    d.inputs.push_back({sum, GradRule::kNew});
+    int32_t y = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
+    d.outputs = {y, orig};
+    d.saves = {sum, orig};
+    bld.add_op(std::move(d));
+    w = y;
+  }
+  // DeepseekV2Moe.route_tokens_to_experts: `topk_weight * routed_scaling_factor`, a new [N, k]
+  // (MulBackward0 with a Python scalar saves nothing)
+  if (m.family == "deepseek_v2")
+    w = op(bld, o, OpKind::kMul, "routed scaling", {{w, GradRule::kNew}}, mul(n, k), DType::kF32, {});
+  // .to(hidden_states.dtype): a copy when the hidden states are 16-bit (bf16-mixed)
+  w = o.cast(w, bld.tensor(x).dtype, "routing weights cast", "routing weights");
+  // one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, N], no gradient; alive until
+  // the loop over experts ends (it is read by every iteration)
+  *mask = no_grad_op(bld, o, idx, mul(mul(n, k), e), DType::kI64, "expert mask (one-hot)");
+  return w;
+}
+
+// HF's loop (MixtralSparseMoeBlock.forward, Qwen2MoeSparseMoeBlock, DeepseekV2MoE): per expert
+// with n_e tokens, `torch.where(expert_mask[e])` (idx, top_x: int64 [n_e]), the gather
+// `hidden_states[None, top_x]` (IndexBackward0 saves top_x), the expert's SwiGLU,
+// `* routing_weights[top_x, idx, None]` (the index saves both index tensors; the product saves
+// the expert output and the [n_e, 1] weights; promoted to fp32 under autocast), and
+// `final.index_add_(0, top_x, y)` (IndexAddBackward0 saves top_x and the source y: census).
+int32_t hf_loop(Builder& bld, const Dims& dm, int32_t x) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  const int64_t h = dm.h, n = dm.n_full();
+  const DType xdt = bld.tensor(x).dtype;
+  int32_t mask = -1;
+  int32_t w = hf_router(bld, dm, x, n, &mask);
+  int32_t out = no_grad_op(bld, o, -1, mul(n, h), xdt, "moe output (zeros)");
+  for (int64_t ne : expert_tokens(dm, n)) {
+    if (ne == 0) continue;  // expert_hit: experts with no token are skipped
+    int32_t top_x = no_grad_op(bld, o, mask, ne, DType::kI64, "expert token ids");
+    int32_t slot = no_grad_op(bld, o, mask, ne, DType::kI64, "expert top-k slots");
+    int32_t xe = op(bld, o, OpKind::kCopy, "expert gather", {{x, GradRule::kNew}, {top_x, GradRule::kNone}},
+                    mul(ne, h), xdt, {top_x});
+    int32_t y = hf_swiglu(bld, dm, xe, m.expert_ffn, true);
+    int32_t we = op(bld, o, OpKind::kCopy, "expert routing weight",
+                    {{w, GradRule::kNew}, {top_x, GradRule::kNone}, {slot, GradRule::kNone}}, ne,
+                    bld.tensor(w).dtype, {top_x, slot});
+    const DType pdt = promote(bld.tensor(y).dtype, bld.tensor(we).dtype);
+    int32_t yw = o.mul_op(y, we, bytes(mul(ne, h), pdt), pdt, "expert * weight", "weighted expert out",
+                          true, true, Exec::kNone, 0, 0);
+    yw = o.cast(yw, xdt, "expert out cast", "weighted expert out");
+    OpDraft d = o.draft(OpKind::kAdd, "expert index_add_");
+    d.op.math16 = false;
+    d.inputs.push_back({out, GradRule::kPass, 0});
+    d.inputs.push_back({yw, GradRule::kNew});
+    d.inputs.push_back({top_x, GradRule::kNone});
+    const int32_t next = bld.view(out, bld.tensor(out).bytes, xdt);
+    d.outputs.push_back(next);
+    d.saves = {top_x, yw};
+    bld.add_op(std::move(d));
+    out = next;
+  }
+  return out;
+}
+
+// Megatron-core's MoE layer, alltoall dispatcher with TEGroupedMLP (token_dispatcher.py,
+// moe_utils.py permute/unpermute unfused, experts.py, fused_bias_swiglu.py @ d98e8a6).
+int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  const int64_t h = dm.h, n = dm.n_full(), e = m.experts, k = m.experts_per_token;
+  const int64_t local = e / dm.ep, f = m.expert_ffn;
+  const DType dt = dm.half_dt;
+  // Router (router.py TopKRouter: gating linear, topk_softmax_with_capacity): logits [N, E];
+  // topk (saves indices), softmax over the k scores in fp32 (saves its output) cast back, and
+  // scattered into a dense [N, E] probs (ScatterBackward saves the indices); the routing map is
+  // a bool [N, E] without gradient.
+  int32_t logits = o.linear(x, h, e, false, Tp::kNone, "router", "router logits");
+  OpDraft t = o.draft(OpKind::kCopy, "router topk");
+  t.op.math16 = false;
+  t.inputs.push_back({logits, GradRule::kNew});
+  int32_t sc = bld.fresh(bytes(mul(n, k), dt), dt, "top-k scores");
+  int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "top-k indices");
+  t.outputs = {sc, idx};
+  t.saves = {idx};
+  bld.add_op(std::move(t));
+  int32_t sm = op(bld, o, OpKind::kSoftmax, "router softmax", {{sc, GradRule::kNew}}, mul(n, k),
+                  DType::kF32, {}, true);
+  int32_t smc = o.cast(sm, dt, "router probs cast", "router probs");
+  int32_t probs = op(bld, o, OpKind::kCopy, "router probs scatter",
+                     {{smc, GradRule::kNew}, {idx, GradRule::kNone}}, mul(n, e), dt, {idx});
+  int32_t map = no_grad_op(bld, o, idx, mul(n, e), DType::kBool, "routing map");
+  // Tokens each rank sends (permute's num_out_tokens) and the simulated rank receives.
+  int64_t sent = mul(n, k), recv = 0;
+  if (dm.moe_capacity > 0) {
+    const int64_t cap = static_cast<int64_t>(
+        std::ceil(static_cast<double>(mul(n, k)) / static_cast<double>(e) * dm.moe_capacity));
+    sent = mul(cap, e);
+    recv = mul(cap, e);  // drop and pad: every local expert takes cap tokens from each rank
+  } else {
+    for (int64_t ne : expert_tokens(dm, n)) recv += ne;
+  }
+  // permute: sorted indices (argsort of the routing map, int64 [sent], no gradient), the probs
+  // gathered (IndexBackward saves the indices) and tokens.index_select (saves the indices)
+  int32_t sorted = no_grad_op(bld, o, map, sent, DType::kI64, "permutation indices");
+  int32_t pprobs = op(bld, o, OpKind::kCopy, "permute probs",
+                      {{probs, GradRule::kNew}, {sorted, GradRule::kNone}}, sent, dt, {sorted});
+  int32_t px = op(bld, o, OpKind::kCopy, "permute tokens",
+                  {{x, GradRule::kNew}, {sorted, GradRule::kNone}}, mul(sent, h), dt, {sorted});
+  // all_to_all over the expert-parallel group (tensor_parallel/mappings.py _AllToAll saves
+  // nothing): new buffers of the received tokens and probs
+  auto a2a = [&](int32_t in, int64_t out_numel, const char* name) {
+    OpDraft d = o.draft(OpKind::kCopy, name);
+    d.op.math16 = false;
+    d.inputs.push_back({in, GradRule::kNew});
+    int32_t y = bld.fresh(bytes(out_numel, dt), dt, name);
+    d.outputs.push_back(y);
+    if (dm.ep > 1) {
+      d.op.fwd.comm_bytes = bld.tensor(in).bytes, d.op.fwd.comm_kind = 5;  // Collective::kAllToAll
+      d.op.bwd.comm_bytes = bytes(out_numel, dt), d.op.bwd.comm_kind = 5;
+    }
+    bld.add_op(std::move(d));
+    return y;
+  };
+  int32_t gx = a2a(px, mul(recv, h), "all-to-all tokens");
+  int32_t gp = a2a(pprobs, recv, "all-to-all probs");
+  if (local > 1) {  // sort_chunks_by_idxs: torch.cat of the chunks by local expert (saves none)
+    gx = op(bld, o, OpKind::kCopy, "sort tokens by expert", {{gx, GradRule::kNew}}, mul(recv, h), dt, {});
+    gp = op(bld, o, OpKind::kCopy, "sort probs by expert", {{gp, GradRule::kNew}}, recv, dt, {});
+  }
+  // TEGroupedMLP: linear_fc1 (h -> 2f per expert, GroupedLinear saves its input), the weighted
+  // fused SwiGLU (WeightedSwiGLUFunction saves its input and the probs), linear_fc2
+  const int32_t w1 = bld.param(mul(local, mul(h, 2 * f)), dm.param_dt, "experts fc1");
+  bld.mark_expert(w1);
+  int32_t fc1 = o.linear(gx, h, 2 * f, false, Tp::kNone, "experts fc1", "experts fc1 out", w1);
+  int32_t act = op(bld, o, OpKind::kSilu, "experts weighted swiglu",
+                   {{fc1, GradRule::kNew}, {gp, GradRule::kNew}}, mul(recv, f), dt, {fc1, gp});
+  const int32_t w2 = bld.param(mul(local, mul(f, h)), dm.param_dt, "experts fc2");
+  bld.mark_expert(w2);
+  int32_t y = o.linear(act, f, h, false, Tp::kNone, "experts fc2", "experts fc2 out", w2);
+  if (local > 1) y = op(bld, o, OpKind::kCopy, "unsort tokens", {{y, GradRule::kNew}}, mul(recv, h), dt, {});
+  y = a2a(y, mul(sent, h), "all-to-all back");
+  // unpermute: zeros [N, h] then scatter_add_ of the tokens (ScatterAddBackward saves the index)
+  return op(bld, o, OpKind::kAdd, "unpermute (scatter_add)",
+            {{y, GradRule::kNew}, {sorted, GradRule::kNone}}, mul(n, h), dt, {sorted});
+}
+
+// The shared experts: HF Qwen2-MoE `sigmoid(shared_expert_gate(x)) * shared_expert(x)`,
+// DeepSeek's shared_experts(x); Megatron's SharedExpertMLP (fc1 h -> 2f, SwiGLU, fc2; the gate
+// as HF's). The routed output is added to it.
+int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) {
+  const ModelConfig& m = *dm.model;
+  if (m.shared_ffn == 0) return routed;
+  Ops o(bld, dm);
+  int32_t y = hf_swiglu(bld, dm, x, m.shared_ffn, false);
+  if (m.shared_gate) {
+    int32_t g = o.linear(x, dm.h, 1, false, Tp::kNone, "shared expert gate", "shared gate logit");
+    // sigmoid saves its output (derivatives.yaml sigmoid: result)
+    int32_t s = op(bld, o, OpKind::kSilu, "shared gate sigmoid", {{g, GradRule::kNew}},
+                   numel_of(bld.tensor(g)), bld.tensor(g).dtype, {}, true);
+    const DType dt = promote(bld.tensor(s).dtype, bld.tensor(y).dtype);
+    y = o.mul_op(s, y, bytes(numel_of(bld.tensor(y)), dt), dt, "shared gate *", "gated shared out",
+                 true, true, Exec::kNone, 0, 0);
+  }
+  return o.add(routed, y, "routed + shared");
+}
+
+}  // namespace
+
+int32_t build_moe(Builder& bld, const Dims& dm, int32_t mlp_in) {
+  const MoeDispatch how = dm.impl ? dm.impl->moe : MoeDispatch::kNone;
+  const int32_t routed =
+      how == MoeDispatch::kAllToAll ? megatron_alltoall(bld, dm, mlp_in) : hf_loop(bld, dm, mlp_in);
+  return shared_experts(bld, dm, mlp_in, routed);
+}
+
+}  // namespace sim::detail

@@ -1,0 +1,36 @@
+// Internal (moe, issue 13): the MoE layer and MLA attention of a block, built from ops.hpp's Ops.
+#pragma once
+
+#include <cstdint>
+
+#include "ops.hpp"
+
+namespace sim::detail {
+
+// The MoE layer from its (normalized) input to its output (routed experts as the
+// implementation dispatches them, plus the shared experts): blocks_moe.cpp.
+int32_t build_moe(Builder& bld, const Dims& dm, int32_t mlp_in);
+
+// torch.split / chunk / slicing of `base` into views of the given bytes, as one op whose
+// backward gathers the views' gradients into a new gradient of base (SplitBackward); *out[i]
+// the views. Views must come out of an op for their gradients to reach base's producer.
+inline void split_views(Builder& bld, const Dims& dm, int32_t base,
+                        std::initializer_list<int64_t> part_bytes, int32_t* out,
+                        const char* name) {
+  Ops o(bld, dm);
+  OpDraft d = o.draft(OpKind::kSplit, name);
+  d.op.math16 = false;
+  d.inputs.push_back({base, GradRule::kNew});
+  const DType dt = bld.tensor(base).dtype;
+  int i = 0;
+  for (int64_t b : part_bytes) {
+    out[i] = bld.view(base, b, dt);
+    d.outputs.push_back(out[i++]);
+  }
+  bld.add_op(std::move(d));
+}
+// MLA (DeepseekV2Attention) from the normalized block input to the input of o_proj, [tokens,
+// heads x v_head_dim]: blocks_mla.cpp.
+int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in);
+
+}  // namespace sim::detail

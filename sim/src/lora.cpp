@@ -1,0 +1,311 @@
+// feat (issue 13): LoRA and QLoRA as HF PEFT runs them on a transformers model (docs/memory-model.md
+// "LoRA and QLoRA"): every base parameter frozen, PEFT's adapter on the targeted linears, and, under
+// --qlora, the frozen linears in bitsandbytes 4-bit NF4.
+//
+// Sources read (upstream file @ commit):
+//   huggingface/peft src/peft/tuners/lora/layer.py @ 5d602fdb (Linear.forward: `result =
+//     self.base_layer(x)`, `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, `result = result +
+//     lora_B(lora_A(dropout(x))) * scaling`; update_layer: lora_A = nn.Linear(in, r, bias=False),
+//     lora_B = nn.Linear(r, out, bias=False), dropout nn.Identity when lora_dropout == 0, the
+//     LoraConfig default), tuners/lora/bnb.py @ 5d602fdb (Linear4bit.forward: `result =
+//     result.clone()`, no input conversion under autocast), tuners/tuners_utils.py
+//     _cast_input_dtype (x.to(weight dtype) when they differ), utils/constants.py
+//     TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (the default targets), utils/other.py
+//     prepare_model_for_kbit_training (every non-4-bit parameter cast to fp32, input embeddings'
+//     output made to require grad).
+//   bitsandbytes-foundation/bitsandbytes bitsandbytes/nn/modules.py @ 95f9af30 (Linear4bit:
+//     compress_statistics=True, blocksize 64; forward `x.to(compute_dtype)` then
+//     `matmul_4bit(...).to(inp_dtype)`), functional.py quantize_4bit (absmax per 64 values; double
+//     quantization: absmax - mean to uint8 in blocks of 256 with fp32 absmax and a 256-entry fp32
+//     code), autograd/_functions.py MatMul4Bit (ctx.tensors = (None, B): only the packed weight is
+//     kept; forward and backward each dequantize B to the compute dtype for training-sized M,
+//     backends/cuda/ops.py _gemm_4bit_use_custom_cuda: dequant + F.linear above M = 1536).
+//   pytorch/pytorch aten/src/ATen/autocast_mode.cpp cached_cast (only leaf tensors that require
+//     grad are cached), tools/autograd/derivatives.yaml mm/addmm (mat2 is saved for self's
+//     gradient, self for mat2's: a frozen weight's matmul keeps only the weight).
+#include <string>
+#include <string_view>
+
+#include "ops.hpp"
+#include "impl/rows.hpp"
+#include "sim/error.hpp"
+#include "sim/setup.hpp"
+
+namespace sim {
+
+std::optional<uint32_t> parse_lora_targets(std::string_view s) {
+  if (s == "all-linear") return kLoraAllLinear;
+  uint32_t mask = 0;
+  while (true) {
+    const auto comma = s.find_first_of(",+");
+    const std::string_view item = s.substr(0, comma);
+    uint32_t bit = 0;
+    if (item == "q") bit = kLoraQ;
+    else if (item == "k") bit = kLoraK;
+    else if (item == "v") bit = kLoraV;
+    else if (item == "o") bit = kLoraO;
+    else if (item == "gate") bit = kLoraGate;
+    else if (item == "up") bit = kLoraUp;
+    else if (item == "down") bit = kLoraDown;
+    if (bit == 0) return std::nullopt;
+    mask |= bit;
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return mask;
+}
+
+std::string lora_targets_name(uint32_t mask) {
+  if (mask == kLoraAllLinear) return "all-linear";
+  std::string out;
+  const char* names[] = {"q", "k", "v", "o", "gate", "up", "down"};
+  for (int i = 0; i < 7; ++i)
+    if (mask & (1u << i)) out += (out.empty() ? "" : "+") + std::string(names[i]);
+  return out;
+}
+
+namespace detail {
+namespace {
+
+// The LoRA site of a linear, by the op name graph_blocks.cpp gives it; 0: never targeted (the
+// output layer: PEFT's all-linear excludes it; BERT's MLM head transform is not modeled as a
+// target).
+uint32_t site_of(std::string_view name) {
+  if (name == "qkv") return kLoraQ | kLoraK | kLoraV;  // GPT-2's c_attn: one module
+  if (name == "q proj") return kLoraQ;
+  if (name == "k proj") return kLoraK;
+  if (name == "v proj") return kLoraV;
+  if (name == "proj") return kLoraO;
+  if (name == "gate proj") return kLoraGate;
+  if (name == "up proj" || name == "fc1") return kLoraUp;
+  if (name == "down proj" || name == "fc2") return kLoraDown;
+  return 0;
+}
+
+// Bytes of one bitsandbytes 4-bit weight of n values, double-quantized (Linear4bit's
+// compress_statistics=True, blocksize 64): the packed values ceil(n/2), one uint8 absmax per 64
+// values, one fp32 absmax per 256 of those, the fp32 offset, and the 256-entry fp32 code of the
+// second quantization; the 16-entry NF4 code is shared (get_4bit_type). quantize_blockwise's code
+// is created per call (functional.py create_dynamic_map), so counted per weight.
+int64_t nf4_bytes(int64_t n) {
+  const int64_t blocks = (n + 63) / 64;
+  const int64_t blocks2 = (blocks + 255) / 256;
+  return (n + 1) / 2 + blocks + mul(4, blocks2) + 4 + 256 * 4;
+}
+
+// A pointwise op of one input making a new tensor that saves nothing (x * scaling by a Python
+// float, clone, a cast): `pass`: the backward hands the gradient on (clone) instead of making one.
+int32_t pointwise(Builder& bld, Ops& o, OpKind kind, int32_t x, int64_t out_bytes, DType dt,
+                  const char* name, const char* role, bool pass) {
+  OpDraft d = o.draft(kind, name);
+  d.op.math16 = false;
+  d.inputs.push_back({x, pass ? GradRule::kPass : GradRule::kNew, 0});
+  const int32_t y = bld.fresh(out_bytes, dt, role);
+  d.outputs.push_back(y);
+  bld.add_op(std::move(d));
+  return y;
+}
+
+// The frozen nn.Linear of a transformers model: y = x W^T + b with W and b not requiring grad.
+// Under autocast the fp32 weight is cast to 16 bits at every use (not cached: it does not require
+// grad) and the matmul saves that cast for the input's gradient; x is not saved (no weight
+// gradient). Backward: the input gradient only (2mnk).
+int32_t frozen_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f,
+                      int64_t out_f, bool bias, const char* name, const char* out_role,
+                      int32_t shared_param) {
+  const int64_t nw = mul(in_f, out_f);
+  const int64_t own_bias = bias && shared_param < 0 ? out_f : 0;
+  int32_t w = shared_param >= 0 ? shared_param : bld.param(nw + own_bias, dm.param_dt, name);
+  int32_t extra_bias = shared_param >= 0 && bias ? bld.param(out_f, dm.param_dt, "output bias") : -1;
+  int32_t wc = w, bc = -1;
+  if (dm.amp) {
+    OpDraft d = o.draft(OpKind::kCast, "frozen weight cast");
+    d.op.math16 = false;
+    d.inputs.push_back({w, GradRule::kNone});
+    if (extra_bias >= 0) d.inputs.push_back({extra_bias, GradRule::kNone});
+    wc = bld.fresh(bytes(nw, dm.half_dt), dm.half_dt, "frozen weight cast", Category::kCasts);
+    d.outputs.push_back(wc);
+    if (bias) {
+      bc = bld.fresh(bytes(out_f, dm.half_dt), dm.half_dt, "frozen bias cast", Category::kCasts);
+      d.outputs.push_back(bc);
+    }
+    bld.add_op(std::move(d));
+  }
+  const int32_t xin = o.to_half(x, "input cast", "linear input cast");
+  const DType dt = dm.amp ? dm.half_dt : bld.tensor(xin).dtype;
+  const int64_t n = numel_of(bld.tensor(xin)) / in_f;
+  OpDraft d = o.draft(OpKind::kLinear, name);
+  d.exec = Exec::kLinear;  // for the kernel-class shape only: the executor refuses LoRA graphs
+  d.dim = {n, in_f, out_f, 0};
+  d.inputs.push_back({xin, GradRule::kNew});
+  d.inputs.push_back({wc, GradRule::kNone});
+  if (bc >= 0) d.inputs.push_back({bc, GradRule::kNone});
+  else if (extra_bias >= 0) d.inputs.push_back({extra_bias, GradRule::kNone});
+  const int32_t y = bld.fresh(bytes(mul(n, out_f), dt), dt, out_role);
+  d.outputs.push_back(y);
+  d.saves = {wc};  // persistent under fp32: costs nothing
+  const int64_t mm = mul(mul(2, n), nw);
+  d.op.fwd.flops = mm;
+  d.op.bwd.flops = mm;  // grad input only
+  d.op.sac_save = true;
+  bld.add_op(std::move(d));
+  return y;
+}
+
+// bitsandbytes Linear4bit (QLoRA): x.to(compute dtype), MatMul4Bit (keeps only the packed weight;
+// dequantizes it to the compute dtype in forward and again in backward), .to(x's dtype).
+int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
+                   bool bias, const char* name, const char* out_role) {
+  const int64_t nw = mul(in_f, out_f);
+  const int32_t w = bld.buffer(nf4_bytes(nw), DType::kBool, "NF4 weight + quant state");
+  const int32_t b = bias ? bld.param(out_f, dm.param_dt, "bias") : -1;
+  const DType in_dt = bld.tensor(x).dtype, cdt = dm.half_dt;
+  const int32_t xc = o.cast(x, cdt, "4-bit input cast", "4-bit input cast");
+  const int64_t n = numel_of(bld.tensor(xc)) / in_f;
+  OpDraft d = o.draft(OpKind::kLinear, name);
+  d.exec = Exec::kLinear;
+  d.dim = {n, in_f, out_f, 0};
+  d.inputs.push_back({xc, GradRule::kNew});
+  d.inputs.push_back({w, GradRule::kNone});
+  if (b >= 0) d.inputs.push_back({b, GradRule::kNone});
+  const int32_t y = bld.fresh(bytes(mul(n, out_f), cdt), cdt, out_role);
+  d.outputs.push_back(y);
+  // the dequantized weight, in forward and again for the input's gradient
+  d.op.fwd_transient_bytes = bytes(nw, cdt);
+  d.op.bwd_transient_bytes = bytes(nw, cdt);
+  const int64_t mm = mul(mul(2, n), nw);
+  d.op.fwd.flops = mm;
+  d.op.bwd.flops = mm;
+  d.op.sac_save = true;
+  bld.add_op(std::move(d));
+  return o.cast(y, in_dt, "4-bit output cast", out_role);
+}
+
+}  // namespace
+
+void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed) {
+  if (!summed) {
+    bld.hold_until_step_end(x);
+    return;
+  }
+  // The lookup's output, summed with the position (and token-type) embeddings into x by the
+  // embedding op, where it is counted as a transient; here it is the tensor the graph keeps.
+  // (Its gradient, accumulated into its .grad at the end of backward and kept to the step's end
+  // too, is not modeled.)
+  Ops o(bld, dm);
+  OpDraft d = o.draft(OpKind::kCopy, "input embeddings (kept: requires grad)");
+  d.op.math16 = false;
+  const Tensor t = bld.tensor(x);
+  const int32_t e = bld.fresh(bytes(mul(dm.n_full(), dm.h), t.dtype), t.dtype,
+                              "input embeddings (requires grad)");
+  d.outputs.push_back(e);
+  bld.add_op(std::move(d));
+  bld.model_level(e);
+  bld.hold_until_step_end(e);
+}
+
+int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
+                    bool bias, const char* name, const char* out_role, int32_t shared_param) {
+  Ops o(bld, dm);
+  const bool target = (site_of(name) & dm.lora_targets) != 0;
+  // bitsandbytes replaces every nn.Linear but the output layer (transformers
+  // get_keys_to_not_convert keeps lm_head, tied or not, in full precision).
+  const bool quant = dm.qlora && shared_param < 0 && std::string_view(name) != "lm head";
+  int32_t result = quant ? nf4_linear(bld, o, dm, x, in_f, out_f, bias, name, out_role)
+                         : frozen_linear(bld, o, dm, x, in_f, out_f, bias, name, out_role,
+                                         shared_param);
+  if (!target) return result;
+
+  const Tensor tr = bld.tensor(result);
+  const int64_t n = numel_of(tr) / out_f;
+  if (quant)  // bnb.py Linear4bit.forward: "defensively clone"
+    result = pointwise(bld, o, OpKind::kCopy, result, tr.bytes, tr.dtype, "lora base clone",
+                       out_role, true);
+  // The adapter's own parameters are trainable: built as ordinary linears.
+  Dims plain = dm;
+  plain.lora_rank = 0;
+  Ops po(bld, plain);
+  bld.freeze_params = false;
+  int32_t xa = x;
+  // _cast_input_dtype(x, lora_A.weight.dtype): the plain layer casts x to the adapter's dtype;
+  // bnb's Linear4bit layer does not under autocast (requires_conversion = not autocast).
+  if (!quant || !dm.amp) xa = o.cast(x, dm.param_dt, "lora input cast", "lora input cast");
+  // lora_dropout: nn.Identity (LoraConfig lora_dropout = 0.0, the default)
+  const int32_t a = po.linear(xa, in_f, dm.lora_rank, false, Ops::Tp::kNone, "lora_A", "lora_A out");
+  const int32_t bo = po.linear(a, dm.lora_rank, out_f, false, Ops::Tp::kNone, "lora_B", "lora_B out");
+  bld.freeze_params = true;
+  const Tensor tb = bld.tensor(bo);
+  // `* scaling` (a Python float: MulBackward0 keeps only the scalar)
+  const int32_t sc = pointwise(bld, o, OpKind::kMul, bo, tb.bytes, tb.dtype, "lora scaling",
+                               "lora scaled", false);
+  // result + that: the sum in the promoted dtype; the gradient passes to both
+  const DType dt = promote(bld.tensor(result).dtype, tb.dtype);
+  OpDraft d = o.draft(OpKind::kAdd, "lora add");
+  d.inputs.push_back({result, GradRule::kPass, 0});
+  d.inputs.push_back({sc, GradRule::kPass, 0});
+  const int32_t z = bld.fresh(bytes(mul(n, out_f), dt), dt, out_role);
+  d.outputs.push_back(z);
+  bld.add_op(std::move(d));
+  return z;
+}
+
+}  // namespace detail
+}  // namespace sim
+
+namespace sim::impl_rows {
+
+void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s) {
+  if (s.lora_rank < 0)
+    throw ConfigError("--lora-rank", "lora_rank", "must be 0 (full fine-tuning) or a positive rank");
+  if (s.lora_rank == 0) {
+    if (s.qlora) throw ConfigError("--qlora", "qlora", "QLoRA trains LoRA adapters: it needs --lora-rank");
+    if (s.lora_targets != 0)
+      throw ConfigError("--lora-targets", "lora_targets", "needs --lora-rank");
+    return;
+  }
+  const std::string impl(spec.name);
+  if (!spec.lora)
+    throw Unsupported("--lora-rank", "lora_rank",
+                      "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
+  const Precision p = resolved_precision(s);
+  if (p == Precision::kBf16Mixed || p == Precision::kFsdp2Bf16)
+    throw Unsupported("--precision", "precision",
+                      "LoRA under " + std::string(name(p)) +
+                          " (PEFT's adapters are modeled under the Trainer's autocast, bf16-amp or "
+                          "fp16-amp, and fp32)");
+  if (s.qlora && p == Precision::kFp32)
+    throw ConfigError("--qlora", "qlora",
+                      "QLoRA computes in 16 bits (bnb_4bit_compute_dtype) under autocast: "
+                      "--precision bf16-amp or fp16-amp");
+  if (s.zero >= 3)
+    throw Unsupported("--zero", "zero", "LoRA with ZeRO-3 / FSDP sharding of the frozen base");
+  const bool gated = model.mlp == MlpKind::kSwiglu;
+  const bool fused = spec.qkv == QkvVariant::kFused ||
+                     (spec.qkv == QkvVariant::kArchitecture &&
+                      (model.family == "gpt2" || model.family == "megatron-gpt"));
+  if (s.lora_targets == 0) {
+    // utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING @ 5d602fdb:
+    // gpt2 ["c_attn"], llama/mistral/qwen2 ["q_proj", "v_proj"], bert ["query", "value"].
+    if (model.family == "gpt2") s.lora_targets = kLoraQ | kLoraK | kLoraV;
+    else if (model.family == "llama" || model.family == "mistral" || model.family == "qwen2" ||
+             model.family == "bert")
+      s.lora_targets = kLoraQ | kLoraV;
+    else
+      throw ConfigError("--lora-targets", "lora_targets",
+                        "PEFT has no default target modules for the " + model.family +
+                            " family: name them (q,k,v,o,gate,up,down or all-linear)");
+  }
+  const uint32_t t = s.lora_targets;
+  if (t != kLoraAllLinear) {  // all-linear: every linear the model has
+    if ((t & kLoraGate) && !gated)
+      throw ConfigError("--lora-targets", "lora_targets",
+                        "gate names no module: the " + model.family + " MLP has no gate projection");
+    const uint32_t qkv = kLoraQ | kLoraK | kLoraV;
+    if (fused && (t & qkv) != 0 && (t & qkv) != qkv)
+      throw ConfigError("--lora-targets", "lora_targets",
+                        "q, k and v are one module in " + model.family +
+                            " (c_attn): target all three or none");
+  }
+}
+
+}  // namespace sim::impl_rows

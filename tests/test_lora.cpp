@@ -1,0 +1,303 @@
+// feat (issue 13): LoRA and QLoRA (sim/src/lora.cpp; docs/memory-model.md "LoRA and QLoRA"):
+// frozen base weights, what frozen linears still save, the adapters' ops and state, PEFT's default
+// targets, bitsandbytes NF4 weights, and the one-line refusals. s sequence, b micro-batch,
+// h hidden, a heads, r rank; "sbh" = s*b*h elements.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "fixtures.hpp"
+#include "sim/error.hpp"
+
+using namespace sim;
+
+namespace {
+
+// nanoGPT's GPTConfig with n_layer 4, n_head 4, n_embd 256, block_size 256, bias on (as
+// tests/test_impl_nanogpt.cpp and validation/real-code/models/nanogpt-l4-h256-bias.json).
+ModelConfig nanogpt(int64_t layers = 4) {
+  ModelConfig m = fixtures::gpt2_small();
+  m.name = m.source = "nanogpt";
+  m.layers = layers;
+  m.hidden = 256;
+  m.heads = m.kv_heads = 4;
+  m.head_dim = 64;
+  m.ffn_hidden = 1024;
+  m.vocab = 50304;
+  m.max_positions = 256;
+  return m;
+}
+
+TrainSetup nanogpt_lora(int64_t rank, const char* targets) {
+  TrainSetup t;
+  t.impl = Impl::kNanogpt;
+  t.attention = AttentionKind::kStandard;
+  t.precision = Precision::kFp32;
+  t.micro_batch = 4;
+  t.seq = 256;
+  t.lora_rank = rank;
+  t.lora_targets = *parse_lora_targets(targets);
+  return t;
+}
+
+int64_t storage_bytes(const Graph& g, const std::string& role) {
+  int64_t n = 0;
+  for (const Storage& s : g.storages)
+    if (s.role == role) n += s.bytes;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("lora targets parse and print as --lora-targets names them") {
+  CHECK(parse_lora_targets("q,v") == (kLoraQ | kLoraV));
+  CHECK(parse_lora_targets("all-linear") == kLoraAllLinear);
+  CHECK(parse_lora_targets("q+v") == (kLoraQ | kLoraV));
+  CHECK(lora_targets_name(kLoraQ | kLoraV) == "q+v");
+  CHECK(lora_targets_name(*parse_lora_targets("down,up,gate")) == "gate+up+down");
+  CHECK(lora_targets_name(kLoraAllLinear) == "all-linear");
+  CHECK_FALSE(parse_lora_targets("q,x"));
+  CHECK_FALSE(parse_lora_targets(""));
+  CHECK_FALSE(parse_lora_targets("q,"));
+}
+
+TEST_CASE("lora on nanoGPT's c_attn, fp32: 40sbh + 4sbr + 4as^2b + s^2 + 16sb per layer") {
+  // Full fine-tuning saves 64sbh + 4as^2b + s^2 + 16sb (tests/test_impl_nanogpt.cpp). Frozen
+  // linears keep only their (persistent) weight (derivatives.yaml mm: self is saved for mat2's
+  // gradient only): c_proj no longer saves the attention output y (4 sbh), c_fc not ln_2's
+  // output (4), mlp.c_proj not the GeLU output (16): -24 sbh. c_attn's input stays saved, now by
+  // lora_A; lora_A's [sb, r] output is saved by lora_B (4 sbr); lora_B's output, its scaled copy
+  // and the sum are saved by nothing. LayerNorms save their input and statistics regardless.
+  const int64_t b = 4, s = 256, h = 256, a = 4;
+  for (int64_t r : {8, 16}) {
+    CAPTURE(r);
+    const Result x = fixtures::run(nanogpt(), nanogpt_lora(r, "q,k,v"), "none");
+    CHECK(x.activation_bytes_per_layer ==
+          40 * s * b * h + 4 * s * b * r + 4 * a * s * s * b + s * s + 16 * s * b);
+    // adapters: A [r, h] and B [3h, r] per layer, the only trainable parameters
+    const int64_t adapters = 4 * (r * h + 3 * h * r);
+    CHECK(x.params_per_rank == adapters);
+    CHECK(x.grads_bytes == 4 * adapters);
+    CHECK(x.optimizer_bytes == 8 * adapters);
+  }
+  // every linear of the block targeted: y (4 sbh), ln_2 out (4) and the GeLU output (16) are
+  // saved again (by the adapters' lora_A), and each adapter keeps its [sb, r] output
+  const int64_t r = 8;
+  const Result all = fixtures::run(nanogpt(), nanogpt_lora(r, "q,k,v,o,up,down"), "none");
+  CHECK(all.activation_bytes_per_layer ==
+        64 * s * b * h + 4 * 4 * s * b * r + 4 * a * s * s * b + s * s + 16 * s * b);
+}
+
+TEST_CASE("lora: the frozen weights stay, with no gradient and no optimizer state") {
+  const ModelConfig m = nanogpt();
+  TrainSetup full = nanogpt_lora(8, "q,k,v");
+  full.lora_rank = 0;
+  full.lora_targets = 0;
+  const Result f = fixtures::run(m, full, "none");
+  const Result l = fixtures::run(m, nanogpt_lora(8, "q,k,v"), "none");
+  const int64_t adapters = 4 * (8 * 256 + 3 * 256 * 8);
+  CHECK(l.weights_bytes == f.weights_bytes + 4 * adapters);
+  CHECK(l.params == f.params);  // the model's count, adapters aside
+}
+
+TEST_CASE("lora under autocast: every frozen linear saves its own 16-bit weight cast") {
+  // autocast_mode.cpp cached_cast caches only leaf tensors that require grad: a frozen fp32
+  // weight is cast at each use and the matmul saves the cast (mat2, for the input's gradient).
+  // tiny_llama: per block q [256x256], k and v [256x64], o [256x256], gate, up, down [256x688];
+  // the untied lm head [1000x256].
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.seq = 128;
+  t.lora_rank = 4;
+  const Graph g = build_graph(m, t, fixtures::h100());
+  const int64_t per_block = 2 * 256 * 256 + 2 * 256 * 64 + 3 * 256 * 688;
+  CHECK(storage_bytes(g, "frozen weight cast") == 2 * (4 * per_block + 1000 * 256));
+  // PEFT's llama default targets q_proj and v_proj: two adapters per block
+  CHECK(g.params_per_rank == 4 * (4 * 256 + 256 * 4) + 4 * (4 * 256 + 64 * 4));
+}
+
+TEST_CASE("qlora: NF4 weights with double quantization, fp32 for the rest") {
+  // bitsandbytes Linear4bit (compress_statistics=True, blocksize 64): n/2 packed bytes, one uint8
+  // absmax per 64 values, an fp32 absmax per 256 of those, the fp32 offset and the 256-entry fp32
+  // code; prepare_model_for_kbit_training casts every other parameter to fp32 (embeddings, norms,
+  // the lm head that bitsandbytes leaves unquantized).
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.seq = 128;
+  t.lora_rank = 4;
+  t.qlora = true;
+  const Result r = fixtures::run(m, t, "none");
+  auto nf4 = [](int64_t n) {
+    const int64_t blocks = (n + 63) / 64;
+    return (n + 1) / 2 + blocks + 4 * ((blocks + 255) / 256) + 4 + 1024;
+  };
+  const int64_t per_block = 2 * nf4(256 * 256) + 2 * nf4(256 * 64) + 3 * nf4(256 * 688) +
+                            4 * 2 * 256;  // two RMSNorm weights, fp32
+  const int64_t adapters = 4 * (4 * 256 + 256 * 4) + 4 * (4 * 256 + 64 * 4);
+  CHECK(r.weights_bytes == 4 * per_block + 4 * (2 * 1000 * 256 + 256) + 4 * adapters);
+}
+
+TEST_CASE("lora builds the same graph cloned and block by block") {
+  const ModelConfig m = nanogpt(7);
+  for (const char* targets : {"q,k,v", "q,k,v,o,up,down"}) {
+    CAPTURE(targets);
+    const TrainSetup t = nanogpt_lora(8, targets);
+    const Graph a = build_graph(m, t, fixtures::h100());
+    const Graph d = build_graph_direct(m, t, fixtures::h100());
+    CHECK(a.storages.size() == d.storages.size());
+    for (const char* strategy : {"none", "full", "every:2"}) {
+      CAPTURE(strategy);
+      const Plan p = resolve(parse_strategy(strategy), m.layers);
+      const Result ra = simulate_plan(a, p, fixtures::h100()), rd = simulate_plan(d, p, fixtures::h100());
+      CHECK(ra.peak_allocated_bytes == rd.peak_allocated_bytes);
+      CHECK(ra.step_time_ns == rd.step_time_ns);
+    }
+  }
+}
+
+TEST_CASE("lora and qlora refusals: one line naming the flag") {
+  const ModelConfig gpt = nanogpt();
+  const ModelConfig llama = fixtures::tiny_llama();
+  auto where = [](const ModelConfig& m, TrainSetup t) -> std::string {
+    try {
+      (void)fixtures::run(m, t, "none");
+    } catch (const ConfigError& e) {
+      return std::string(e.where());
+    }
+    return "";
+  };
+  TrainSetup t = nanogpt_lora(8, "q,v");  // c_attn is one module
+  CHECK(where(gpt, t) == "--lora-targets");
+  t.lora_targets = kLoraGate;  // GeLU MLP: no gate projection
+  CHECK(where(gpt, t) == "--lora-targets");
+  t.lora_targets = kLoraQ | kLoraK | kLoraV;
+  t.impl = Impl::kMegatron;  // no PEFT in Megatron-LM
+  CHECK(where(gpt, t) == "--lora-rank");
+  TrainSetup h;
+  h.impl = Impl::kHf;
+  h.seq = 128;
+  h.qlora = true;  // without a rank
+  CHECK(where(llama, h) == "--qlora");
+  h.lora_rank = 4;
+  h.precision = Precision::kFp32;  // QLoRA computes in 16 bits
+  CHECK(where(llama, h) == "--qlora");
+  h.qlora = false;
+  h.precision = Precision::kBf16Mixed;
+  CHECK(where(llama, h) == "--precision");
+  h.precision.reset();
+  h.lora_targets = 0;
+  h.lora_rank = 0;
+  h.lora_targets = kLoraQ;  // targets without a rank
+  CHECK(where(llama, h) == "--lora-targets");
+  TrainSetup p = fixtures::paper(1, false);
+  p.lora_rank = 8;
+  CHECK(where(gpt, p) == "--lora-rank");
+}
+
+TEST_CASE("lora under offload strategies: the kept input embeddings stay on the device") {
+  // PEFT's hooked input embeddings are held to the step's end and saved by block 0's norm: the
+  // schedule must not offload them (it did: "prefetch of a storage still on the device").
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.seq = 128;
+  t.lora_rank = 4;
+  for (const char* strategy : {"offload", "offload+full", "custom:offload@0-1+full@2-3"}) {
+    CAPTURE(strategy);
+    const Result r = fixtures::run(m, t, strategy);
+    CHECK(r.peak_allocated_bytes > 0);
+    CHECK(r.peak_allocated_bytes <= fixtures::run(m, t, "none").peak_allocated_bytes);
+  }
+}
+
+TEST_CASE("context parallelism: local shapes, the ring's work and the dp x cp group") {
+  // Megatron llama: every token-wise activation is the rank's s / cp share; the flash op does cp
+  // times the local work; ZeRO-1 shards the optimizer state over dp x cp ranks.
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kMegatron;
+  t.seq = 1024;
+  const Result one = fixtures::run(m, t, "none");
+  t.cp = 4;
+  const Result four = fixtures::run(m, t, "none");
+  TrainSetup local = t;
+  local.cp = 1;
+  local.seq = 256;
+  const Result l = fixtures::run(m, local, "none");
+  CHECK(four.activation_bytes_per_layer == l.activation_bytes_per_layer);
+  CHECK(four.activation_bytes_per_layer < one.activation_bytes_per_layer / 3);
+  // attention FLOPs: 4 x the local flash call's; the linears' are the local ones
+  CHECK(four.fwd_flops > l.fwd_flops);
+  CHECK(four.fwd_flops < one.fwd_flops);
+  t.dp = 2;
+  t.zero = 1;
+  const Result z = fixtures::run(m, t, "none");
+  t.cp = 1;
+  t.seq = 256;
+  t.dp = 8;
+  const Result z8 = fixtures::run(m, t, "none");
+  CHECK(z.optimizer_bytes == z8.optimizer_bytes);
+  // a sequence that does not divide into 2 cp chunks, and eager attention, are refused
+  TrainSetup bad;
+  bad.impl = Impl::kMegatron;
+  bad.seq = 1000;
+  bad.cp = 8;
+  CHECK_THROWS_AS(fixtures::run(m, bad, "none"), ConfigError);
+  bad.seq = 1024;
+  bad.attention = AttentionKind::kStandard;
+  CHECK_THROWS_AS(fixtures::run(m, bad, "none"), ConfigError);
+  bad.attention.reset();
+  bad.impl = Impl::kHf;
+  CHECK_THROWS_AS(fixtures::run(m, bad, "none"), Unsupported);
+}
+
+TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights; torchao saves as bf16") {
+  // tiny_llama widened so that the GEMMs, not the host, set the step time
+  ModelConfig m = fixtures::tiny_llama();
+  m.hidden = 2048;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.head_dim = 128;
+  m.ffn_hidden = 5632;
+  const int64_t h = 2048, kv = 4 * 128, f = 5632;
+  TrainSetup t;
+  t.impl = Impl::kMegatron;
+  t.seq = 2048;
+  const Result bf16 = fixtures::run(m, t, "none");
+  t.fp8 = Fp8Recipe::kTeDelayed;
+  const Result te = fixtures::run(m, t, "none");
+  // Megatron's llama block (one fused qkv [h -> h + 2kv], proj, gate, up, down): the fp8
+  // workspace is 2 B per block linear weight element; the lm head stays 16-bit
+  const int64_t block_linears = h * (h + 2 * kv) + h * h + 3 * h * f;
+  CHECK(te.weights_bytes == bf16.weights_bytes + 4 * 2 * block_linears);
+  // every block linear keeps 1 B per input element instead of 2: the activations shrink
+  CHECK(te.activation_bytes_per_layer < bf16.activation_bytes_per_layer);
+  CHECK(te.fwd_flops == bf16.fwd_flops);
+  CHECK(te.step_time_ns < bf16.step_time_ns);
+  // torchao keeps the high-precision saves: the same activations as bf16 under torchtitan
+  TrainSetup tt;
+  tt.impl = Impl::kTorchtitan;
+  tt.seq = 2048;
+  const Result tb = fixtures::run(m, tt, "none");
+  tt.fp8 = Fp8Recipe::kTorchaoRowwise;
+  const Result ta = fixtures::run(m, tt, "none");
+  CHECK(ta.activation_bytes_per_layer == tb.activation_bytes_per_layer);
+  CHECK(ta.step_time_ns < tb.step_time_ns);
+  // refusals: the recipe under the other code base, another regime, a GPU without fp8
+  TrainSetup bad = t;
+  bad.impl = Impl::kTorchtitan;
+  CHECK_THROWS_AS(fixtures::run(m, bad, "none"), Unsupported);
+  bad = t;
+  bad.precision = Precision::kBf16Amp;
+  CHECK_THROWS_AS(fixtures::run(m, bad, "none"), ConfigError);
+  Device a100 = fixtures::h100();
+  a100.sm_arch = 80;
+  try {
+    (void)simulate(m, t, a100, parse_strategy("none"));
+    CHECK(false);
+  } catch (const ConfigError& e) {
+    CHECK(e.where() == "--fp8");
+  }
+}

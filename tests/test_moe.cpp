@@ -1,0 +1,238 @@
+// moe (issue 13): the MoE layer under each token dispatch, derived by hand (docs/memory-model.md
+// "Mixture of experts: a Mixtral layer by hand") and asserted to the byte; --ep, --moe-imbalance
+// and --moe-capacity; FLOPs of the active experts only; bad input.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "fixtures.hpp"
+#include "sim/error.hpp"
+
+using namespace sim;
+
+namespace {
+
+// Mixtral-8x7B's shape (models/mixtral-8x7b.json): h 4096, 32 heads, 8 KV heads, 8 experts of
+// SwiGLU width 14336, top-2, renormalized; 4 layers here (the bytes are per layer).
+ModelConfig mixtral_shaped(bool moe) {
+  ModelConfig m;
+  m.name = m.source = "mixtral-shaped";
+  m.family = "mixtral";
+  m.layers = 4;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden = 14336;
+  m.vocab = 32000;
+  m.max_positions = 32768;
+  m.mlp = MlpKind::kSwiglu;
+  m.norm = NormKind::kRmsNorm;
+  m.norm_bias = false;
+  m.positions = PosEmbedding::kRope;
+  m.tied_embeddings = false;
+  m.qkv_bias = m.linear_bias = false;
+  if (moe) {
+    m.experts = 8;
+    m.experts_per_token = 2;
+    m.expert_ffn = 14336;
+    m.norm_topk = true;
+  }
+  return m;
+}
+
+TrainSetup setup(Impl impl, int64_t b, int64_t s) {
+  TrainSetup t;
+  t.impl = impl;
+  t.micro_batch = b;
+  t.seq = s;
+  return t;
+}
+
+int64_t layer_bytes(const ModelConfig& m, const TrainSetup& t) {
+  return fixtures::run(m, t, "none").activation_bytes_per_layer;
+}
+
+}  // namespace
+
+TEST_SUITE("moe") {
+  TEST_CASE("HF's expert loop, bf16-amp: the hand derivation, to the byte") {
+    // docs/memory-model.md: N = b s tokens, k N routed. The MoE layer saves
+    //   router: bf16 cast of x 2Nh, fp32 softmax 4NE, top-k indices 8Nk, the renormalization's
+    //           sum 4N and pre-division weights 4Nk;
+    //   per routed token: top_x 8 and slot 8 (int64), w1's and w3's bf16 input casts 2h + 2h,
+    //           silu input, silu output, w3 output, product 2f each, the expert output 2h and its
+    //           fp32 weight 4, the fp32 weighted output index_add_ saves 4h:
+    //           20 + 10h + 8f bytes.
+    // The dense SwiGLU MLP it replaces saves 4Nh + 8Nf (two input casts; four f-wide tensors).
+    const int64_t b = 1, s = 1024, N = b * s, h = 4096, E = 8, k = 2, f = 14336;
+    const int64_t moe = 2 * N * h + 4 * N * E + 8 * N * k + 4 * N + 4 * N * k +
+                        k * N * (20 + 10 * h + 8 * f);
+    const int64_t dense = 4 * N * h + 8 * N * f;
+    CHECK(moe == 327'258'112);
+    const TrainSetup t = setup(Impl::kHf, b, s);
+    CHECK(layer_bytes(mixtral_shaped(true), t) - layer_bytes(mixtral_shaped(false), t) ==
+          moe - dense);
+  }
+
+  TEST_CASE("Megatron's alltoall dispatcher with grouped GEMMs, bf16-mixed: to the byte") {
+    // router: x 2Nh (the dense MLP's gate and up save the same x), top-k indices 8Nk, fp32 softmax
+    // of the k scores 4Nk; permutation indices 8 per token sent (kN dropless); per received token (T): fc1's input 2h, the
+    // fused weighted SwiGLU's input 4f and prob 2, fc2's input 2f. Dense (gate/up/silu/mul):
+    // 2Nh + 8Nf.
+    const int64_t b = 1, s = 1024, N = b * s, h = 4096, k = 2, f = 14336;
+    auto moe = [&](int64_t T, int64_t sent) {
+      return 2 * N * h + 12 * N * k + 8 * sent + T * (2 * h + 6 * f + 2);
+    };
+    const int64_t dense = 2 * N * h + 8 * N * f;
+    TrainSetup t = setup(Impl::kMegatron, b, s);
+    const int64_t base = layer_bytes(mixtral_shaped(false), t);
+    CHECK(layer_bytes(mixtral_shaped(true), t) - base == moe(k * N, k * N) - dense);
+    // Capacity factor 1.25, drop and pad: ceil(kN / E x 1.25) = 320 tokens per expert, E x 320
+    // received and E x 320 sent (the permutation indices).
+    t.moe_capacity = 1.25;
+    CHECK(layer_bytes(mixtral_shaped(true), t) - base == moe(8 * 320, 8 * 320) - dense);
+    // --ep 2 (within --dp 2), the hottest expert at 2x the mean: mean = ep kN / E = 512, the hot
+    // expert 1024, the other 7 share 3072 (439, 439, 439 on this rank): T = 2341.
+    t.moe_capacity.reset();
+    t.ep = 2;
+    t.dp = 2;
+    t.moe_imbalance = 2.0;
+    CHECK(layer_bytes(mixtral_shaped(true), t) - layer_bytes(mixtral_shaped(false), [&] {
+            TrainSetup d = t;
+            d.ep = 1;
+            d.moe_imbalance = 1.0;
+            return d;
+          }()) == moe(2341, k * N) - dense);
+  }
+
+  TEST_CASE("activations scale with top-k, not with the number of experts; FLOPs with active ones") {
+    const TrainSetup t = setup(Impl::kHf, 1, 256);
+    ModelConfig m = mixtral_shaped(true);
+    const Result r8 = fixtures::run(m, t, "none");
+    m.experts = 16;
+    const Result r16 = fixtures::run(m, t, "none");
+    // only the router's [N, E] fp32 softmax grows (4 N x 8 more bytes)
+    CHECK(r16.activation_bytes_per_layer - r8.activation_bytes_per_layer == 4 * 256 * 8);
+    // FLOPs: the router's 2 N h E grows, the experts' stay (k active per token)
+    const Graph g8 = build_graph(mixtral_shaped(true), t, fixtures::h100());
+    const Graph g16 = build_graph(m, t, fixtures::h100());
+    int64_t f8 = 0, f16 = 0;
+    for (const Op& op : g8.ops) f8 += op.fwd.flops;
+    for (const Op& op : g16.ops) f16 += op.fwd.flops;
+    CHECK(f16 - f8 == 4 * 2 * 256 * 4096 * 8);  // 4 layers x 2 N h x 8 more experts
+  }
+
+  TEST_CASE("HF: imbalance moves tokens between experts, not the saved bytes") {
+    TrainSetup t = setup(Impl::kHf, 1, 256);
+    const int64_t balanced = layer_bytes(mixtral_shaped(true), t);
+    t.moe_imbalance = 3.0;
+    CHECK(layer_bytes(mixtral_shaped(true), t) == balanced);
+  }
+
+  TEST_CASE("--ep divides the expert weights and their optimizer state; the rest is replicated") {
+    const ModelConfig m = mixtral_shaped(true);
+    TrainSetup t = setup(Impl::kMegatron, 1, 256);
+    t.dp = 4;
+    t.zero = 1;
+    const Graph g1 = build_graph(m, t, fixtures::h100());
+    CHECK(g1.params_per_rank == parameter_count(m));
+    t.ep = 4;
+    const Graph g4 = build_graph(m, t, fixtures::h100());
+    const int64_t experts = int64_t{4} * 8 * 3 * 4096 * 14336;  // layers x E x 3 h f
+    CHECK(g1.params_per_rank - g4.params_per_rank == experts - experts / 4);
+    // distributed optimizer: 12 B per parameter; the non-expert share over dp = 4, the experts'
+    // (a quarter of them on this rank) over dp / ep = 1
+    const int64_t rest = parameter_count(m) - experts;
+    CHECK(g4.optimizer_bytes == 12 * rest / 4 + 12 * (experts / 4) / 1);
+    CHECK(g4.ep == 4);
+  }
+
+  TEST_CASE("bad input: --ep not dividing the experts or --dp, HF knobs it lacks, dense models") {
+    const ModelConfig m = mixtral_shaped(true);
+    auto where = [&](const ModelConfig& model, TrainSetup t) {
+      try {
+        (void)build_graph(model, t, fixtures::h100());
+      } catch (const ConfigError& e) {
+        return e.where();
+      }
+      return std::string("(built)");
+    };
+    TrainSetup t = setup(Impl::kMegatron, 1, 128);
+    t.ep = 3;
+    t.dp = 3;
+    CHECK(where(m, t) == "--ep");  // 3 does not divide 8 experts
+    t.ep = 4;
+    t.dp = 2;
+    CHECK(where(m, t) == "--ep");  // nor the data-parallel size
+    t.ep = 1;
+    t.moe_imbalance = 9.0;
+    CHECK(where(m, t) == "--moe-imbalance");  // more than every token on one expert
+    t.moe_imbalance = 0.5;
+    CHECK(where(m, t) == "--moe-imbalance");
+    TrainSetup h = setup(Impl::kHf, 1, 128);
+    h.ep = 2;
+    h.dp = 2;
+    CHECK(where(m, h) == "--ep");  // HF has no expert parallelism
+    h.ep = 1;
+    h.moe_capacity = 1.0;
+    CHECK(where(m, h) == "--moe-capacity");  // HF's loop is dropless
+    TrainSetup d = setup(Impl::kHf, 1, 128);
+    d.ep = 2;
+    d.dp = 2;
+    CHECK(where(mixtral_shaped(false), d) == "--ep");  // a dense model has no experts
+    TrainSetup n = setup(Impl::kNanogpt, 1, 128);
+    CHECK(where(m, n) == "--impl");
+  }
+}
+
+TEST_SUITE("moe mla") {
+  // DeepSeek-V2-Lite's attention (h 2048, 16 heads, qk 128 + 64 rope, v 128, kv latent 512, no
+  // q latent) with a dense SwiGLU, against a Llama attention of the same heads and head dim 192.
+  ModelConfig mla_shaped(bool mla) {
+    ModelConfig m;
+    m.name = m.source = "mla-shaped";
+    m.family = mla ? "deepseek_v2" : "llama";
+    m.layers = 4;
+    m.hidden = 2048;
+    m.heads = m.kv_heads = 16;
+    m.head_dim = 192;
+    m.ffn_hidden = 10944;
+    m.vocab = 102400;
+    m.max_positions = 4096;
+    m.mlp = MlpKind::kSwiglu;
+    m.norm = NormKind::kRmsNorm;
+    m.norm_bias = false;
+    m.positions = PosEmbedding::kRope;
+    m.tied_embeddings = false;
+    m.qkv_bias = m.linear_bias = false;
+    if (mla) {
+      m.kv_lora_rank = 512;
+      m.qk_rope_dim = 64;
+      m.v_head_dim = 128;
+    }
+    return m;
+  }
+
+  TEST_CASE("HF DeepseekV2Attention under SDPA, bf16-amp: the hand derivation, to the byte") {
+    // MLA saves (docs/memory-model.md "MLA"): q_proj's and kv_a's input casts 2Nh each; the
+    // latent's RMSNorm: its fp32 copy 4Nr, rstd 4N, the bf16 normalized 2Nr; kv_b's input cast
+    // 2Nr; kv_b's output 2Na(nope + v) (SDPA saves v, a view of it); the query and key cats
+    // 2Na qd each; the output 2Na v; the logsumexp 4aN.
+    // Llama (three projections, flash): input casts 6Nh, q and k casts, v, the output 8Na qd,
+    // the logsumexp 4aN.
+    const int64_t N = 256, h = 2048, a = 16, qd = 192, nope = 128, v = 128, r = 512;
+    const int64_t mla = 4 * N * h + 8 * N * r + 4 * N + 2 * N * a * (nope + v) + 4 * N * a * qd +
+                        2 * N * a * v + 4 * a * N;
+    const int64_t llama = 6 * N * h + 8 * N * a * qd + 4 * a * N;
+    TrainSetup t;
+    t.impl = Impl::kHf;
+    t.seq = N;
+    CHECK(fixtures::run(mla_shaped(true), t, "none").activation_bytes_per_layer -
+              fixtures::run(mla_shaped(false), t, "none").activation_bytes_per_layer ==
+          mla - llama);
+    // the graph holds exactly the parameters the model counts
+    CHECK(build_graph(mla_shaped(true), t, fixtures::h100()).params_per_rank ==
+          parameter_count(mla_shaped(true)));
+  }
+}
