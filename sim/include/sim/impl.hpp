@@ -152,6 +152,8 @@ struct ImplSpec {
   ParamGroups param_groups = ParamGroups::kOne;
   ForeachEps foreach_eps = ForeachEps::kInPlace;          // the release modeled
   ForeachEps foreach_eps_eager = ForeachEps::kInPlace;    // under --attention standard
+  // The heads (sim::head_name, space-separated) this code base trains; others are refused.
+  std::string_view heads = "causal-lm";
   // --- end implhf ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation

@@ -2,6 +2,8 @@
 // (load_model.cpp) dispatches here for any file without "format".
 #pragma once
 
+#include <string_view>
+
 #include "json_reader.hpp"
 #include "sim/model.hpp"
 
@@ -11,5 +13,11 @@ namespace sim_io::detail {
 // kNullIsAbsent mode). Throws sim::Unsupported for model types and features actsim does not
 // model, and ConfigError naming the HF key for missing or ill-typed values. Does not validate.
 sim::ModelConfig model_from_hf(const ObjectReader& config);
+
+// implhf (hf_heads.cpp): the head `architectures` names for this model_type (gpt2, llama,
+// mistral, qwen2, bert), its num_labels (len(id2label)), loss and classifier dropout; without
+// `architectures`, the family's LM head. Refuses an architecture not modeled, naming the key.
+// Call after the family's dropout fields are read (BERT's classifier dropout defaults to them).
+void read_head(const ObjectReader& config, sim::ModelConfig& model, std::string_view model_type);
 
 }  // namespace sim_io::detail

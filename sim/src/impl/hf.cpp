@@ -23,6 +23,10 @@ ImplSpec hf() {
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kArchitecture;
   s.eager_matmul = EagerMatmul::kCopies;
+  // modeling_bert.py @ 8ec58104, modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635:
+  // *ForCausalLM / GPT2LMHeadModel, BertForMaskedLM, *ForSequenceClassification,
+  // *ForTokenClassification (sim_io hf_heads.cpp)
+  s.heads = "causal-lm masked-lm sequence-classification token-classification";
   s.gelu = GeluVariant::kConfig;  // modeling_gpt2.py GPT2MLP: ACT2FN[config.activation_function]
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
