@@ -1,4 +1,4 @@
-// libFuzzer target: the snapshot converter's JSON (cli/src/snapshot.hpp) read and replayed, and
+// libFuzzer target: the snapshot converter's JSON (cli/snapshot/snapshot.hpp) read and replayed, and
 // its blocks at the peak matched against a few storages. Bad input must be a sim::ConfigError,
 // never a crash, an overflow (UBSan) or another exception.
 #include <cstddef>

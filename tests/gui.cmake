@@ -24,6 +24,19 @@ if(XVFB_RUN)
                      sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check>
              WORKING_DIRECTORY ${dir})
   endforeach()
+  # A real step's snapshot overlaid (issue 14): the CPU executor's step of the tiny GPT written in
+  # PyTorch's snapshot format, pickled as torch.cuda.memory._dump_snapshot would, then opened by
+  # actsim-gui through the converter beside it; memory and comparison views.
+  if(TARGET actsim-snapshot-gen)
+    foreach(view memory compare)
+      set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/snapshot_${view})
+      file(MAKE_DIRECTORY ${dir})
+      add_test(NAME gui.screenshot.snapshot_${view}
+               COMMAND sh -c "set -e\nrm -f shot.png s.json s.pickle\nflags='--model ${CMAKE_CURRENT_LIST_DIR}/golden/tiny-gpt.json --seq 64'\n\"$3\" $flags --strategy every:2 -o s.json\nPYTHONPATH=${PROJECT_SOURCE_DIR}/python/tests python3 -c 'import pathlib, snapshot_fixtures as f; f.json_to_pickle(pathlib.Path(\"s.json\"), pathlib.Path(\"s.pickle\"))'\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} $flags --strategy every:2,none --snapshot s.pickle --fit-curves\n\"$2\" shot.png 1200 800"
+                       sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check> $<TARGET_FILE:actsim-snapshot-gen>
+               WORKING_DIRECTORY ${dir})
+    endforeach()
+  endif()
 endif()
 
 # Without a display: one clear line and a non-zero exit (no Xvfb needed).
@@ -38,6 +51,6 @@ add_test(NAME gui.no_display
 set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/bad_flags)
 file(MAKE_DIRECTORY ${dir})
 add_test(NAME gui.bad_flags
-         COMMAND sh -c "for args in '--view nope' '--strategy bogus' '--model no-such-model' '--width 5' '--fit-x pp' '--fit-x tp --fit-y tp'\ndo\nrc=0\nenv -u DISPLAY \"$1\" $args 2> err.txt || rc=$?\ntest \"$rc\" -eq 2\ntest \"$(wc -l < err.txt)\" -eq 1\ndone"
+         COMMAND sh -c "for args in '--view nope' '--strategy bogus' '--model no-such-model' '--width 5' '--fit-x pp' '--fit-x tp --fit-y tp' '--snapshot no-such-snapshot.pickle'\ndo\nrc=0\nenv -u DISPLAY \"$1\" $args 2> err.txt || rc=$?\ntest \"$rc\" -eq 2\ntest \"$(wc -l < err.txt)\" -eq 1\ndone"
                  sh $<TARGET_FILE:actsim-gui>
          WORKING_DIRECTORY ${dir})

@@ -7,9 +7,12 @@
 #include <array>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "categories.hpp"
 #include "compare.hpp"
@@ -18,7 +21,9 @@
 #include "jobs.hpp"
 #include "phases.hpp"
 #include "session.hpp"
+#include "sim/impl.hpp"
 #include "sim/valley.hpp"
+#include "snapshot_overlay.hpp"
 #include "sim_io/load.hpp"
 #include "sim_io/output.hpp"
 #include "update.hpp"
@@ -529,4 +534,179 @@ TEST_CASE("the shared time axis: wheel zooms about the mouse, drag pans, double-
   CHECK(st.view.time_auto);
   CHECK(st.view.time.lo == 0);
   CHECK(st.view.time.hi == doctest::Approx(end));
+}
+
+namespace {
+
+// A snapshot in the converter's JSON (python/actsim/snapshot.py) shaped like a real step of
+// `run`: a forward that allocates the largest simulated storage at the peak, a backward, an
+// optimizer, with times, plus a segment event without a phase (it belongs to its neighbours).
+std::string synthetic_snapshot_json(int64_t big_bytes) {
+  std::string trace;
+  int64_t t = 1000;
+  auto ev = [&](const char* action, int64_t addr, int64_t size, const char* phase,
+                const char* frame) {
+    if (!trace.empty()) trace += ",";
+    trace += std::string("{\"action\":\"") + action + "\",\"addr\":" + std::to_string(addr) +
+             ",\"size\":" + std::to_string(size) + ",\"stream\":0,\"time_us\":" +
+             std::to_string(t) + ",\"frame\":\"" + frame + "\",\"phase\":\"" + phase + "\"}";
+    t += 10;
+  };
+  ev("segment_alloc", 1 << 20, 4 * big_bytes, "", "");
+  ev("alloc", 1, 4096, "forward", "model.py:10:forward");
+  ev("alloc", 2, big_bytes, "forward", "model.py:20:softmax");
+  ev("alloc", 3, 1000, "forward", "model.py:30:forward");
+  ev("free_requested", 3, 1000, "forward", "model.py:30:forward");
+  ev("alloc", 4, 512, "backward", "model.py:40:backward");
+  ev("free_requested", 2, big_bytes, "backward", "model.py:20:softmax");
+  ev("alloc", 5, 512, "forward", "model.py:20:forward");  // a recompute inside backward
+  ev("free_requested", 5, 512, "backward", "model.py:40:backward");  // (after 4's 512: below 3)
+  ev("alloc", 6, 8192, "optimizer", "train.py:50:step");
+  ev("free_requested", 6, 8192, "optimizer", "train.py:50:step");
+  return "{\"format\":\"actsim-snapshot\",\"version\":1,\"file\":\"s.pickle\",\"layout\":\"frames\","
+         "\"devices\":[{\"index\":0,\"segments\":[{\"total_size\":" +
+         std::to_string(4 * big_bytes) + "}],\"live\":[],\"trace\":[" + trace + "]}]}";
+}
+
+}  // namespace
+
+TEST_CASE("a snapshot on the focused run: each phase stretched onto the simulated one, tensors matched, views draw") {
+  gui::Windowless ui(1600, 1000);
+  gui::AppState st = state_for("gpt2-small", {"none", "full"});
+  gui::Worker worker;
+  settle(st, worker);
+  const sim::Result& r0 = st.runs[0].data->result;
+  // The largest storage live at the simulated peak: the synthetic forward allocates its size.
+  const auto sim_tensors =
+      actsim_cli::simulated_at_peak(*st.runs[0].data->graph, st.runs[0].data->plan, r0);
+  REQUIRE(!sim_tensors.empty());
+  int64_t big = 0;
+  for (const auto& t : sim_tensors) big = std::max(big, t.bytes);
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("actsim-gui-snapshot-" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(file);
+    out << synthetic_snapshot_json(big);
+  }
+  st.view.snapshot_path = file.string();
+  st.view.snapshot_requested = true;
+  gui::update(st, worker, 1e9);
+  std::filesystem::remove(file);
+  REQUIRE(st.snapshot);
+  REQUIRE(st.overlay);
+  CHECK(st.view.message == "opened " + file.string());
+  const auto& trace = st.snapshot->device.trace;
+  const auto& pts = st.overlay->points;
+  REQUIRE(pts.size() == trace.size());
+  // Phase cuts: the first backward event (index 5) at the simulated backward's start, the first
+  // optimizer event (index 9) at the optimizer's; the recompute's forward frame (7) stays in
+  // backward; times never decrease and stay in the step.
+  int64_t sim_bwd = -1, sim_opt = -1;
+  for (const sim::MemorySample& m : r0.timeline) {
+    if (sim_bwd < 0 && (m.phase == sim::Phase::kBackward || m.phase == sim::Phase::kRecompute))
+      sim_bwd = m.t_ns;
+    if (sim_opt < 0 && m.phase == sim::Phase::kOptimizer) sim_opt = m.t_ns;
+  }
+  CHECK(pts[0].t_ns == 0);
+  CHECK(pts[5].t_ns == sim_bwd);
+  CHECK(pts[5].phase == actsim_cli::StepPhase::kBackward);
+  CHECK(pts[7].phase == actsim_cli::StepPhase::kBackward);
+  CHECK(pts[9].t_ns == sim_opt);
+  CHECK(pts[4].t_ns < sim_bwd);
+  for (size_t i = 0; i < pts.size(); ++i) {
+    CAPTURE(i);
+    CHECK(pts[i].event == static_cast<int64_t>(i));
+    CHECK(pts[i].allocated_bytes == st.snapshot->peaks.curve[i]);
+    CHECK(pts[i].t_ns <= r0.step_time_ns);
+    if (i > 0) CHECK(pts[i].t_ns >= pts[i - 1].t_ns);
+  }
+  // Forward events spread by their times: event 2 is 2/5 of the way from event 0 to event 5.
+  CHECK(pts[2].t_ns == sim_bwd * 2 / 5);
+  // The measured peak (the forward's big block) is matched with the simulated storage by size
+  // and by the frame naming the op where it can.
+  CHECK(st.snapshot->peaks.allocated.event == 3);
+  bool big_matched = false;
+  for (const auto& [s, m] : st.overlay->match.matched)
+    big_matched |= st.overlay->simulated[s].bytes == big && st.snapshot->peaks.at_peak[m].requested_bytes == big;
+  CHECK(big_matched);
+  CHECK(st.overlay->match.matched.size() + st.overlay->match.simulated_only.size() ==
+        st.overlay->simulated.size());
+  // Both views draw the snapshot, hover included.
+  for (gui::View v : {gui::View::kMemory, gui::View::kCompare, gui::View::kTimeline}) {
+    st.view.active = v;
+    st.view.select_active = true;
+    for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+    ui.frame(st, worker, {1000, 500});
+    CHECK(ui.vertices() > 1000);
+  }
+  // Focusing another strategy re-places the snapshot on that run.
+  const auto before = st.overlay;
+  st.view.focused = 1;
+  gui::update(st, worker, 1e9);
+  REQUIRE(st.overlay);
+  CHECK(st.overlay != before);
+  CHECK(st.overlay->run == st.runs[1].data);
+  CHECK(st.overlay->strategy == 1);
+  // A bad file: one error line, what was open stays; an empty path closes.
+  st.view.snapshot_path = "no-such-snapshot.pickle";
+  st.view.snapshot_requested = true;
+  gui::update(st, worker, 1e9);
+  CHECK(st.view.message.rfind("error: no-such-snapshot.pickle: ", 0) == 0);
+  CHECK(st.snapshot);
+  st.view.snapshot_path.clear();
+  st.view.snapshot_requested = true;
+  gui::update(st, worker, 1e9);
+  CHECK(!st.snapshot);
+  CHECK(!st.overlay);
+}
+
+TEST_CASE("overlay_curve without times places events by index, and a phase the simulation lacks places nothing") {
+  actsim_cli::SnapshotDevice d;
+  for (int i = 0; i < 6; ++i) {
+    actsim_cli::SnapshotEvent e;
+    e.action = actsim_cli::SnapshotAction::kAlloc;
+    e.addr = i + 1;
+    e.size = 1024 * (i + 1);
+    e.phase = i < 4 ? "forward" : "backward";
+    d.trace.push_back(e);  // time_us -1: no times recorded (PyTorch < 2.1)
+  }
+  const actsim_cli::SnapshotPeaks peaks = actsim_cli::analyze_snapshot(d, "t");
+  sim::Result r;
+  r.step_time_ns = 1000;
+  sim::MemorySample m;
+  m.t_ns = 0;
+  m.phase = sim::Phase::kForward;
+  r.timeline.push_back(m);
+  m.t_ns = 400;
+  m.phase = sim::Phase::kOptimizer;  // no backward in this (synthetic) simulation
+  r.timeline.push_back(m);
+  const auto pts = actsim_cli::overlay_curve(d, peaks, r);
+  // Forward: events 0-3 over [0, first backward event 4) stretched onto [0, 400): 0, 100, 200,
+  // 300. Backward: the simulation has none, so events 4 and 5 place no points.
+  REQUIRE(pts.size() == 4);
+  CHECK(pts[0].t_ns == 0);
+  CHECK(pts[1].t_ns == 100);
+  CHECK(pts[3].t_ns == 300);
+  CHECK(pts[3].allocated_bytes == 1024 + 2048 + 3072 + 4096);  // sizes are multiples of 512
+}
+
+TEST_CASE("the strategies panel offers every strategy the CLI takes: torchtitan's, offload and budget draw and simulate") {
+  gui::Windowless ui(1600, 1000);
+  sim::TrainSetup setup;
+  setup.seq = 256;
+  setup.impl = sim::Impl::kTorchtitan;
+  const std::vector<std::string> specs{"sac:torchtitan", "layer-sac:2", "offload", "offload+full",
+                                       "budget:130GiB"};  // 7B: fp32 weights, grads and Adam alone are ~112 GiB
+  gui::AppState st = gui::make_state(gui::make_catalog(dirs()), sim_io::load_model("llama-2-7b", dirs()),
+                                     "llama-2-7b", setup, sim_io::load_device("h100-sxm", dirs()),
+                                     "h100-sxm", specs);
+  gui::Worker worker;
+  for (int f = 0; f < 3; ++f) ui.frame(st, worker, {150, 600}, 1e9);  // mouse over the panel
+  CHECK(ui.vertices() > 1000);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    CAPTURE(specs[i]);
+    CHECK(st.inputs.strategies[i].error.empty());
+    CHECK(st.runs[i].data);
+    CHECK(st.inputs.strategies[i].spec == specs[i]);  // drawing the panel edits nothing
+  }
 }

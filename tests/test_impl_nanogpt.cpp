@@ -63,6 +63,13 @@ TEST_CASE("nanogpt slow path: an fp32 [block_size, block_size] mask buffer per b
     TrainSetup flash = slow_path(2, 128);
     flash.attention = AttentionKind::kFlash;  // torch >= 2.0: no buffer (model.py:45-46)
     CHECK(fixtures::run(m, flash, "none").weights_bytes == 4 * parameter_count(m));
+    // ZeRO-3 shards the parameters over the data-parallel ranks, never the buffers: every rank
+    // keeps its own mask (fp32 weights, 4 B per parameter, divided by dp = 4).
+    TrainSetup z3 = slow_path(2, 128);
+    z3.dp = 4;
+    z3.zero = 3;
+    CHECK(fixtures::run(m, z3, "none").weights_bytes ==
+          4 * parameter_count(m) / 4 + layers * 4 * 256 * 256);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "sim/simulate.hpp"
 #include "snapshot.hpp"
 #include "snapshot_compare.hpp"
+#include "snapshot_overlay.hpp"
 #include "sweep.hpp"
 
 namespace actsim_cli {
@@ -70,36 +71,8 @@ Simulated simulate(const cli_common::Axes& axes, const cli_common::Inputs& input
     int64_t& peak = s.phase_peak[aligned(m.phase)];
     peak = std::max(peak, m.allocated_bytes);
   }
-  const auto holders = sim::holders_at(graph, plan, sim::recompute_mode(graph),
-                                       s.result.peak_event_index);
-  for (std::size_t i = 0; i < holders.size(); ++i) {
-    if (holders[i].empty()) continue;
-    const sim::Storage& st = graph.storages[i];
-    SimTensor t;
-    t.bytes = st.bytes;
-    t.op = st.producer >= 0 ? graph.ops[static_cast<std::size_t>(st.producer)].name : "";
-    t.label = fmt::format("{} ({})", st.role, sim::dtype_name(st.dtype));
-    t.block = st.block;
-    t.category = std::string(sim::category_name(st.category));
-    s.tensors.push_back(std::move(t));
-  }
+  s.tensors = simulated_at_peak(graph, plan, s.result);
   return s;
-}
-
-// Groups of equal (size, label) with their counts (a role in several blocks is one group), largest total first; at most kListed.
-std::vector<std::tuple<int64_t, int64_t, std::string>> grouped_list(
-    const std::vector<std::pair<int64_t, std::string>>& items) {
-  std::map<std::pair<int64_t, std::string>, int64_t> counts;
-  for (const auto& it : items) ++counts[it];
-  std::vector<std::tuple<int64_t, int64_t, std::string>> out;  // bytes each, count, label
-  for (const auto& [key, n] : counts) out.emplace_back(key.first, n, key.second);
-  const auto total = [](const auto& g) {  // ordering only: double cannot overflow
-    return static_cast<double>(std::get<0>(g)) * static_cast<double>(std::get<1>(g));
-  };
-  std::stable_sort(out.begin(), out.end(),
-                   [&](const auto& a, const auto& b) { return total(a) > total(b); });
-  if (out.size() > kListed) out.resize(kListed);
-  return out;
 }
 
 std::string when_us(int64_t us) { return us < 0 ? std::string("-") : human_time_ns(us * 1000); }
@@ -203,7 +176,7 @@ int cmd_compare(const Invocation& inv) {
     for (std::size_t s : match.simulated_only)
       items.emplace_back(sim.tensors[s].bytes, sim.tensors[s].label);
     TextTable so({"bytes", "count", "simulated storage"}, "rrl");
-    for (const auto& [bytes, n, label] : grouped_list(items))
+    for (const auto& [bytes, n, label] : grouped_by_label(items, kListed))
       so.add({fmt::format("{}", Bytes{bytes}), fmt::format("{}", n), label});
     text += "\nSimulated only (no measured block of the same size: actsim invented it, or "
             "PyTorch laid it out differently)\n" + so.render("  ");
@@ -212,7 +185,7 @@ int cmd_compare(const Invocation& inv) {
       items.emplace_back(peaks.at_peak[m].allocated_bytes,
                          peaks.at_peak[m].frame.empty() ? "(no user frame)" : peaks.at_peak[m].frame);
     TextTable mo({"bytes", "count", "deepest user frame"}, "rrl");
-    for (const auto& [bytes, n, label] : grouped_list(items))
+    for (const auto& [bytes, n, label] : grouped_by_label(items, kListed))
       mo.add({fmt::format("{}", Bytes{bytes}), fmt::format("{}", n), label});
     text += "\nMeasured only (no simulated storage of the same size: actsim missed it)\n" +
             mo.render("  ");

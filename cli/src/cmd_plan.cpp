@@ -115,20 +115,18 @@ std::string render_table(const std::string& model, const sim::Device& device,
 
 }  // namespace
 
-int cmd_plan(const Invocation& inv) {
-  const Format format =
-      cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
-  const int64_t budget = parse_budget(inv.budget);
-  const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
-  cli_common::require_single(axes, inv.flags, "plan");
-  const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
-  const cli_common::Point p = cli_common::point_at(axes, 0);
-  const sim::Device& device = inputs.devices.front();
+PlannedPoint plan_point(const Invocation& inv, const std::vector<std::filesystem::path>& dirs) {
+  PlannedPoint pp;
+  pp.budget = parse_budget(inv.budget);
+  pp.axes = cli_common::parse_axes(inv.flags);
+  cli_common::require_single(pp.axes, inv.flags, "plan");
+  pp.inputs = cli_common::load_inputs(pp.axes, dirs);
+  pp.point = cli_common::point_at(pp.axes, 0);
+  const sim::Device& device = pp.inputs.devices.front();
   sim::validate(device);
-  const sim::Graph graph = sim::build_graph(inputs.models.front(), p.setup, device);
-  sim::BudgetPlan plan;
+  pp.graph = sim::build_graph(pp.inputs.models.front(), pp.point.setup, device);
   try {
-    plan = sim::plan_budget(graph, device, budget);
+    pp.plan = sim::plan_budget(pp.graph, device, pp.budget);
   } catch (const sim::ConfigError& e) {
     // Named after this verb's flag: "--budget: 60GiB: no plan fits ...".
     const std::string what = e.what();
@@ -136,16 +134,30 @@ int cmd_plan(const Invocation& inv) {
     throw sim::ConfigError("--budget", inv.budget,
                            what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
   }
+  return pp;
+}
 
+sim_io::Row PlannedPoint::row() const {
+  sim_io::Row r;
+  r.key = cli_common::row_key(axes, inputs, point);
+  r.key.strategy = plan.strategy.canonical();
+  r.result = plan.result;
+  return r;
+}
+
+int cmd_plan(const Invocation& inv) {
+  const Format format =
+      cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
+  const PlannedPoint pp = plan_point(inv, cli_common::search_dirs());
+  const sim::Device& device = pp.inputs.devices.front();
+  const sim::BudgetPlan& plan = pp.plan;
+  const sim_io::Row row = pp.row();
   std::string text;
-  sim_io::Row row;
-  row.key = cli_common::row_key(axes, inputs, p);
-  row.key.strategy = plan.strategy.canonical();
-  row.result = plan.result;
   switch (format) {
     case Format::kTable:
-      text = render_table(axes.models.front(), device, sim::resolve_setup(inputs.models.front(), p.setup), plan,
-                          sim::best_fixed(graph, device, budget));
+      text = render_table(pp.axes.models.front(), device,
+                          sim::resolve_setup(pp.inputs.models.front(), pp.point.setup), plan,
+                          sim::best_fixed(pp.graph, device, pp.budget));
       break;
     case Format::kCsv: text = sim_io::csv_header() + sim_io::csv_row(row); break;
     case Format::kJson: text = sim_io::result_json(row) + "\n"; break;

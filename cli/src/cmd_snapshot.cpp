@@ -76,24 +76,6 @@ sim::Phase phase_of(const std::string& hint) {
 
 }  // namespace
 
-const SnapshotDevice& pick_snapshot_device(const Snapshot& s, int64_t wanted,
-                                           const std::string& path) {
-  const SnapshotDevice* chosen = nullptr;
-  for (const SnapshotDevice& d : s.devices) {
-    if (wanted >= 0 ? d.index == wanted : !d.trace.empty()) {
-      chosen = &d;
-      break;
-    }
-  }
-  if (chosen == nullptr && wanted >= 0)
-    throw sim::ConfigError("--cuda-device", std::to_string(wanted), "not in " + path);
-  if (chosen == nullptr || chosen->trace.empty())
-    throw sim::ConfigError(path, "device_traces",
-                           "no device trace (history not recorded: call "
-                           "torch.cuda.memory._record_memory_history() before the step)");
-  return *chosen;
-}
-
 sim_io::Row snapshot_row(const cli_common::Axes& axes, const cli_common::Inputs& inputs,
                          const cli_common::Point& point,
                          const sim::Result& model_size, const SnapshotPeaks& peaks) {

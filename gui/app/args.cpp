@@ -7,6 +7,7 @@
 #include "flags.hpp"
 #include "sim/error.hpp"
 #include "sweep.hpp"
+#include "update.hpp"
 
 namespace gui_app {
 
@@ -30,6 +31,13 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
       ->capture_default_str()->group("Headless");
   app.add_flag("--stacked", out.stacked, "memory view stacked by category (focused strategy)")
       ->group("Headless");
+  app.add_flag("--fit-curves", out.fit_curves,
+               "memory view: the y axis fits the curves instead of the device capacity")
+      ->group("Headless");
+  app.add_option("--snapshot", out.snapshot,
+                 "a real step's PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle, "
+                 "or the converter's JSON), overlaid on the focused strategy's memory curve and "
+                 "matched tensor by tensor in the comparison");
   std::string fit_x = "b", fit_y = "s";
   app.add_option("--fit-x", fit_x,
                  "fit map columns: KNOB[:LO:HI[:STEP]], KNOB b|s|tp|dp|zero, powers of two "
@@ -69,6 +77,7 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
     out.device_label = first.devices.front();
     out.setup = cli_common::point_at(axes, 0).setup;
     for (const sim::Strategy& s : axes.strategies) out.strategies.push_back(s.canonical());
+    if (!out.snapshot.empty()) out.snapshot_data = gui::load_snapshot_data(out.snapshot);
   } catch (const sim::ConfigError& e) {
     std::fprintf(stderr, "actsim-gui: error: %s\n", e.what());
     return 2;

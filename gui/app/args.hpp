@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct GuiArgs {
   int height = 1000;               // --height
   gui::View view = gui::View::kMemory;  // --view: the tab shown first
   bool stacked = false;            // --stacked: memory view stacked by category
+  bool fit_curves = false;         // --fit-curves: memory view's y axis fits the curves
+  std::string snapshot;            // --snapshot FILE: a real step's PyTorch memory snapshot, overlaid
+  std::shared_ptr<const gui::SnapshotData> snapshot_data;  // it, loaded
   gui::FitAxis fit_x = gui::default_axis(gui::FitKnob::kMicroBatch);  // --fit-x: fit map columns
   gui::FitAxis fit_y = gui::default_axis(gui::FitKnob::kSeq);         // --fit-y: fit map rows
   std::vector<std::filesystem::path> dirs;  // model search folders

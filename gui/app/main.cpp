@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
                                           args.strategies);
     state.view.active = args.view;
     state.view.stacked = args.stacked;
+    state.view.fit_curves = args.fit_curves;
+    state.view.snapshot_path = args.snapshot;
+    state.snapshot = args.snapshot_data;
     state.view.fit_x = args.fit_x;
     state.view.fit_y = args.fit_y;
     if (headless) state.view.png_path = args.screenshot;

@@ -50,6 +50,9 @@ ImU32 phase_color(sim::Phase p, float alpha) {
   return IM_COL32(255, 255, 255, a);
 }
 
+// White, unlike every strategy's default colour (tab10) and the capacity's red.
+ImU32 measured_color() { return IM_COL32(245, 245, 245, 235); }
+
 ImU32 capacity_color() { return IM_COL32(255, 80, 80, 255); }
 ImU32 grid_color() { return IM_COL32(255, 255, 255, 28); }
 ImU32 text_dim_color() { return IM_COL32(170, 170, 170, 255); }

@@ -12,9 +12,13 @@
 namespace gui {
 namespace {
 
-// The kinds offered, as spec prefixes; a trailing ':' takes the integer parameter k.
-constexpr std::array<std::string_view, 8> kKinds{"none",      "full",   "every:", "block:",
-                                                 "sqrt",      "selective", "sac:mm", "custom:"};
+// The kinds offered (every strategy sim::parse_strategy takes), as spec prefixes; a trailing ':'
+// takes the integer parameter k, except budget: and custom:, whose specs are edited as text.
+constexpr std::array<std::string_view, 13> kKinds{
+    "none",   "full",           "every:",     "block:",  "sqrt",         "selective", "sac:mm",
+    "sac:torchtitan", "layer-sac:", "offload", "offload+full", "budget:",   "custom:"};
+
+bool text_kind(std::string_view k) { return k == "custom:" || k == "budget:"; }
 
 int kind_of(const std::string& spec) {
   for (int i = 0; i < static_cast<int>(kKinds.size()); ++i) {
@@ -35,6 +39,8 @@ int64_t param_of(const std::string& spec) {
 const char* kind_label(std::string_view k) {
   if (k == "every:") return "every:k";
   if (k == "block:") return "block:k";
+  if (k == "layer-sac:") return "layer-sac:k";
+  if (k == "budget:") return "budget";
   if (k == "custom:") return "custom";
   return k.data();
 }
@@ -56,8 +62,9 @@ bool entry_row(StrategyEntry& e, int index, bool focused, bool& remove, bool& fo
     for (int i = 0; i < static_cast<int>(kKinds.size()); ++i) {
       if (!ImGui::Selectable(kind_label(kKinds[i]), i == kind) || i == kind) continue;
       const std::string_view k = kKinds[i];
-      e.spec = k == "custom:" ? "custom:none@0-1+full@2-3"
-               : k.back() == ':' ? std::string(k) + "4"
+      e.spec = k == "custom:"   ? "custom:none@0-1+full@2-3"
+               : k == "budget:" ? "budget:40GiB"
+               : k.back() == ':' ? std::string(k) + (k == "layer-sac:" ? "2" : "4")
                                  : std::string(k);
       changed = true;
     }
@@ -66,7 +73,7 @@ bool entry_row(StrategyEntry& e, int index, bool focused, bool& remove, bool& fo
   ImGui::SameLine();
   const std::string_view k = kKinds[kind];
   const float remove_w = ImGui::GetFrameHeight();
-  if (k == "every:" || k == "block:") {
+  if (k == "every:" || k == "block:" || k == "layer-sac:") {
     int64_t p = param_of(e.spec);
     const int64_t step = 1;
     ImGui::SetNextItemWidth(-remove_w - ImGui::GetStyle().ItemSpacing.x);
@@ -75,7 +82,7 @@ bool entry_row(StrategyEntry& e, int index, bool focused, bool& remove, bool& fo
       changed = true;
     }
     ImGui::SameLine();
-  } else if (k == "custom:") {
+  } else if (text_kind(k)) {
     ImGui::SetNextItemWidth(-remove_w - ImGui::GetStyle().ItemSpacing.x);
     changed |= ImGui::InputText("##spec", &e.spec);
     ImGui::SameLine();

@@ -19,6 +19,9 @@
 #include "sim/result.hpp"
 #include "sim/simulate.hpp"
 #include "sim/strategy.hpp"
+#include "snapshot.hpp"
+#include "snapshot_compare.hpp"
+#include "snapshot_overlay.hpp"
 #include "worker.hpp"
 
 namespace gui {
@@ -70,6 +73,25 @@ struct Run {
   std::shared_ptr<const CategorySeries> categories;  // of `data`, when stacked mode asked
 };
 
+// A real step's PyTorch memory snapshot opened beside the simulations (issue 14): the device
+// whose trace is read, replayed (actsim_cli::analyze_snapshot). Immutable once loaded.
+struct SnapshotData {
+  std::string file;
+  actsim_cli::SnapshotDevice device;
+  actsim_cli::SnapshotPeaks peaks;
+};
+
+// The snapshot set against one run (the focused strategy's): its curve on that run's time axis
+// (actsim_cli::overlay_curve) and the tensors live at both peaks matched (match_tensors).
+struct SnapshotOverlay {
+  std::shared_ptr<const SnapshotData> snapshot;  // what it was made from
+  std::shared_ptr<const RunData> run;
+  int strategy = -1;                             // index of the run's strategy entry
+  std::vector<actsim_cli::OverlayPoint> points;
+  std::vector<actsim_cli::SimTensor> simulated;  // live at the simulated peak
+  actsim_cli::TensorMatch match;
+};
+
 enum class View : uint8_t { kValley, kMemory, kTimeline, kFitMap, kCompare, kCount };
 const char* view_name(View v);                    // "valley", "memory", ... (the --view values)
 std::optional<View> parse_view(std::string_view s);
@@ -80,6 +102,7 @@ struct ViewState {
   bool select_active = true;     // make `active` the selected tab on the next frame
   int focused = 0;               // strategy whose phases shade the memory view and that stacks
   bool stacked = false;          // memory view: stacked by category (focused strategy)
+  bool fit_curves = false;       // memory view: y axis fits the curves, not the device capacity
   gui_plot::Range time{0, 1};    // shared time axis of the memory and timeline views (ns)
   bool time_auto = true;         // follow the whole step until the user zooms or pans
   int64_t valley_n = 0;          // blocks simulated for the valley; 0: the model's layers
@@ -88,6 +111,8 @@ struct ViewState {
   std::string hf_path;           // model panel: path of a config.json to open
   std::string csv_path = "actsim-compare.csv";
   std::string png_path = "actsim-view.png";
+  std::string snapshot_path;     // memory view: a PyTorch snapshot (.pickle, or the converter's .json)
+  bool snapshot_requested = false;  // update() opens snapshot_path (empty: closes the snapshot)
   bool png_requested = false;    // the front end saves the next frame to png_path and clears it
   std::string message;           // result of the last load or export, shown in the status line
 };
@@ -113,6 +138,8 @@ struct AppState {
   FitMapKey fitmap_key;
   ViewState view;
   FrameStats stats;
+  std::shared_ptr<const SnapshotData> snapshot;    // opened snapshot; null: none
+  std::shared_ptr<const SnapshotOverlay> overlay;  // of `snapshot` on the focused run
 };
 
 }  // namespace gui

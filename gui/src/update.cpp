@@ -116,6 +116,49 @@ void ensure_categories(AppState& st) {
       category_series(*run.data->graph, run.data->plan, run.data->result));
 }
 
+std::shared_ptr<const SnapshotData> load_snapshot_data(const std::string& path) {
+  const actsim_cli::Snapshot snap = actsim_cli::load_snapshot(path);
+  auto d = std::make_shared<SnapshotData>();
+  d->file = path;
+  d->device = actsim_cli::pick_snapshot_device(snap, -1, path);
+  d->peaks = actsim_cli::analyze_snapshot(d->device, path);
+  return d;
+}
+
+void ensure_snapshot(AppState& st) {
+  ViewState& view = st.view;
+  if (view.snapshot_requested) {
+    view.snapshot_requested = false;
+    if (view.snapshot_path.empty()) {
+      st.snapshot.reset();
+      view.message = "snapshot closed";
+    } else {
+      try {
+        st.snapshot = load_snapshot_data(view.snapshot_path);
+        view.message = "opened " + view.snapshot_path;
+      } catch (const sim::ConfigError& e) {
+        view.message = std::string("error: ") + e.what();
+      }
+    }
+  }
+  const Run* run = view.focused >= 0 && view.focused < static_cast<int>(st.runs.size())
+                       ? &st.runs[view.focused]
+                       : nullptr;
+  if (!st.snapshot || !run || !run->data) {
+    st.overlay.reset();
+    return;
+  }
+  if (st.overlay && st.overlay->snapshot == st.snapshot && st.overlay->run == run->data) return;
+  auto o = std::make_shared<SnapshotOverlay>();
+  o->snapshot = st.snapshot;
+  o->run = run->data;
+  o->strategy = view.focused;
+  o->points = actsim_cli::overlay_curve(st.snapshot->device, st.snapshot->peaks, run->data->result);
+  o->simulated = actsim_cli::simulated_at_peak(*run->data->graph, run->data->plan, run->data->result);
+  o->match = actsim_cli::match_tensors(o->simulated, st.snapshot->peaks.at_peak);
+  st.overlay = std::move(o);
+}
+
 int64_t valley_blocks(const AppState& st) {
   return st.view.valley_n > 0 ? st.view.valley_n : st.inputs.model.layers;
 }
@@ -155,6 +198,7 @@ void update(AppState& st, Worker& worker, double budget_ms) {
   apply_edits(st);
   resimulate(st, budget_ms);
   ensure_categories(st);
+  ensure_snapshot(st);
   sync_worker(st, worker);
 }
 

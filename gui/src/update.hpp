@@ -28,6 +28,14 @@ void resimulate(AppState& state, double budget_ms);
 // The categories of the focused strategy, when the memory view stacks them.
 void ensure_categories(AppState& state);
 
+// Opens ViewState::snapshot_path when asked (snapshot_requested; an empty path closes it; an
+// error goes to ViewState::message and keeps what was open), and re-places the snapshot on the
+// focused run whenever either changed.
+void ensure_snapshot(AppState& state);
+
+// The snapshot read and replayed (the first device with a trace). Throws sim::ConfigError.
+std::shared_ptr<const SnapshotData> load_snapshot_data(const std::string& path);
+
 // Posts valley and fit map requests whose keys changed; takes the worker's newest snapshots.
 void sync_worker(AppState& state, Worker& worker);
 

@@ -115,6 +115,83 @@ void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {
   }
 }
 
+// One grouped list (bytes each, count, label) as a table.
+void grouped_table(const char* id, const char* label_header,
+                   const std::vector<std::pair<int64_t, std::string>>& items) {
+  constexpr std::size_t kRows = 20;
+  const auto groups = actsim_cli::grouped_by_label(items, kRows);
+  if (groups.empty()) {
+    ImGui::TextDisabled("  none");
+    return;
+  }
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersOuter |
+                                ImGuiTableFlags_SizingStretchProp;
+  if (!ImGui::BeginTable(id, 4, flags)) return;
+  ImGui::TableSetupColumn("bytes each", 0, 1.0f);
+  ImGui::TableSetupColumn("count", 0, 0.6f);
+  ImGui::TableSetupColumn("total", 0, 1.0f);
+  ImGui::TableSetupColumn(label_header, 0, 5.0f);
+  ImGui::TableHeadersRow();
+  for (const auto& [bytes, n, label] : groups) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(gui_plot::human_bytes(bytes).c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%lld", static_cast<long long>(n));
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(gui_plot::human_bytes(bytes * n).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(label.c_str());
+  }
+  ImGui::EndTable();
+}
+
+// The opened snapshot against the focused strategy: peaks, and the tensors live at both peaks
+// matched as `actsim compare` matches them (what actsim missed, what it invented).
+void snapshot_section(const AppState& st) {
+  const SnapshotOverlay& o = *st.overlay;
+  const actsim_cli::SnapshotPeaks& pk = o.snapshot->peaks;
+  const sim::Result& r = o.run->result;
+  ImGui::Separator();
+  ImGui::TextUnformatted("Snapshot against the focused strategy");
+  ImGui::Text("%s (CUDA device %lld) against %s", o.snapshot->file.c_str(),
+              static_cast<long long>(pk.device),
+              st.inputs.strategies[static_cast<std::size_t>(o.strategy)].spec.c_str());
+  const auto peak_row = [](const char* what, int64_t measured, int64_t simulated) {
+    const double err = measured > 0 ? 100.0 * static_cast<double>(simulated - measured) /
+                                          static_cast<double>(measured)
+                                    : 0.0;
+    ImGui::Text("  %-15s measured %-11s simulated %-11s %+.1f %%", what,
+                gui_plot::human_bytes(measured).c_str(), gui_plot::human_bytes(simulated).c_str(), err);
+  };
+  peak_row("peak allocated", pk.allocated.bytes, r.peak_allocated_bytes);
+  peak_row("peak requested", pk.requested.bytes, r.peak_requested_bytes);
+  peak_row("peak reserved", pk.reserved.bytes, r.peak_reserved_bytes);
+  int64_t matched_bytes = 0;
+  std::vector<std::pair<int64_t, std::string>> matched, sim_only, measured_only;
+  for (const auto& [si, mi] : o.match.matched) {
+    matched_bytes += o.simulated[si].bytes;
+    const std::string& frame = pk.at_peak[mi].frame;
+    matched.emplace_back(o.simulated[si].bytes,
+                         o.simulated[si].label + "  <->  " + (frame.empty() ? "(no user frame)" : frame));
+  }
+  for (std::size_t si : o.match.simulated_only)
+    sim_only.emplace_back(o.simulated[si].bytes, o.simulated[si].label);
+  for (std::size_t mi : o.match.measured_only)
+    measured_only.emplace_back(pk.at_peak[mi].allocated_bytes,
+                               pk.at_peak[mi].frame.empty() ? "(no user frame)" : pk.at_peak[mi].frame);
+  ImGui::Text("Tensors live at the peaks: %zu matched (%s), %zu simulated only, %zu measured only",
+              o.match.matched.size(), gui_plot::human_bytes(matched_bytes).c_str(),
+              o.match.simulated_only.size(), o.match.measured_only.size());
+  if (ImGui::CollapsingHeader("Simulated only (actsim invented it, or PyTorch laid it out differently)",
+                              ImGuiTreeNodeFlags_DefaultOpen))
+    grouped_table("##sim only", "simulated storage", sim_only);
+  if (ImGui::CollapsingHeader("Measured only (actsim missed it)", ImGuiTreeNodeFlags_DefaultOpen))
+    grouped_table("##measured only", "deepest user frame", measured_only);
+  if (ImGui::CollapsingHeader("Matched (same rounded size; the frame names the op where it can)"))
+    grouped_table("##matched", "simulated storage  <->  measured frame", matched);
+}
+
 }  // namespace
 
 void compare_view(const AppState& st, ViewState& view) {
@@ -133,7 +210,15 @@ void compare_view(const AppState& st, ViewState& view) {
   }
   table(st, rows);
   ImGui::Spacing();
-  breakdown_bars(st, rows);
+  if (st.overlay) {
+    // The snapshot's lists need the room: the bars stay above them at their natural height.
+    ImGui::BeginChild("##compare scroll", ImVec2(0, 0), false);
+    breakdown_bars(st, rows);
+    snapshot_section(st);
+    ImGui::EndChild();
+  } else {
+    breakdown_bars(st, rows);
+  }
 }
 
 }  // namespace gui

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <imgui.h>
+#include <imgui_stdlib.h>
 
 #include "canvas.hpp"
 #include "colors.hpp"
@@ -38,6 +39,14 @@ std::vector<gui_plot::StepColumn> columns_of(const PlotArea& a, const sim::Resul
       [&](std::size_t i) { return tl[i].allocated_bytes; }, a.x);
 }
 
+// The measured curve of an opened snapshot, on the focused run's time axis.
+std::vector<gui_plot::StepColumn> columns_of(const PlotArea& a,
+                                             const std::vector<actsim_cli::OverlayPoint>& pts) {
+  return gui_plot::decimate_steps(
+      pts.size(), [&](std::size_t i) { return pts[i].t_ns; },
+      [&](std::size_t i) { return pts[i].allocated_bytes; }, a.x);
+}
+
 // x pixel where a column's held value ends: the next column, or the step's end.
 float column_end(const PlotArea& a, const std::vector<gui_plot::StepColumn>& cols, std::size_t i,
                  int64_t end_ns) {
@@ -45,8 +54,8 @@ float column_end(const PlotArea& a, const std::vector<gui_plot::StepColumn>& col
   return std::min(a.max.x, static_cast<float>(a.x.to_px(static_cast<double>(end_ns))));
 }
 
-void draw_line(const PlotArea& a, const sim::Result& r, ImU32 color) {
-  const auto cols = columns_of(a, r);
+void draw_steps(const PlotArea& a, const std::vector<gui_plot::StepColumn>& cols, int64_t end_ns,
+                ImU32 color, float thickness) {
   std::vector<ImVec2> pts;
   pts.reserve(cols.size() * 4 + 1);
   const auto py = [&](double v) { return static_cast<float>(a.y.to_px(v)); };
@@ -59,8 +68,39 @@ void draw_line(const PlotArea& a, const sim::Result& r, ImU32 color) {
     pts.push_back(ImVec2(x, py(c.y_last)));
   }
   if (!cols.empty())
-    pts.push_back(ImVec2(column_end(a, cols, cols.size() - 1, r.step_time_ns), py(cols.back().y_last)));
-  if (pts.size() >= 2) a.draw->AddPolyline(pts.data(), static_cast<int>(pts.size()), color, 0, 1.6f);
+    pts.push_back(ImVec2(column_end(a, cols, cols.size() - 1, end_ns), py(cols.back().y_last)));
+  if (pts.size() >= 2) a.draw->AddPolyline(pts.data(), static_cast<int>(pts.size()), color, 0, thickness);
+}
+
+void draw_line(const PlotArea& a, const sim::Result& r, ImU32 color) {
+  draw_steps(a, columns_of(a, r), r.step_time_ns, color, 1.6f);
+}
+
+// The index of the last overlay point at or before t; -1 before the first.
+int64_t point_at(const std::vector<actsim_cli::OverlayPoint>& pts, int64_t t) {
+  const auto it = std::upper_bound(pts.begin(), pts.end(), t,
+                                   [](int64_t v, const actsim_cli::OverlayPoint& p) { return v < p.t_ns; });
+  return static_cast<int64_t>(it - pts.begin()) - 1;
+}
+
+void draw_measured(const AppState& st, const PlotArea& a) {
+  const SnapshotOverlay& o = *st.overlay;
+  const int64_t end = o.run->result.step_time_ns;
+  draw_steps(a, columns_of(a, o.points), end, measured_color(), 2.2f);
+  // The measured peak, where its event landed on the simulated axis.
+  const actsim_cli::SnapshotPeak& peak = o.snapshot->peaks.allocated;
+  for (const actsim_cli::OverlayPoint& p : o.points) {
+    if (p.event != peak.event) continue;
+    const ImVec2 c(static_cast<float>(a.x.to_px(static_cast<double>(p.t_ns))),
+                   static_cast<float>(a.y.to_px(static_cast<double>(peak.bytes))));
+    a.draw->AddQuadFilled(ImVec2(c.x, c.y - 6), ImVec2(c.x + 6, c.y), ImVec2(c.x, c.y + 6),
+                          ImVec2(c.x - 6, c.y), measured_color());
+    const std::string label = "measured peak " + gui_plot::human_bytes(peak.bytes);
+    const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+    const float x = std::min(c.x + 8, a.max.x - ts.x - 2);
+    a.draw->AddText(ImVec2(x, std::min(a.max.y - ts.y, c.y + 4)), measured_color(), label.c_str());
+    break;
+  }
 }
 
 void draw_stacked(const PlotArea& a, const RunData& run, const CategorySeries& cats) {
@@ -117,6 +157,22 @@ void hover_tooltip(const AppState& st, const ViewState& view, const PlotArea& a)
       }
     }
   }
+  if (st.overlay) {
+    const auto& pts = st.overlay->points;
+    const int64_t k = point_at(pts, t);
+    if (k >= 0) {
+      const actsim_cli::OverlayPoint& p = pts[static_cast<std::size_t>(k)];
+      const actsim_cli::SnapshotEvent& e =
+          st.overlay->snapshot->device.trace[static_cast<std::size_t>(p.event)];
+      ImGui::PushStyleColor(ImGuiCol_Text, measured_color());
+      ImGui::TextUnformatted("measured");
+      ImGui::PopStyleColor();
+      ImGui::SameLine();
+      ImGui::Text("%s  event %lld, %s%s%s", gui_plot::human_bytes(p.allocated_bytes).c_str(),
+                  static_cast<long long>(p.event), e.phase.empty() ? "no phase hint" : e.phase.c_str(),
+                  e.frame.empty() ? "" : ", ", e.frame.c_str());
+    }
+  }
   ImGui::EndTooltip();
 }
 
@@ -134,7 +190,9 @@ void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
     ImGui::TextDisabled("no simulation yet (see the errors on the left)");
     return;
   }
-  const double ymax = static_cast<double>(std::max(top, capacity)) * 1.08;
+  if (st.overlay) top = std::max(top, st.overlay->snapshot->peaks.allocated.bytes);
+  // The capacity line is in view unless the user fits the axis to the curves (small models).
+  const double ymax = static_cast<double>(view.fit_curves ? top : std::max(top, capacity)) * 1.08;
   const AxisSpec xs{view.time, gui_plot::Unit::kTimeNs,
                     "simulated time (wheel: zoom, drag: pan, double-click: whole step)"};
   const AxisSpec ys{{0, ymax}, gui_plot::Unit::kBytes, "allocated"};
@@ -149,6 +207,7 @@ void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
       if (st.runs[i].data)
         draw_line(a, st.runs[i].data->result, to_u32(st.inputs.strategies[i].color));
   }
+  if (st.overlay) draw_measured(st, a);
   const std::string cap = "capacity " + gui_plot::human_bytes(capacity) + " (HBM - context - comm)";
   hline(a, static_cast<double>(capacity), capacity_color(), cap.c_str());
   for (size_t i = 0; i < st.runs.size(); ++i) {
@@ -173,9 +232,47 @@ void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
 }
 
 void memory_view(const AppState& st, ViewState& view) {
+  const float fh = ImGui::GetFontSize();
+  ImGui::TextDisabled("snapshot:");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(22 * fh);
+  const bool enter = ImGui::InputTextWithHint("##snapshot path", "PyTorch memory snapshot (.pickle)",
+                                              &view.snapshot_path,
+                                              ImGuiInputTextFlags_EnterReturnsTrue);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("torch.cuda.memory._dump_snapshot() of a real step: its memory curve is "
+                      "drawn on the focused strategy's time axis, each phase stretched onto the "
+                      "simulated one");
+  ImGui::SameLine();
+  if ((ImGui::Button("Open##snapshot") || enter) && !view.snapshot_path.empty())
+    view.snapshot_requested = true;
+  if (st.snapshot) {
+    ImGui::SameLine();
+    if (ImGui::Button("Close##snapshot")) {
+      view.snapshot_path.clear();
+      view.snapshot_requested = true;
+    }
+    if (st.overlay) {
+      const actsim_cli::SnapshotPeaks& pk = st.snapshot->peaks;
+      const sim::Result& r = st.overlay->run->result;
+      const double err = pk.allocated.bytes > 0
+                             ? 100.0 * static_cast<double>(r.peak_allocated_bytes - pk.allocated.bytes) /
+                                   static_cast<double>(pk.allocated.bytes)
+                             : 0.0;
+      ImGui::SameLine(0, fh);
+      ImGui::Text("measured peak %s, %s simulated %s (%+.1f %%)",
+                  gui_plot::human_bytes(pk.allocated.bytes).c_str(),
+                  st.inputs.strategies[static_cast<std::size_t>(st.overlay->strategy)].spec.c_str(),
+                  gui_plot::human_bytes(r.peak_allocated_bytes).c_str(), err);
+    }
+  }
   ImGui::Checkbox("stacked by category", &view.stacked);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("the focused strategy (radio button in the strategies panel)");
+  ImGui::SameLine();
+  ImGui::Checkbox("fit y to the curves", &view.fit_curves);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("the y axis ends above the highest curve instead of the device capacity");
   ImGui::SameLine(0, ImGui::GetFontSize() * 2);
   ImGui::TextDisabled("phases of the focused strategy:");
   ImGui::SameLine();
@@ -191,6 +288,7 @@ void memory_view(const AppState& st, ViewState& view) {
     for (size_t i = 0; i < st.inputs.strategies.size(); ++i)
       legend_item(to_u32(st.inputs.strategies[i].color), st.inputs.strategies[i].spec.c_str());
   }
+  if (st.overlay) legend_item(measured_color(), "measured (snapshot)");
   ImGui::NewLine();
   memory_plot(st, view, ImGui::GetContentRegionAvail());
 }

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "commands.hpp"
 #include "csv_read.hpp"
 #include "sim/error.hpp"
 #include "sim/pipeline.hpp"
@@ -29,16 +30,6 @@ Loaded load(const actsim_cli::Invocation& inv, const std::vector<std::filesystem
   cli_common::point_count(l.axes);  // refuses more than kMaxPoints configurations
   l.inputs = cli_common::load_inputs(l.axes, dirs);
   return l;
-}
-
-// cmd_plan.cpp's reading of --budget (same messages).
-int64_t parse_budget(const std::string& text) {
-  const std::optional<int64_t> bytes = sim::parse_bytes(text);
-  if (text.empty()) throw sim::ConfigError("--budget", "budget", "a peak is required, e.g. --budget 60GiB");
-  if (!bytes || *bytes < 1)
-    throw sim::ConfigError("--budget", text,
-                           "expected a positive byte count, e.g. 60GiB, 512MiB or 64424509440");
-  return *bytes;
 }
 
 }  // namespace
@@ -88,29 +79,7 @@ std::vector<Fields> run(const actsim_cli::Invocation& inv,
 }
 
 Fields plan(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs) {
-  // The steps of cmd_plan (cli/src/cmd_plan.cpp) for --format csv.
-  const int64_t budget = parse_budget(inv.budget);
-  const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
-  cli_common::require_single(axes, inv.flags, "plan");
-  const cli_common::Inputs inputs = cli_common::load_inputs(axes, dirs);
-  const cli_common::Point p = cli_common::point_at(axes, 0);
-  const sim::Device& device = inputs.devices.front();
-  sim::validate(device);
-  const sim::Graph graph = sim::build_graph(inputs.models.front(), p.setup, device);
-  sim::BudgetPlan planned;
-  try {
-    planned = sim::plan_budget(graph, device, budget);
-  } catch (const sim::ConfigError& e) {
-    const std::string what = e.what();
-    const std::string prefix = e.where() + ": " + e.field() + ": ";
-    throw sim::ConfigError("--budget", inv.budget,
-                           what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
-  }
-  sim_io::Row row;
-  row.key = cli_common::row_key(axes, inputs, p);
-  row.key.strategy = planned.strategy.canonical();
-  row.result = planned.result;
-  return fields_of(row);
+  return fields_of(actsim_cli::plan_point(inv, dirs).row());  // cmd_plan's --format csv row
 }
 
 Table valley(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs) {

@@ -490,9 +490,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     for (int32_t sid : g.persistent)
       if (g.storages[sid].category == Category::kWeights) weights += g.storages[sid].bytes;
   } else if (s.zero >= 3) {
-    // ZeRO-3 shards the weights; the current and the prefetched block are gathered whole.
-    for (int32_t sid : g.persistent)
-      if (g.storages[sid].category == Category::kWeights) g.storages[sid].bytes /= d;
+    // ZeRO-3 shards the parameters (not the buffers: every rank keeps its causal mask); the
+    // current and the prefetched block are gathered whole.
+    for (int32_t sid : g.param_storages) g.storages[sid].bytes /= d;
     add(checked_mul(2, max_block_weights, f), Category::kComm, "ZeRO-3 gathered weights");
     weights = 0;
     for (int32_t sid : g.persistent)

@@ -68,4 +68,19 @@ TensorMatch match_tensors(const std::vector<SimTensor>& simulated,
   return out;
 }
 
+std::vector<std::tuple<int64_t, int64_t, std::string>> grouped_by_label(
+    const std::vector<std::pair<int64_t, std::string>>& items, std::size_t limit) {
+  std::map<std::pair<int64_t, std::string>, int64_t> counts;
+  for (const auto& it : items) ++counts[it];
+  std::vector<std::tuple<int64_t, int64_t, std::string>> out;
+  for (const auto& [key, n] : counts) out.emplace_back(key.first, n, key.second);
+  const auto total = [](const auto& g) {  // ordering only: double cannot overflow
+    return static_cast<double>(std::get<0>(g)) * static_cast<double>(std::get<1>(g));
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const auto& a, const auto& b) { return total(a) > total(b); });
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
 }  // namespace actsim_cli

@@ -338,6 +338,7 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
     }
   };
   std::map<std::string, std::size_t> phase_index;
+  p.curve.reserve(d.trace.size());
   for (std::size_t k = 0; k < d.trace.size(); ++k) {
     const SnapshotEvent& e = d.trace[k];
     const auto i = static_cast<int64_t>(k);
@@ -353,6 +354,7 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
     span.last_event = i;
     span.last_us = t;
     span.peak_allocated_bytes = std::max(span.peak_allocated_bytes, allocated);
+    p.curve.push_back(allocated);
     switch (e.action) {
       case SnapshotAction::kAlloc:
         mark(p.requested, requested, i, e);
@@ -382,6 +384,24 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& d, const std::string& where
   });
   p.at_peak = std::move(at_peak);
   return p;
+}
+
+const SnapshotDevice& pick_snapshot_device(const Snapshot& s, int64_t wanted,
+                                           const std::string& path) {
+  const SnapshotDevice* chosen = nullptr;
+  for (const SnapshotDevice& d : s.devices) {
+    if (wanted >= 0 ? d.index == wanted : !d.trace.empty()) {
+      chosen = &d;
+      break;
+    }
+  }
+  if (chosen == nullptr && wanted >= 0)
+    throw sim::ConfigError("--cuda-device", std::to_string(wanted), "not in " + path);
+  if (chosen == nullptr || chosen->trace.empty())
+    throw sim::ConfigError(path, "device_traces",
+                           "no device trace (history not recorded: call "
+                           "torch.cuda.memory._record_memory_history() before the step)");
+  return *chosen;
 }
 
 }  // namespace actsim_cli

@@ -108,6 +108,7 @@ struct SnapshotPeaks {
   SnapshotPeak requested, allocated, reserved;
   std::vector<LiveAtPeak> at_peak;  // live at the allocated peak, largest first
   std::vector<PhaseSpan> phases;    // in order of first appearance
+  std::vector<int64_t> curve;       // allocated bytes right after each trace event (the replay)
 };
 
 // Replays one device's trace (the contract above). Throws ConfigError(where, ...) when the trace
@@ -119,7 +120,7 @@ SnapshotPeaks analyze_snapshot(const SnapshotDevice& device, const std::string& 
 const SnapshotDevice& pick_snapshot_device(const Snapshot& s, int64_t wanted,
                                            const std::string& path);
 
-// The snapshot's row of CSV schema v1: source `snapshot`, the key columns the configuration the
+// (Defined by actsim's CLI, cmd_snapshot.cpp.) The snapshot's row of CSV schema v1: source `snapshot`, the key columns the configuration the
 // common flags name, layers/params/params_per_rank from `model_size`, the measured peaks in
 // peak_allocated_bytes, peak_requested_bytes and peak_reserved_bytes, peak_phase the allocated
 // peak's phase hint; every figure that was not measured empty (Row::peak_only).

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "snapshot.hpp"
@@ -32,5 +34,10 @@ struct TensorMatch {
 // every index appears exactly once in the result.
 TensorMatch match_tensors(const std::vector<SimTensor>& simulated,
                           const std::vector<LiveAtPeak>& measured);
+
+// Items of equal (bytes, label) grouped with their counts (a role in several blocks is one
+// group), largest total first, at most `limit`: (bytes each, count, label).
+std::vector<std::tuple<int64_t, int64_t, std::string>> grouped_by_label(
+    const std::vector<std::pair<int64_t, std::string>>& items, std::size_t limit);
 
 }  // namespace actsim_cli
