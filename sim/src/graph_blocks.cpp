@@ -259,6 +259,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       OpDraft sc = o.draft(OpKind::kMul, "attention scale");
       sc.op.core_attention = true;
       sc.op.math16 = false;
+      // the executor's qk kernel already scales: it runs this op as the identity (same bytes)
+      sc.exec = Exec::kCopy;
       sc.inputs.push_back({scores, GradRule::kNew});
       int32_t scaled = o.fresh_like(scores, "scaled scores");
       sc.outputs.push_back(scaled);
