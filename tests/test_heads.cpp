@@ -165,3 +165,21 @@ TEST_CASE("token classification: the classifier's logits are b*s*num_labels, not
   CHECK(c.peak_allocated_bytes < a.peak_allocated_bytes);
   CHECK(c.params == parameter_count(tok));
 }
+
+TEST_CASE("LlamaForSequenceClassification: no lm_head; the score on every token, no bias") {
+  const std::string base =
+      R"("model_type": "llama", "hidden_size": 256, "intermediate_size": 688,
+         "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
+         "max_position_embeddings": 2048, "vocab_size": 1000, "pad_token_id": 0)";
+  const ModelConfig lm = sim_io::parse_model("{" + base + "}", "l", "l.json");
+  const ModelConfig cls = sim_io::parse_model(
+      "{" + base + R"(, "architectures": ["LlamaForSequenceClassification"], "num_labels": 5})",
+      "l", "l.json");
+  CHECK(cls.seq_pool == SeqPool::kLastTokenProduct);
+  CHECK_FALSE(cls.classifier_bias);
+  // the untied lm_head (v x h) is gone; score h x 5 comes instead
+  CHECK(parameter_count(cls) == parameter_count(lm) - 1000 * 256 + 5 * 256);
+  const Result r = fixtures::run(cls, hf(2, 64, Precision::kBf16Amp), "none");
+  CHECK(r.params == parameter_count(cls));
+  CHECK(r.end_bytes == r.baseline_bytes);
+}

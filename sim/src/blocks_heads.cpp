@@ -103,10 +103,12 @@ void build_classification_head(Builder& bld, const Dims& dm, int32_t x) {
     rows = dm.b;
   } else if (m.head == Head::kSequenceClassification) {
     // GPT2/LlamaForSequenceClassification: score on every token ([b, s, num_labels], no bias),
-    // then pooled_logits = logits[arange(b), sequence_lengths]: sequence_lengths from
-    // `torch.eq(input_ids, pad_token_id).int().argmax(-1) - 1` (a bool and an int32 [b, s],
-    // transient); IndexBackward0 saves the two int64 [b] index tensors and scatters the
-    // gradient into zeros [b, s, num_labels].
+    // then pooled_logits = logits[arange(b), sequence_lengths]. The index, transient:
+    // GPT-2 (c44b2d99) `torch.eq(input_ids, pad_token_id).int().argmax(-1) - 1`, a bool and an
+    // int32 [b, s] (5 bytes per token); Llama (5dd4a635) `(input_ids != pad).to(int32)`,
+    // `arange(s)` (int64) and their int64 product (12 bytes per token + 8s). IndexBackward0
+    // saves the two int64 [b] index tensors and scatters the gradient into zeros
+    // [b, s, num_labels].
     int32_t all = o.linear(y, h, nl, m.classifier_bias, Tp::kNone, "score", "score out");
     OpDraft d = o.draft(OpKind::kCopy, "last-token logits");
     d.op.math16 = false;
@@ -116,7 +118,9 @@ void build_classification_head(Builder& bld, const Dims& dm, int32_t x) {
     int32_t idx = bld.fresh(bytes(mul(2, dm.b), DType::kI64), DType::kI64, "pooling indices");
     d.outputs = {logits, idx};
     d.saves = {idx};
-    d.op.fwd_transient_bytes = mul(n, 1 + 4);
+    d.op.fwd_transient_bytes = m.seq_pool == SeqPool::kLastToken
+                                   ? mul(n, 1 + 4)
+                                   : mul(n, 4 + 8) + mul(dm.s, 8);
     bld.add_op(std::move(d));
     rows = dm.b;
   } else {

@@ -29,8 +29,11 @@ enum class Head : uint8_t {
 // How a sequence-classification head reduces the sequence to one vector.
 enum class SeqPool : uint8_t {
   kFirstTokenPooler,  // BertPooler: dense h->h + tanh on hidden_states[:, 0], then dropout
-  kLastToken,         // GPT2/Llama ForSequenceClassification: score on every token, then the
-                      // logits of each row's last non-pad token (advanced indexing)
+  kLastToken,         // GPT2ForSequenceClassification: score on every token, then the logits
+                      // of each row's last non-pad token (advanced indexing); the index from
+                      // `torch.eq(input_ids, pad).int().argmax(-1) - 1`
+  kLastTokenProduct,  // Llama/Mistral/Qwen2ForSequenceClassification: the same, the index from
+                      // `(arange(s) * (input_ids != pad).to(int32)).argmax(-1)`
 };
 // The classification loss (HF's problem_type; transformers picks it from num_labels and the
 // labels' dtype when the config leaves it unset).

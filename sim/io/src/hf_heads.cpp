@@ -117,7 +117,7 @@ void read_head(const ObjectReader& in, sim::ModelConfig& m, std::string_view typ
       m.classifier_dropout = in.has("classifier_dropout") ? in.number("classifier_dropout")
                                                           : m.hidden_dropout;
     } else {
-      m.seq_pool = sim::SeqPool::kLastToken;
+      m.seq_pool = type == "gpt2" ? sim::SeqPool::kLastToken : sim::SeqPool::kLastTokenProduct;
       m.classifier_bias = false;  // score = nn.Linear(h, num_labels, bias=False)
       m.classifier_dropout = 0.0;
     }
