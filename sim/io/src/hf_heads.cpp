@@ -100,15 +100,18 @@ void read_head(const ObjectReader& in, sim::ModelConfig& m, std::string_view typ
     arch = a.get<std::string>();
   }
   const std::string prefix(class_prefix(type));
-  const std::string_view suffix =
-      arch.size() > prefix.size() && arch.compare(0, prefix.size(), prefix) == 0
-          ? std::string_view(arch).substr(prefix.size())
-          : std::string_view();
-  if (bert && suffix == "ForMaskedLM") {
+  // The head is the class's suffix: model_type picks the modeling file (the Auto classes map
+  // model_type to the class), and older configs spell the prefix otherwise ("LLaMAForCausalLM").
+  const auto ends = [&](std::string_view suffix) {
+    return arch.size() >= suffix.size() &&
+           std::string_view(arch).substr(arch.size() - suffix.size()) == suffix;
+  };
+  if (bert && ends("ForMaskedLM")) {
     m.head = sim::Head::kMaskedLm;
-  } else if (!bert && (suffix == "ForCausalLM" || (type == "gpt2" && suffix == "LMHeadModel"))) {
+  } else if (!bert && (ends("ForCausalLM") || (type == "gpt2" && ends("LMHeadModel") &&
+                                               !ends("DoubleHeadsModel")))) {
     m.head = sim::Head::kCausalLm;
-  } else if (suffix == "ForSequenceClassification") {
+  } else if (ends("ForSequenceClassification")) {
     m.head = sim::Head::kSequenceClassification;
     read_problem(in, m);
     if (bert) {
@@ -121,7 +124,7 @@ void read_head(const ObjectReader& in, sim::ModelConfig& m, std::string_view typ
       m.classifier_bias = false;  // score = nn.Linear(h, num_labels, bias=False)
       m.classifier_dropout = 0.0;
     }
-  } else if (suffix == "ForTokenClassification") {
+  } else if (ends("ForTokenClassification")) {
     m.head = sim::Head::kTokenClassification;
     read_problem(in, m);
     if (m.class_loss != sim::ClassLoss::kCrossEntropy || m.num_labels < 2) {
