@@ -30,7 +30,8 @@ GPT = dict(DIMS, family="gpt2", g=4, f=128)    # 4h GeLU MLP, fused Q/K/V, Layer
 LLAMA = dict(DIMS, family="llama", g=2, f=88)  # GQA, SwiGLU, RMSNorm, rotary
 LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
 
-DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+DTYPE_NAMES = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16",
+               torch.float16: "fp16",
                torch.bool: "bool", torch.int64: "int64"}
 
 CPU_AUTOCAST_LABEL = "cpu-autocast (differs from CUDA autocast; informational)"
@@ -192,6 +193,12 @@ def platform_note(rec):
                           "allocates them in the accumulate type (fp32) "
                           "(aten/src/ATen/native/cuda/layer_norm_kernel.cu)",
                 "cuda_equivalent": {"dtype": "fp32", "storage_bytes": numel * 4}}
+    if by == "MulBackward0.other" and rec["shape"] == [] and rec["dtype"] == "fp64" \
+            and rec["storage_bytes"] == 8:
+        return {"reason": "a Python float multiplied into a tensor is wrapped as a 0-dim CPU "
+                          "double that MulBackward0 keeps: host memory on CUDA (HF eager "
+                          "attention's `* scaling`, implhf)",
+                "cuda_equivalent": None}
     if by == "MeanBackward1.self":
         return {"reason": "torch 1.13's MeanBackward1 keeps mean's input (here the pow output "
                           "of RMSNorm); torch 2.x's derivatives.yaml formula for mean.dim, "
@@ -216,7 +223,7 @@ def dropout(C, name, x, p):
         return r.out(y)
 
 
-def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None):
+def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, scale_op=False):
     """Standard attention as explicit ops. `to3` folds a layout's q, k or v into the [b*a, s, d]
     operand of the batched matmuls (a view or a copy, whichever the layout gives; inside the
     qk and av regions, so a copy counts as theirs). `megatron_mask` (True = masked): Megatron's
@@ -228,7 +235,12 @@ def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None):
         q3, k3 = to3(q), to3(k)
         buf = torch.empty(q3.shape[0], q3.shape[1], k3.shape[1], dtype=q3.dtype)  # beta = 0: unread
         scores = r.out(torch.baddbmm(buf, q3, k3.transpose(1, 2), beta=0.0,
-                                     alpha=1.0 / math.sqrt(d)))
+                                     alpha=1.0 if scale_op else 1.0 / math.sqrt(d)))
+    if scale_op:
+        # HF eager (modeling_llama.py @ 5dd4a635 eager_attention_forward): `* scaling`, a
+        # separate op on the scores (implhf)
+        with C.op("attention scale", scores) as r:
+            scores = r.out(scores * (1.0 / math.sqrt(d)))
     if megatron_mask is not None:
         with C.op("softmax", scores) as r:
             probs = r.out(torch.softmax(scores.masked_fill_(megatron_mask, -10000.0), dim=-1))
@@ -343,7 +355,7 @@ def llama_block(C, P, x, cos, sin, mask, p):
         kk = repeat_kv("repeat k", kr)
         vv = repeat_kv("repeat v", v)
     to3 = lambda t: t.reshape(b * a, s, d)  # as HF's matmul folds [b, a, s, d]
-    ctx = attention(C, qr, kk, vv, to3, mask, p, d)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, scale_op=True)
     with C.op("attention out copy", ctx) as r:
         c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
     with C.op("proj", c) as r:
@@ -378,6 +390,28 @@ def hf_loss(C, P, y, labels):
         return r.out(F.nll_loss(logp, labels))
 
 
+def hf_cls_head(C, P, y, labels, head, p):
+    """implhf: HF classification heads after the final norm (sim/src/blocks_heads.cpp).
+    token-classification: dropout, classifier with bias on every token, cross entropy
+    (modeling_bert.py @ 8ec58104 BertForTokenClassification, GPT2ForTokenClassification);
+    sequence-classification (BertPooler): hidden_states[:, 0], dense, tanh, dropout, classifier,
+    cross entropy over [b, num_labels]."""
+    if head == "sequence-classification":
+        with C.op("first token", y) as r:
+            first = r.out(y.transpose(0, 1)[:, 0] if y.shape[0] != labels.shape[0] else y[:, 0])
+        with C.op("pooler dense", first) as r:
+            pd = r.out(F.linear(first, P["pool_w"], P["pool_b"]))
+        with C.op("pooler tanh", pd) as r:
+            y = r.out(torch.tanh(pd))
+    y = dropout(C, "classifier dropout", y, p)
+    with C.op("classifier", y) as r:
+        logits = r.out(F.linear(y, P["cls_w"], P["cls_b"]))
+    with C.op("log softmax", logits) as r:
+        logp = r.out(F.log_softmax(logits.reshape(-1, logits.shape[-1]), dim=-1))
+    with C.op("nll loss", logp, labels) as r:
+        return r.out(F.nll_loss(logp, labels))
+
+
 # ---------------------------------------------------------------------------------------------
 
 REGIMES = {
@@ -397,6 +431,9 @@ def make_params(C, dims, dtype):
         return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
 
     P = dict(a=a, g=g, d=d)
+    if dims.get("head"):  # implhf: a classification head's parameters
+        n = dims["num_labels"]
+        P.update(cls_w=p(n, h), cls_b=p(n), pool_w=p(h, h), pool_b=p(h))
     if dims["family"] == "gpt2":
         P.update(ln1_w=p(h), ln1_b=p(h), qkv_w=p(3 * h, h), qkv_b=p(3 * h),
                  proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
@@ -424,6 +461,11 @@ def run_case(dims, regime, p, hf_layout=False):
     x = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()
     y = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()  # the final norm's output
     labels = torch.randint(0, dims["v"], (b * s,), generator=gen)
+    head = dims.get("head")
+    if head == "sequence-classification":
+        labels = torch.randint(0, dims["num_labels"], (b,), generator=gen)
+    elif head:
+        labels = torch.randint(0, dims["num_labels"], (b * s,), generator=gen)
     ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t: t), ctx:
         if gpt:
@@ -438,9 +480,11 @@ def run_case(dims, regime, p, hf_layout=False):
             cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
             out = llama_block(C, P, x, cos, sin, mask, p)
         n_block = len(C.ops)
-        loss = hf_loss(C, P, y, labels)
+        loss = hf_cls_head(C, P, y, labels, head, p) if head else hf_loss(C, P, y, labels)
     (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
+    extra = {"head": head, "num_labels": dims["num_labels"]} if head else {}
     return {
+        **extra,
         "family": dims["family"],
         "regime": regime,
         "regime_label": label,
@@ -465,6 +509,12 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-cpu-autocast", GPT, "cpu-autocast", 0.1, False),
     ("llama-cpu-autocast", LLAMA, "cpu-autocast", 0.0, False),
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
+    # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
+    # against --impl hf)
+    ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,
+     False),
+    ("gpt2-seqcls-pooler-fp32", dict(GPT, head="sequence-classification", num_labels=3), "fp32",
+     0.1, False),
 ]
 
 
