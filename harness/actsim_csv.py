@@ -23,7 +23,8 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "peak_requested_bytes", "peak_reserved_bytes", "prefetch", "offload_bytes",
               "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
               "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns",
-              "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant"])
+              "dp_comm_ns", "comm_wait_ns", "set_to_none", "reentrant",
+              "target_seq"])  # famenc: T5's decoder length (empty: not an encoder-decoder)
 
 
 def csv_field(v):

@@ -29,9 +29,11 @@ DIMS = dict(b=2, s=12, h=32, a=4, d=8, v=50)
 GPT = dict(DIMS, family="gpt2", g=4, f=128)    # 4h GeLU MLP, fused Q/K/V, LayerNorm
 LLAMA = dict(DIMS, family="llama", g=2, f=88)  # GQA, SwiGLU, RMSNorm, rotary
 LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
+# famdec (issue 12): Gemma 2 (GeGLU, (1 + w) RMSNorm in fp32, four norms, soft-capping), with
+# head_dim 12 != h / a as Gemma's 256 is.
+GEMMA2 = dict(DIMS, family="gemma2", g=2, f=88, d=12)
 
-DTYPE_NAMES = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16",
-               torch.float16: "fp16",
+DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
                torch.bool: "bool", torch.int64: "int64"}
 
 CPU_AUTOCAST_LABEL = "cpu-autocast (differs from CUDA autocast; informational)"
@@ -205,6 +207,11 @@ def platform_note(rec):
                           "mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim), "
                           "keeps only sizes, so the pow output is a transient",
                 "cuda_equivalent": None}
+    if rec["dtype"] == "fp64" and rec["shape"] == []:
+        # famdec: `t / cap`, `t * cap` with a Python float (Gemma 2's soft-capping)
+        return {"reason": "a Python scalar operand, wrapped as a 0-dim double tensor that "
+                          "Div/MulBackward0 saves: a CPU scalar, host memory under CUDA",
+                "cuda_equivalent": None}
     return None
 
 
@@ -223,7 +230,17 @@ def dropout(C, name, x, p):
         return r.out(y)
 
 
-def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, scale_op=False):
+def softcap(C, t, cap):
+    """famdec: Gemma 2's cap * tanh(t / cap) (eager_attention_forward, Gemma2ForCausalLM)."""
+    with C.op("softcap / cap", t) as r:
+        t = r.out(t / cap)
+    with C.op("softcap tanh", t) as r:
+        t = r.out(torch.tanh(t))
+    with C.op("softcap * cap", t) as r:
+        return r.out(t * cap)
+
+
+def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None, scale_op=False):
     """Standard attention as explicit ops. `to3` folds a layout's q, k or v into the [b*a, s, d]
     operand of the batched matmuls (a view or a copy, whichever the layout gives; inside the
     qk and av regions, so a copy counts as theirs). `megatron_mask` (True = masked): Megatron's
@@ -241,6 +258,8 @@ def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, scale_op=False):
         # separate op on the scores (implhf)
         with C.op("attention scale", scores) as r:
             scores = r.out(scores * (1.0 / math.sqrt(d)))
+    if cap:
+        scores = softcap(C, scores, cap)
     if megatron_mask is not None:
         with C.op("softmax", scores) as r:
             probs = r.out(torch.softmax(scores.masked_fill_(megatron_mask, -10000.0), dim=-1))
@@ -377,11 +396,89 @@ def llama_block(C, P, x, cos, sin, mask, p):
         return r.out(x2 + m)
 
 
-def hf_loss(C, P, y, labels):
+def gemma_norm(C, name, w, x, eps=1e-6):
+    """famdec: Gemma2RMSNorm.forward (modeling_gemma2.py @ 006e8693), one region per op of the
+    simulator: out = _norm(x.float()) * (1.0 + w.float()); out.type_as(x)."""
+    with C.op("rmsnorm to fp32", x) as r:
+        hs = r.out(x.float())
+    with C.op(name, hs) as r:
+        var = r.out(hs.pow(2).mean(-1, keepdim=True))
+    with C.op("rmsnorm rsqrt", var) as r:
+        rs = r.out(torch.rsqrt(var + eps))
+    with C.op("rmsnorm scale", hs, rs) as r:
+        hn = r.out(hs * rs)
+    with C.op("rmsnorm weight term", w) as r:
+        wt = r.out(1.0 + w.float())
+    with C.op("rmsnorm weight", hn, wt) as r:
+        y = r.out(hn * wt)
+    with C.op("rmsnorm to input dtype", y) as r:
+        return r.out(y.type_as(x))
+
+
+def gemma2_block(C, P, x, cos, sin, mask, p):
+    """famdec: HF Gemma2DecoderLayer, eager attention (modeling_gemma2.py @ 006e8693):
+    pre and post norms around both sub-layers, attention soft-capping, GeGLU (tanh GeLU)."""
+    b, s, h = x.shape
+    a, g, d = P["a"], P["g"], P["d"]
+    y = gemma_norm(C, "input norm", P["ln1_w"], x)
+    with C.op("q proj", y) as r:
+        q = r.out(F.linear(y, P["q_w"]))
+    with C.op("k proj", y) as r:
+        k = r.out(F.linear(y, P["k_w"]))
+    with C.op("v proj", y) as r:
+        v = r.out(F.linear(y, P["v_w"]))
+
+    def rope(name, t, heads):
+        with C.op(name, t, cos, sin) as r:
+            tv = t.view(b, s, heads, d).transpose(1, 2)
+            c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+            return r.out(tv * c + rotate_half(tv) * sn)
+
+    qr = rope("rope q", q, a)
+    kr = rope("rope k", k, g)
+
+    def repeat_kv(name, t):
+        with C.op(name, t) as r:
+            if t.dim() == 3:
+                t = t.view(b, s, g, d).transpose(1, 2)
+            return r.out(t[:, :, None].expand(b, g, a // g, s, d).reshape(b, a, s, d))
+
+    kk, vv = kr, v.view(b, s, g, d).transpose(1, 2)
+    if g != a:
+        kk = repeat_kv("repeat k", kr)
+        vv = repeat_kv("repeat v", v)
+    to3 = lambda t: t.reshape(b * a, s, d)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, cap=50.0, scale_op=True)
+    with C.op("attention out copy", ctx) as r:
+        c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["o_w"]))
+    o = gemma_norm(C, "post-attention norm", P["post_attn_w"], o)
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    y2 = gemma_norm(C, "pre-feedforward norm", P["ln2_w"], x2)
+    with C.op("gate proj", y2) as r:
+        gt = r.out(F.linear(y2, P["gate_w"]))
+    with C.op("gelu", gt) as r:
+        act = r.out(F.gelu(gt, approximate="tanh"))
+    with C.op("up proj", y2) as r:
+        up = r.out(F.linear(y2, P["up_w"]))
+    with C.op("geglu mul", act, up) as r:
+        prod = r.out(act * up)
+    with C.op("down proj", prod) as r:
+        m = r.out(F.linear(prod, P["down_w"]))
+    m = gemma_norm(C, "post-feedforward norm", P["post_ff_w"], m)
+    with C.op("residual 2", x2, m) as r:
+        return r.out(x2 + m)
+
+
+def hf_loss(C, P, y, labels, cap=None):
     """HF causal-LM loss: lm head, logits.float(), cross_entropy = log_softmax + nll_loss
-    (the labels already shifted by the data pipeline)."""
+    (the labels already shifted by the data pipeline). `cap`: Gemma 2's final soft-capping."""
     with C.op("lm head", y) as r:
         logits = r.out(F.linear(y, P["lm_w"]))
+    if cap:
+        logits = softcap(C, logits, cap)
     with C.op("logits to fp32", logits) as r:
         l32 = r.out(logits.float())
     with C.op("log softmax", l32) as r:
@@ -412,6 +509,153 @@ def hf_cls_head(C, P, y, labels, head, p):
         return r.out(F.nll_loss(logp, labels))
 
 
+# famenc (issue 12): T5 (modeling_t5.py @ 6b8b757dfcb5), an encoder block and a decoder block of
+# each kind (the first of a stack makes the position bias), fp32. Region names are the
+# simulator's (sim/src/blocks_encdec.cpp).
+T5 = dict(DIMS, family="t5", g=4, d=6, f=40, t=10, buckets=8)  # inner a*d = 24 != h
+
+
+def t5_bucket(rel, bidirectional, num_buckets, max_distance=128):
+    """T5Attention._relative_position_bucket."""
+    buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (rel > 0).to(torch.long) * num_buckets
+        rel = torch.abs(rel)
+    else:
+        rel = -torch.min(rel, torch.zeros_like(rel))
+    max_exact = num_buckets // 2
+    is_small = rel < max_exact
+    large = max_exact + (torch.log(rel.float() / max_exact) / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, num_buckets - 1))
+    return buckets + torch.where(is_small, rel, large)
+
+
+def t5_position_bias(C, P, b, sq, decoder):
+    """compute_bias and `position_bias + mask` in the stack's first block."""
+    with C.op("relative position buckets") as r:
+        rel = torch.arange(sq)[None, :] - torch.arange(sq)[:, None]
+        bucket = r.out(t5_bucket(rel, not decoder, P["buckets"]))
+    with C.op("relative bias lookup", bucket) as r:
+        values = r.out(F.embedding(bucket, P["dec_rel" if decoder else "enc_rel"]).permute(2, 0, 1).unsqueeze(0))
+    dtype = values.dtype
+    if decoder:
+        with C.op("causal mask (4d)") as r:
+            m = torch.full((sq, sq), torch.finfo(dtype).min, dtype=dtype).triu(1)
+            mask = r.out(m[None, None].expand(b, 1, -1, -1).clone())
+    else:
+        with C.op("extended attention mask") as r:
+            mask = r.out((1.0 - torch.ones(b, sq)[:, None, None, :].to(dtype)) * torch.finfo(dtype).min)
+    with C.op("position bias + mask", values, mask) as r:
+        return r.out(values + mask)
+
+
+def t5_attention(C, P, pre, xq, xkv, bias, p):
+    """T5Attention.forward, eager: no scaling, `scores += position_bias`, softmax of
+    scores.float() cast back, dropout, matmul with v, the output copy and o."""
+    b, sq, _ = xq.shape
+    a, d = P["a"], P["d"]
+    with C.op("q", xq) as r:
+        q = r.out(F.linear(xq, P[pre + "q"]))
+    with C.op("k", xkv) as r:
+        k = r.out(F.linear(xkv, P[pre + "k"]))
+    with C.op("v", xkv) as r:
+        v = r.out(F.linear(xkv, P[pre + "v"]))
+    heads = lambda t: t.view(b, -1, a, d).transpose(1, 2)
+    with C.op("qk", q, k) as r:
+        scores = r.out(torch.matmul(heads(q), heads(k).transpose(3, 2)))
+    with C.op("scores += position bias", scores, bias) as r:
+        scores += bias
+        scores = r.out(scores.view(scores.shape))  # in place: a view of the scores
+    with C.op("scores.float()", scores) as r:
+        s32 = r.out(scores.float())
+    with C.op("softmax", s32) as r:
+        probs = r.out(F.softmax(s32, dim=-1))
+    with C.op("type_as(scores)", probs) as r:
+        probs = r.out(probs.type_as(scores))
+    probs = dropout(C, "attention dropout", probs, p)
+    with C.op("av", probs, v) as r:
+        out = r.out(torch.matmul(probs, heads(v)))
+    with C.op("attention out copy", out) as r:
+        c = r.out(out.transpose(1, 2).contiguous().view(b, -1, a * d))
+    with C.op("o", c) as r:
+        return r.out(F.linear(c, P[pre + "o"]))
+
+
+def t5_block(C, P, x, bias, p, enc=None, cross_bias=None):
+    """T5Block: self-attention, cross-attention (decoder), DenseReluDense; pre-norm residuals."""
+    y = rms_norm(C, P["sa_ln"], x)
+    a1 = dropout(C, "self-attention dropout", t5_attention(C, P, "sa_", y, y, bias, p), p)
+    with C.op("residual 1", x, a1) as r:
+        x = r.out(x + a1)
+    if enc is not None:
+        y = rms_norm(C, P["ca_ln"], x)
+        a2 = dropout(C, "cross-attention dropout", t5_attention(C, P, "ca_", y, enc, cross_bias, p), p)
+        with C.op("residual 2", x, a2) as r:
+            x = r.out(x + a2)
+    y = rms_norm(C, P["ff_ln"], x)
+    with C.op("wi", y) as r:
+        u = r.out(F.linear(y, P["wi"]))
+    with C.op("relu", u) as r:
+        act = r.out(F.relu(u))
+    act = dropout(C, "ff dropout", act, p)
+    with C.op("wo", act) as r:
+        m = r.out(F.linear(act, P["wo"]))
+    m = dropout(C, "ff dropout out", m, p)
+    with C.op("residual ff", x, m) as r:
+        return r.out(x + m)
+
+
+def run_t5_case(dims, p):
+    """Blocks 0 and 1 of each stack (t5 has no `loss` section: its loss is hf_loss's ops)."""
+    gen = torch.Generator().manual_seed(0)
+    C = Census()
+    b, s, t, h, a, d, f = (dims[k] for k in ("b", "s", "t", "h", "a", "d", "f"))
+
+    def prm(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).requires_grad_())
+
+    P = dict(a=a, d=d, buckets=dims["buckets"], enc_rel=prm(dims["buckets"], a),
+             dec_rel=prm(dims["buckets"], a), sa_ln=prm(h), ca_ln=prm(h), ff_ln=prm(h),
+             sa_q=prm(a * d, h), sa_k=prm(a * d, h), sa_v=prm(a * d, h), sa_o=prm(h, a * d),
+             ca_q=prm(a * d, h), ca_k=prm(a * d, h), ca_v=prm(a * d, h), ca_o=prm(h, a * d),
+             wi=prm(f, h), wo=prm(h, f))
+    x = torch.randn(b, s, h, generator=gen).requires_grad_()    # the encoder's embeddings
+    enc = torch.randn(b, s, h, generator=gen).requires_grad_()  # the encoder's output
+    y = torch.randn(b, t, h, generator=gen).requires_grad_()    # the decoder's embeddings
+    sections, outs = {}, []
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t_: t_):
+        n = 0
+        bias = t5_position_bias(C, P, b, s, False)
+        xe = t5_block(C, P, x, bias, p)
+        sections["enc0"], n = C.ops[n:], len(C.ops)
+        outs.append(t5_block(C, P, xe, bias, p))
+        sections["enc1"], n = C.ops[n:], len(C.ops)
+        dbias = t5_position_bias(C, P, b, t, True)
+        with C.op("cross-attention zero bias") as r:
+            zeros = r.out(torch.zeros((1, a, t, s)))
+        with C.op("inverted encoder mask") as r:
+            emask = r.out((1.0 - torch.ones(b, s, dtype=torch.long)[:, None, None, :].to(torch.float32))
+                          * torch.finfo(torch.float32).min)
+        with C.op("cross bias + mask", zeros, emask) as r:
+            cbias = r.out(zeros + emask)
+        yd = t5_block(C, P, y, dbias, p, enc, cbias)
+        sections["dec0"], n = C.ops[n:], len(C.ops)
+        outs.append(t5_block(C, P, yd, dbias, p, enc, cbias))
+        sections["dec1"] = C.ops[n:]
+    sum(o.sum() for o in outs).backward()
+    return dict({
+        "family": "t5",
+        "regime": "fp32",
+        "regime_label": "fp32",
+        "informational": False,
+        "sim_precision": "fp32",
+        "dropout": p,
+        "dims": {k: dims[k] for k in ("b", "s", "t", "h", "a", "g", "d", "f", "v", "buckets")},
+    }, **sections)
+
+
 # ---------------------------------------------------------------------------------------------
 
 REGIMES = {
@@ -438,6 +682,11 @@ def make_params(C, dims, dtype):
         P.update(ln1_w=p(h), ln1_b=p(h), qkv_w=p(3 * h, h), qkv_b=p(3 * h),
                  proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
                  fc1_w=p(f, h), fc1_b=p(f), fc2_w=p(h, f), fc2_b=p(h),
+                 lm_w=p(v, h))  # tied: the word-embedding table
+    elif dims["family"] == "gemma2":
+        P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
+                 o_w=p(h, a * d), post_attn_w=p(h), ln2_w=p(h), post_ff_w=p(h),
+                 gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
                  lm_w=p(v, h))  # tied: the word-embedding table
     else:
         P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
@@ -478,9 +727,11 @@ def run_case(dims, regime, p, hf_layout=False):
             fr = torch.outer(torch.arange(s, dtype=torch.float32), inv)
             emb = torch.cat((fr, fr), dim=-1)[None].expand(b, s, d)
             cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-            out = llama_block(C, P, x, cos, sin, mask, p)
+            block = gemma2_block if dims["family"] == "gemma2" else llama_block
+            out = block(C, P, x, cos, sin, mask, p)
         n_block = len(C.ops)
-        loss = hf_cls_head(C, P, y, labels, head, p) if head else hf_loss(C, P, y, labels)
+        loss = hf_cls_head(C, P, y, labels, head, p) if head else \
+            hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
     (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
     extra = {"head": head, "num_labels": dims["num_labels"]} if head else {}
     return {
@@ -509,6 +760,8 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-cpu-autocast", GPT, "cpu-autocast", 0.1, False),
     ("llama-cpu-autocast", LLAMA, "cpu-autocast", 0.0, False),
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
+    ("gemma2-fp32", GEMMA2, "fp32", 0.0, False),             # famdec
+    ("gemma2-bf16-mixed", GEMMA2, "bf16-mixed", 0.0, False),  # famdec
     # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
     # against --impl hf)
     ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,
@@ -548,7 +801,9 @@ def main():
         "device": "cpu",
         "note": "what torch saves for backward, per op of docs/memory-model.md; "
                 "regenerate with harness/census.py (see harness/census/README.md)",
-        "cases": {name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
+        "cases": dict({name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
+                      **{"t5-fp32": run_t5_case(T5, 0.1),  # famenc
+                         "t5-fp32-nodropout": run_t5_case(T5, 0.0)}),
     }
     text = dump(doc) + "\n"
     if args.output == "-":

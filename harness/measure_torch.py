@@ -112,6 +112,8 @@ def parse_args(argv):
     p.add_argument("--impl", default="", help="actsim implementation the code is (row's impl)")
     p.add_argument("--batch", required=True, help="micro-batch (written to the row)")
     p.add_argument("--seq", required=True, help="sequence length (written to the row)")
+    p.add_argument("--target-seq", default="",
+                   help="encoder-decoder models: the decoder's length (written to the row)")
     p.add_argument("--attention", default="standard", help="written to the row")
     p.add_argument("--dropout", default="0", help="written to the row (the builder must agree)")
     p.add_argument("--device", default="h100-sxm",
@@ -438,7 +440,8 @@ def measure(args):
                  optimizer_bytes=opt_state, workspace_bytes=0, peak_requested_bytes=peak,
                  peak_reserved_bytes=peak, prefetch=1, pp=1, vpp=1, num_microbatches=1,
                  pp_stage=0, pp_in_flight=1, impl=args.impl, set_to_none=args.set_to_none,
-                 reentrant="on" if args.reentrant else "off")
+                 reentrant="on" if args.reentrant else "off",
+                 target_seq=int(args.target_seq) if args.target_seq else "")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

@@ -84,8 +84,8 @@ rm -f e.csv
 test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,$'
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,$'  # famenc: target_seq (empty) appended
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -284,10 +284,10 @@ sed -n 5p u.csv | grep -q 'overflows 64 bits'
 ]=])
 
 # Real HuggingFace config.json files of eleven families (the config fuzzer's seed corpus, $2):
-# the families actsim models load and simulate; MoE, encoder-decoder, vision, parallel-residual
-# and Gemma configs are refused with exit 2 and one line naming the feature, never a number.
+# the families actsim models load and simulate (GPT-NeoX, Falcon and Gemma since issue 12); MoE,
+# encoder-decoder and vision configs are refused with exit 2 and one line naming the feature.
 actsim_cli_test(hf_config_corpus [=[
-for m in gpt2 llama-2-7b-hf mistral-7b-v0.1 qwen2-7b bert-base-uncased
+for m in gpt2 llama-2-7b-hf mistral-7b-v0.1 qwen2-7b bert-base-uncased pythia-1b falcon-7b gemma-7b
 do
   "$1" run --model "$2/$m.json" --seq 512 --format csv > out.csv
   test "$(wc -l < out.csv)" -eq 2
@@ -304,11 +304,7 @@ refused() {
 actsim=$1
 corpus=$2
 refused mixtral-8x7b-v0.1 'mixture of experts (mixtral)'
-refused t5-small 'encoder-decoder (t5)'
-refused vit-base-patch16-224-in21k 'vision or multimodal (vit)'
-refused pythia-1b 'parallel residual (gpt_neox)'
-refused falcon-7b 'parallel residual (falcon)'
-refused gemma-7b 'GeGLU and scaled embeddings (gemma)'
+refused vit-base-patch16-224-in21k 'the ViTModel head (vit: ViTForImageClassification is modeled)'
 test "$(ls "$corpus"/*.json | wc -l)" -eq 11
 ]=] ${PROJECT_SOURCE_DIR}/fuzz/corpus/config)
 
@@ -462,3 +458,44 @@ status=0
 test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -e o.txt
 grep -q 'sequence-classification head (architectures) under --impl megatron' err.txt
 ]=] ${PROJECT_SOURCE_DIR})
+
+# famenc (issue 12): T5 and ViT. ViT's --seq defaults to its token count (197); T5's
+# --target-seq is the decoder length, an appended key column (empty for other models); full
+# checkpointing lowers both models' activations per layer; sweeps, valley and plan take them.
+actsim_cli_test(famenc_t5_vit [=[
+"$1" run --model t5-small,vit-base-patch16-224,gpt2-small --batch 4 --strategy none,full --format csv > out.csv
+head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq$'
+test "$(wc -l < out.csv)" -eq 7
+col() { head -n 1 out.csv | tr ',' '\n' | grep -n "^$1\$" | cut -d: -f1; }
+seq=$(col seq)
+ts=$(col target_seq)
+apl=$(col activation_bytes_per_layer)
+grep '^1,sim,[0-9]*,t5-small,' out.csv | cut -d, -f$seq,$ts | sort -u > t5.txt
+test "$(cat t5.txt)" = "1024,1024"
+grep '^1,sim,[0-9]*,vit-base-patch16-224,' out.csv | cut -d, -f$seq,$ts | sort -u > vit.txt
+test "$(cat vit.txt)" = "197,"
+for m in t5-small vit-base-patch16-224
+do
+  none=$(grep "^1,sim,[0-9]*,$m,[^,]*,none," out.csv | cut -d, -f$apl)
+  full=$(grep "^1,sim,[0-9]*,$m,[^,]*,full," out.csv | cut -d, -f$apl)
+  test "$full" -lt "$none"
+done
+"$1" run --model t5-small --seq 256 --target-seq 64 --format csv > ts.csv
+test "$(tail -n 1 ts.csv | cut -d, -f$seq,$ts)" = "256,64"
+"$1" sweep --model t5-small,vit-base-patch16-224 --batch 1,2 --strategy none,selective,budget:8GiB -o sweep.csv
+test "$(wc -l < sweep.csv)" -eq 13
+test "$(cut -d, -f$(col error) sweep.csv | grep -c .)" -eq 1
+"$1" valley --model t5-small --batch 2 --seq 256 > valley.txt
+grep -q 'n = 12 blocks' valley.txt
+"$1" plan --model vit-base-patch16-224 --batch 128 --budget 10GiB > plan.txt
+grep -q '^  custom:' plan.txt
+for args in "--model vit-base-patch16-224 --seq 512" "--model t5-small --attention flash" "--model gpt2-small --target-seq 64" "--model t5-small --target-seq 0" "--model t5-small --target-seq 8,16"
+do
+  rc=0
+  "$1" run $args > out.txt 2> err.txt || rc=$?
+  test "$rc" -eq 2
+  test "$(wc -l < err.txt)" -eq 1
+  test ! -s out.txt
+done
+grep -q '^actsim: error: --target-seq: ' err.txt
+]=])

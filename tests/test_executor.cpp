@@ -429,3 +429,57 @@ TEST_CASE("executor: a token-classification head runs to the simulator's byte; t
   CHECK_THROWS_WITH_AS(execute(pooled, "none"), doctest::Contains("executing op \"first token\""),
                        Unsupported);
 }
+
+// famdec (issue 12): Falcon's blocks are ops the executor has kernels for (LayerNorm, fused
+// Q/K/V split into MQA views, rotary, attention, GeLU MLP, the parallel residual's adds): it runs
+// them to the simulator's byte. The families with ops of their own (Gemma's fp32-weight RMSNorm
+// and soft-capping, NeoX's partial rotary, Phi-3's chunked gate_up) are refused by op name.
+TEST_CASE("executor: famdec -- a tiny Falcon runs to the simulator's byte; Gemma 2 is refused") {
+  const Device dev = fixtures::executor_device();
+  ModelConfig m = fixtures::tiny_gpt();
+  m.name = m.source = "tiny-falcon";
+  m.family = "falcon";
+  m.heads = 4;
+  m.kv_heads = 1;
+  m.head_dim = 4;
+  m.positions = sim::PosEmbedding::kRope;
+  m.residual = ModelConfig::Residual::kParallelOneNorm;
+  m.fused_qkv = true;
+  m.qkv_bias = m.linear_bias = false;
+  m.attn_dropout = m.hidden_dropout = m.embd_dropout = 0.0;
+  for (const AttentionKind att : {AttentionKind::kStandard, AttentionKind::kFlash}) {
+    TrainSetup s;
+    s.micro_batch = 2;
+    s.seq = 8;
+    s.precision = Precision::kFp32;
+    s.attention = att;
+    const Graph g = build_graph_exec(m, s, dev);
+    for (const char* st : {"none", "full", "every:2"}) {
+      const std::string strategy = st;
+      CAPTURE(strategy);
+      const Result sim = simulate(m, s, dev, parse_strategy(st));
+      const executor::StepResult run = execute(g, st);
+      CHECK(run.peak_bytes == sim.peak_requested_bytes);
+      CHECK(run.peak_event_index == sim.peak_event_index);
+      CHECK(run.end_bytes == run.baseline_bytes);
+      CHECK(std::isfinite(run.loss));
+    }
+  }
+  ModelConfig g2 = fixtures::tiny_gqa_llama();
+  g2.family = "gemma2";
+  g2.gated_gelu = true;
+  g2.activation = sim::Activation::kGeluTanh;
+  g2.embed_scale = true;
+  g2.norm_weight_fp32 = true;
+  g2.sub_norms = ModelConfig::SubNorms::kPrePost;
+  g2.attn_softcap = 50.0;
+  g2.final_softcap = 30.0;
+  TrainSetup s;
+  s.micro_batch = 2;
+  s.seq = 8;
+  s.precision = Precision::kFp32;
+  s.attention = AttentionKind::kStandard;
+  const Graph g = build_graph_exec(g2, s, dev);
+  CHECK_THROWS_WITH_AS(execute(g, "none"), doctest::Contains("executing op \"embedding * sqrt(h)\""),
+                       Unsupported);
+}

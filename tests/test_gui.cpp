@@ -474,6 +474,32 @@ TEST_CASE("windowless smoke: every panel and view on three models and all strate
   }
 }
 
+// famenc (issue 12): T5's two stacks and ViT's token count through the GUI's model layer and
+// every view (windowless).
+TEST_CASE("windowless smoke: T5 and ViT, every view") {
+  gui::Windowless ui(1600, 1000);
+  for (const char* model : {"t5-small", "vit-base-patch16-224"}) {
+    CAPTURE(model);
+    const bool vit = model[0] == 'v';
+    gui::AppState st = state_for(model, {"none", "full", "selective", "every:2"}, vit ? 197 : 256);
+    gui::Worker worker;
+    settle(st, worker);
+    for (const gui::Run& r : st.runs) {
+      REQUIRE(r.data);
+      CHECK(r.data->result.layers == 12);
+    }
+    CHECK(st.runs[1].data->result.activation_bytes_per_layer <
+          st.runs[0].data->result.activation_bytes_per_layer);
+    for (int v = 0; v < static_cast<int>(gui::View::kCount); ++v) {
+      CAPTURE(gui::view_name(static_cast<gui::View>(v)));
+      st.view.active = static_cast<gui::View>(v);
+      for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+      ui.frame(st, worker, {1000, 500});
+      CHECK(ui.vertices() > 1000);
+    }
+  }
+}
+
 TEST_CASE("a bad edit shows its error and simulates nothing, a good one recovers") {
   gui::Windowless ui(1200, 800);
   gui::AppState st = state_for("gpt2-small", {"none", "every:40", "custom:nonsense"});

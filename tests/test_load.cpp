@@ -111,9 +111,12 @@ TEST_SUITE("load: shipped models") {
       CHECK(e.path == kModels / (e.name + ".json"));
     }
     CHECK(names == std::vector<std::string>{
-                       "bert-large", "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
+                       "bert-large", "falcon-7b", "gemma-2-9b", "gemma-7b",  // famdec
+                       "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
                        "korthikanti-175b", "korthikanti-1t", "korthikanti-22b", "korthikanti-530b",
-                       "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b"});
+                       "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b",
+                       "olmo-2-7b", "phi-3-mini-4k", "pythia-1b", "pythia-410m",  // famdec
+                       "t5-small", "vit-base-patch16-224"});                      // famenc
   }
 
   TEST_CASE("every shipped model loads and validates") {
@@ -663,7 +666,6 @@ TEST_SUITE("load: HuggingFace errors") {
       const char* feature;
     };
     for (const Case& c : {
-             Case{"t5", "encoder-decoder"},
              Case{"mt5", "encoder-decoder"},
              Case{"bart", "encoder-decoder"},
              Case{"mbart", "encoder-decoder"},
@@ -677,19 +679,15 @@ TEST_SUITE("load: HuggingFace errors") {
              Case{"deepseek_v3", "mixture of experts"},
              Case{"dbrx", "mixture of experts"},
              Case{"jamba", "mixture of experts"},
-             Case{"vit", "vision or multimodal"},
+             Case{"deit", "vision or multimodal"},
              Case{"clip", "vision or multimodal"},
              Case{"siglip", "vision or multimodal"},
              Case{"llava", "vision or multimodal"},
-             Case{"gpt_neox", "parallel residual"},
              Case{"gptj", "parallel residual"},
-             Case{"falcon", "parallel residual"},
              Case{"phi", "parallel residual"},
              Case{"qwen3", "per-head q/k norms"},
-             Case{"olmo2", "per-head q/k norms"},
-             Case{"gemma", "GeGLU and scaled embeddings"},
-             Case{"gemma2", "GeGLU and scaled embeddings"},
-             Case{"gemma3", "GeGLU and scaled embeddings"},
+             Case{"gemma3", "vision or multimodal"},  // Gemma3ForConditionalGeneration
+             Case{"recurrent_gemma", "recurrent blocks"},
          }) {
       CAPTURE(c.model_type);
       const std::string members = std::string(R"("model_type": ")") + c.model_type + "\"";
@@ -967,9 +965,10 @@ TEST_SUITE("load: files and names") {
     CHECK(e.field() == "model");
     std::string what = e.what();
     CHECK(what.rfind("gpt2-smal: model: no model of that name; searched " + kModels.string() +
-                         "; known models: bert-large, gpt2-large, ",
+                         "; known models: bert-large, ",
                      0) == 0);
-    CHECK(what.find("llama-3-8b (or give a path to a .json file)") != std::string::npos);
+    CHECK(what.find("gpt2-large, ") != std::string::npos);
+    CHECK(what.find("vit-base-patch16-224 (or give a path to a .json file)") != std::string::npos);
 
     e = error_of([] { sim_io::load_device("h100", kDirs); });
     CHECK(e.where() == "h100");

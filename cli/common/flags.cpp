@@ -30,7 +30,11 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "standard (eager) or flash (SDPA / fused kernels); default: the implementation's");
   add("--dropout", f.dropout, "dropout probability for all sites (default: the config's)");
   add("--batch", f.batch, "micro-batch size");
-  add("--seq", f.seq, "sequence length");
+  add("--seq", f.seq,
+      "sequence length (default 1024; ViT: its token count, (image/patch)^2 + 1; T5: the "
+      "encoder's)");
+  add("--target-seq", f.target_seq,
+      "encoder-decoder models (T5): the decoder's length, one value (default: --seq)");
   add("--tp", f.tp, "tensor-parallel ranks");
   // Not add(): a captured default would be taken as the value of a bare "--sp".
   app.add_option("--sp", f.sp, "sequence parallelism: on or off; alone means on (default: off)")
@@ -100,7 +104,8 @@ Axes parse_axes(const CommonFlags& f) {
     }
   }
   a.batches = parse_int_axis(f.batch, "--batch", true, 1);
-  a.seqs = parse_int_axis(f.seq, "--seq", true, 1);
+  a.seq_default = f.seq.empty();  // famenc: the model's own length where it has one
+  a.seqs = parse_int_axis(a.seq_default ? std::string("1024") : f.seq, "--seq", true, 1);
   a.tps = parse_int_axis(f.tp, "--tp", false, 1);
   a.sps = parse_switch_axis(f.sp, "--sp");
   a.dps = parse_int_axis(f.dp, "--dp", false, 1);
@@ -122,6 +127,7 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1) throw sim::ConfigError("--set-to-none", f.set_to_none, "takes one value, not a list");
     a.set_to_none = v.front();
   }
+  if (!f.target_seq.empty()) a.target_seq = one(f.target_seq, "--target-seq", 1);  // famenc
   if (!f.reentrant.empty()) {
     const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");
     if (v.size() != 1) throw sim::ConfigError("--reentrant", f.reentrant, "takes one value, not a list");

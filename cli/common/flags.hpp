@@ -27,7 +27,7 @@ struct CommonFlags {
   std::string attention;               // --attention; empty: the implementation's default
   std::string dropout;                 // --dropout; empty: the model config's probabilities
   std::string batch = "1";             // --batch (micro-batch size)
-  std::string seq = "1024";            // --seq
+  std::string seq;                     // --seq; empty: 1024, or the model's own (ViT: its tokens)
   std::string tp = "1";                // --tp
   std::string sp = "off";              // --sp; given alone it is "" (on)
   std::string dp = "1";                // --dp
@@ -43,6 +43,8 @@ struct CommonFlags {
   std::string reentrant;               // --reentrant on|off (one value); empty: the impl's
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
+  // --- famenc (issue 12) ---
+  std::string target_seq;              // --target-seq (one value); empty: --seq (T5's decoder)
 };
 
 // Which of the common flags a verb takes.
@@ -79,6 +81,9 @@ struct Axes {
   int64_t gpus_per_node = 8;  // topology: GPUs per node on NVLink (one value)
   bool set_to_none = true;  // --set-to-none (one value for the whole sweep)
   std::optional<bool> reentrant;  // --reentrant (one value); unset: the implementation's
+  // --- famenc (issue 12) ---
+  std::optional<int64_t> target_seq;  // --target-seq (one value); unset: --seq
+  bool seq_default = false;           // --seq not given (seqs = {1024}; ViT takes its tokens)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

@@ -115,6 +115,8 @@ Point point_at(const Axes& a, int64_t index) {
   t.microbatches = a.microbatches;
   t.set_to_none = a.set_to_none;
   t.reentrant = a.reentrant;
+  t.target_seq = a.target_seq;    // famenc
+  t.seq_default = a.seq_default;  // famenc
   return p;
 }
 

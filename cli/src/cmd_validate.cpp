@@ -199,6 +199,8 @@ int cmd_validate(const Invocation& inv) {
       if (std::string_view(knob) == "set_to_none") s.set_to_none = v == "on";
       else s.reentrant = v == "on";
     }
+    // famenc: target_seq (appended key column): absent or empty means --seq
+    if (const std::string v = optional("target_seq"); !v.empty()) s.target_seq = integer("target_seq");
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

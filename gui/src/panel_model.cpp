@@ -20,6 +20,11 @@ bool load_into(AppState& st, const std::string& name_or_path) {
   try {
     st.inputs.model = sim_io::load_model(name_or_path, st.catalog.dirs);
     st.inputs.model_label = name_or_path;
+    // famenc: a ViT's sequence is its token count; shown as such until the user edits it
+    if (sim::is_vision(st.inputs.model)) {
+      st.inputs.setup.seq = st.inputs.model.max_positions;
+      st.inputs.setup.seq_default = true;
+    }
     st.view.valley_n = 0;
     st.view.message = "loaded model " + name_or_path;
     return true;
@@ -29,9 +34,9 @@ bool load_into(AppState& st, const std::string& name_or_path) {
   }
 }
 
-constexpr std::array<std::string_view, 2> kMlp{"gelu", "swiglu"};
+constexpr std::array<std::string_view, 4> kMlp{"gelu", "swiglu", "relu", "geglu"};  // sim::MlpKind
 constexpr std::array<std::string_view, 2> kNorm{"layernorm", "rmsnorm"};
-constexpr std::array<std::string_view, 2> kPositions{"learned", "rope"};
+constexpr std::array<std::string_view, 3> kPositions{"learned", "rope", "relative bias"};
 
 bool edit_fields(sim::ModelConfig& m) {
   bool changed = false;

@@ -24,7 +24,10 @@ bool setup_panel(AppState& st) {
   sim::TrainSetup& s = st.inputs.setup;
   bool changed = false;
   changed |= edit_i64("micro-batch", s.micro_batch, 1, 1 << 20);
-  changed |= edit_i64("sequence", s.seq, 1, int64_t{1} << 24, 256);
+  if (edit_i64("sequence", s.seq, 1, int64_t{1} << 24, 256)) {
+    s.seq_default = false;  // famenc: the user's sequence, even for a ViT (refused unless its tokens)
+    changed = true;
+  }
   int profile = static_cast<int>(s.profile);
   if (edit_choice("profile", profile, kProfiles))
     s.profile = static_cast<sim::Profile>(profile), changed = true;

@@ -127,6 +127,7 @@ class Builder {
   bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
   bool ignore_transients = false; // paper profile
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
+  int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
 
   // Capacity for about `ops` ops (and their tensors and storages).
   void reserve(size_t ops) {

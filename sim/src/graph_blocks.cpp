@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "blocks_famdec.hpp"  // famdec (issue 12)
 #include "ops.hpp"
 
 namespace sim::detail {
@@ -12,13 +13,18 @@ namespace {
 // HF LlamaModel computes cos and sin once per forward ([b, s, d] each, in the activations' dtype)
 // and every layer's rotary op saves them. Under pipeline parallelism every stage computes its own.
 void build_rope_tables(Builder& bld, const Dims& dm) {
+  famdec_model_tensors(bld, dm);  // famdec: the 4-D mask HF passes to SDPA (Gemma 2/3, Phi-3)
   if (dm.model->positions != PosEmbedding::kRope) return;
   Ops o(bld, dm);
   OpDraft d = o.draft(OpKind::kRope, "rotary tables");
   d.op.math16 = false;
   d.exec = Exec::kRopeTables;
   d.dim = {dm.b, dm.s, dm.d};
-  int32_t cs = bld.fresh(bytes(mul(mul(2, dm.b), mul(dm.s, dm.d)), dm.resid_dt), dm.resid_dt,
+  // famdec: partial rotary tables are rotary_dim wide (GPT-NeoX); Gemma 3 keeps a global and a
+  // local pair (Gemma3TextModel.rotary_emb and rotary_emb_local)
+  const int64_t rw = famdec_rotary_width(dm), tables = famdec_rotary_tables(*dm.model);
+  if (rw != dm.d || tables != 1) d.exec = Exec::kNone;
+  int32_t cs = bld.fresh(bytes(mul(mul(2 * tables, dm.b), mul(dm.s, rw)), dm.resid_dt), dm.resid_dt,
                          "rotary cos+sin");
   d.outputs = {cs};
   bld.add_op(std::move(d));
@@ -84,6 +90,7 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
     d.op.fwd.comm_kind = dm.sp ? kReduceScatter : kAllReduce;
   }
   bld.add_op(std::move(d));
+  if (m.embed_scale) x = famdec_embed_scale(bld, dm, x);  // famdec: Gemma's * sqrt(h)
   if (m.post_norm) x = o.norm(x, "embedding norm");  // BERT: LayerNorm on the embeddings
   return o.dropout(x, dm.p_embd, "embedding dropout");
 }
@@ -117,12 +124,19 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
     k = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "k proj", "k");
     v = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "v proj", "v");
   }
+  if (m.qk_norm != ModelConfig::QkNorm::kNone) {  // famdec: OLMo 2, Gemma 3
+    q = famdec_qk_norm(bld, dm, q, dm.a, "q norm");
+    k = famdec_qk_norm(bld, dm, k, dm.g, "k norm");
+  }
 
   if (m.positions == PosEmbedding::kRope) {
     // q*cos + rotate_half(q)*sin (HF apply_rotary_pos_emb): saves only cos and sin (they need no
     // grad); its temporaries are q*cos, -x2, cat(-x2, x1) and rotate_half(q)*sin.
     int32_t cos_sin = bld.rope_tables();
-    auto rope = [&](int32_t t, const char* name) {
+    auto rope = [&](int32_t t_in, const char* name) {
+      // famdec: partial rotary rotates a slice of each head and concatenates the rest
+      const bool partial = famdec_partial_rotary(dm);
+      const int32_t t = partial ? famdec_rotary_slice(bld, dm, t_in) : t_in;
       OpDraft d = o.draft(OpKind::kRope, name);
       d.op.math16 = false;
       d.exec = Exec::kRope;
@@ -136,8 +150,9 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
       d.saves = {cos_sin};
       d.op.fwd_transient_bytes = mul(2, bld.tensor(y).bytes);
       d.op.bwd_transient_bytes = mul(2, bld.tensor(y).bytes);
+      if (partial) d.exec = Exec::kNone;
       bld.add_op(std::move(d));
-      return y;
+      return partial ? famdec_rotary_cat(bld, dm, y, t_in, "rotary cat") : y;
     };
     q = rope(q, "rope q");
     k = rope(k, "rope k");
@@ -162,8 +177,12 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     q = o.to_half(q, "q cast", "q cast");
     k = o.to_half(k, "k cast", "k cast");
     v = o.to_half(v, "v cast", "v cast");
-    OpDraft d = o.draft(OpKind::kFlashAttention, "flash attention");
-    d.exec = Exec::kFlash;
+    // famdec: an additive 4-D mask (Gemma 2/3; Phi-3 at its window) makes SDPA run its
+    // memory-efficient kernel, which saves the mask (attn_bias) beside q, k, v, out and lse
+    const int32_t sdpa_mask = famdec_sdpa_mask(bld, dm);
+    OpDraft d = o.draft(OpKind::kFlashAttention,
+                        sdpa_mask >= 0 ? "sdpa attention (mask)" : "flash attention");
+    d.exec = sdpa_mask >= 0 ? Exec::kNone : Exec::kFlash;
     d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
     d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;
@@ -174,6 +193,10 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
                             "flash logsumexp");
     d.outputs = {out, lse};
     d.saves = {q, k, v, out, lse};
+    if (sdpa_mask >= 0) {
+      d.inputs.push_back({sdpa_mask, GradRule::kNone});
+      d.saves.push_back(sdpa_mask);
+    }
     const int64_t fl = mul(mul(4, dm.b), mul(mul(dm.s, dm.s), nq));
     d.op.fwd.flops = fl;
     d.op.bwd.flops = mul(2, fl);
@@ -235,8 +258,10 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     }
     int32_t scores = bld.fresh(bytes(scores_numel, hdt), hdt, "attention scores");
     qk.outputs = {scores};
-    const int32_t q_op = operand(qk, q, false, "q for bmm");
-    const int32_t k_op = operand(qk, kk, dm.g != dm.a, "k for bmm");
+    // famdec: partial rotary's torch.cat makes q and k contiguous [b, a, s, d] (no copy)
+    const bool catted = famdec_partial_rotary(dm);
+    const int32_t q_op = operand(qk, q, catted, "q for bmm");
+    const int32_t k_op = operand(qk, kk, dm.g != dm.a || catted, "k for bmm");
     qk.saves = {q_op, k_op};
     // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's)
     qk.dim = {dm.b, dm.a, dm.s, hd, 1, (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0)};
@@ -267,6 +292,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       bld.add_op(std::move(sc));
       scores = scaled;
     }
+    // famdec: Gemma 2's attention soft-capping (eager_attention_forward)
+    if (m.attn_softcap > 0) scores = famdec_softcap(bld, dm, scores, "attention softcap");
     if (causal && !dm.paper && im && im->causal_mask == CausalMaskKind::kBlockF32Eq) {
       // nanoGPT model.py:49-50: `self.bias`, fp32 [1, 1, block_size, block_size], one persistent
       // buffer per block (counted with the weights); model.py:68 `self.bias[:, :, :T, :T] == 0`
@@ -360,6 +387,7 @@ int32_t build_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) {
   const ModelConfig& m = *dm.model;
   using Tp = Ops::Tp;
   const int64_t h = dm.h, nf = dm.n_full();
+  if (famdec_mlp_variant(m)) return famdec_mlp(bld, dm, mlp_in);  // famdec: GeGLU, Phi-3
   int32_t mlp_out = -1;
   if (m.mlp == MlpKind::kGelu) {
     int32_t u = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "fc1", "fc1 out");
@@ -382,6 +410,7 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
   bld.current_block = block;
+  if (famdec_block(m)) return build_block_famdec(bld, dm, x, block);  // famdec: NeoX ... OLMo 2
   using Tp = Ops::Tp;
   const int64_t h = dm.h, nq = dm.a * dm.d;
 
@@ -422,6 +451,8 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   // Output projection (vocab-parallel column linear), tied to the word embeddings or its own.
   int32_t logits = o.linear(y, dm.h, dm.v, mlm, Tp::kColumn, "lm head", "logits",
                             m.tied_embeddings ? word_table : -1);
+  // famdec: Gemma 2's final logit soft-capping (Gemma2ForCausalLM.forward)
+  if (m.final_softcap > 0) logits = famdec_softcap(bld, dm, logits, "final softcap");
   // nanoGPT's train.py keeps `logits` (its `logits, loss = model(X, Y)`) until the next
   // iteration's forward returns: through backward and the optimizer step.
   if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "blocks_encdec.hpp"  // famenc
+#include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "sim/device.hpp"
 #include "sim/error.hpp"
@@ -425,7 +427,8 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // Megatron's GPT fuse them into one projection; Llama-family and BERT use three) by default.
   const QkvVariant qkv = dm.impl ? dm.impl->qkv : QkvVariant::kArchitecture;
   dm.fused_qkv = qkv == QkvVariant::kFused ||
-                 (qkv == QkvVariant::kArchitecture && (m.family == "gpt2" || m.family == "megatron-gpt"));
+                 (qkv == QkvVariant::kArchitecture &&
+                  (m.family == "gpt2" || m.family == "megatron-gpt" || m.fused_qkv));  // famdec
   // Eager attention's matmuls: copies of permuted operands (torch.matmul) or strided batched
   // GEMMs on views (Megatron's baddbmm; the paper profile's).
   dm.eager_copies = dm.impl && dm.impl->eager_matmul == EagerMatmul::kCopies;
@@ -648,6 +651,13 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
+  if (detail::builds_encdec(model)) {
+    // famenc: T5 and ViT (blocks_encdec.cpp); one stage (no implementation pipelines them)
+    detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
+    bld.finalize();
+    mark_torchtitan_sac(g);
+    return g;
+  }
   int32_t table = -1;
   int32_t x = st.embedding ? detail::build_embedding(bld, dm, &table, st.head)
                            : detail::build_stage_input(bld, dm, st.head);
@@ -925,7 +935,10 @@ namespace {
 
 void build_graph_cloned(const ModelConfig& model, const TrainSetup& setup, const Device& device,
                         Graph& g, const Stage& st) {
-  if (st.layers < 5) {
+  // famdec: alternating local/global layers whose ops differ are built block by block;
+  // famenc: T5's encoder and decoder blocks are not alike
+  if (st.layers < 5 || detail::famdec_heterogeneous(model, make_dims(model, setup)) ||
+      model.decoder_layers > 0) {
     g = build_stage_direct(model, setup, device, st);
     return;
   }

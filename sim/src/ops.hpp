@@ -24,6 +24,9 @@ inline DType promote(DType a, DType b) {
   return (a == DType::kF32 || b == DType::kF32) ? DType::kF32 : a;
 }
 
+// famdec (issue 12): RMSNorm with its weight applied in fp32 (Gemma, OLMo 2), blocks_famdec.cpp
+int32_t famdec_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, const char* name);
+
 class Ops {
  public:
   Ops(Builder& bld, const Dims& dm) : b_(bld), dm_(dm) {}
@@ -323,6 +326,7 @@ class Ops {
   }
 
   int32_t norm(int32_t x, const char* name) {
+    if (dm_.model->norm_weight_fp32) return famdec_rms_norm(b_, dm_, x, dm_.h, name);  // famdec
     return dm_.model->norm == NormKind::kRmsNorm ? rms_norm(x, name) : layer_norm(x, name);
   }
 

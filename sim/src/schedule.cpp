@@ -66,12 +66,19 @@ std::vector<Region> make_regions(const Graph& g, const Plan& plan, RecomputeMode
     if (plan.mode[blk] == BlockMode::kSacMm) {
       add(RegionKind::kSac, r.begin, r.begin + r.count - 1);
     } else if (plan.mode[blk] == BlockMode::kSelective) {
+      // One region per core attention: a block with two (famenc: T5's decoder blocks, self- and
+      // cross-attention) gets two, split where a linear (a projection) lies between them.
       int32_t first = -1, last = -1;
-      for (int32_t i = r.begin; i < r.begin + r.count; ++i)
+      for (int32_t i = r.begin; i < r.begin + r.count; ++i) {
+        if (first >= 0 && g.ops[i].kind == OpKind::kLinear) {
+          add(RegionKind::kSelective, first, last);
+          first = last = -1;
+        }
         if (g.ops[i].core_attention) {
           if (first < 0) first = i;
           last = i;
         }
+      }
       if (first >= 0) add(RegionKind::kSelective, first, last);
     }
   }

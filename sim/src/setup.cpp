@@ -105,6 +105,18 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
     require(*s.dropout >= 0.0 && *s.dropout < 1.0, "--dropout", "dropout",
             "must be in [0, 1)");
   }
+  // famenc: ViT's tokens are fixed by its config; only encoder-decoder models have a decoder length
+  if (is_vision(model) && s.seq != model.max_positions)
+    throw ConfigError("--seq", "seq",
+                      std::to_string(s.seq) + " tokens: " + model.family + " sees " +
+                          std::to_string(model.max_positions) + " ((image_size / patch_size)^2 + 1 "
+                          "in " + model.source + "; another image size is another config): give "
+                          "--seq " + std::to_string(model.max_positions) + " or leave it out");
+  if (s.target_seq) {
+    require(model.decoder_layers > 0, "--target-seq", "target_seq",
+            "only encoder-decoder models have a decoder length (" + model.family + " has none)");
+    require(*s.target_seq > 0, "--target-seq", "target_seq", "must be a positive integer");
+  }
   if (model.positions == PosEmbedding::kLearned && model.max_positions > 0 &&
       s.seq > model.max_positions) {
     throw ConfigError("--seq", "seq",

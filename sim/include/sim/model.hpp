@@ -8,9 +8,14 @@
 
 namespace sim {
 
-enum class MlpKind : uint8_t { kGelu, kSwiglu };  // h→f GeLU→h, or SwiGLU (gate, up; down)
+// h→f GeLU→h, or SwiGLU (gate, up; down). famenc (T5): kRelu, h→f ReLU→h (T5DenseActDense);
+// kGeglu, act(gate) * up → down with the GeLU `activation` names (T5DenseGatedActDense,
+// feed_forward_proj "gated-gelu": gelu_new).
+enum class MlpKind : uint8_t { kGelu, kSwiglu, kRelu, kGeglu };
 enum class NormKind : uint8_t { kLayerNorm, kRmsNorm };
-enum class PosEmbedding : uint8_t { kLearned, kRope };  // learned table, or rotary (no weights)
+// learned table, rotary (no weights), or famenc's T5 relative position bias: a [buckets, heads]
+// table per stack, looked up once in each stack's first block and added to every block's scores.
+enum class PosEmbedding : uint8_t { kLearned, kRope, kRelativeBias };
 // The GeLU an HF config names (activation_function, hidden_act): transformers' ACT2FN.
 enum class Activation : uint8_t {
   kGelu,      // "gelu": F.gelu, one op saving its input (and actsim model files' "gelu")
@@ -74,15 +79,66 @@ struct ModelConfig {
   double hidden_dropout = 0.0;  // after the attention projection and after the MLP
   double embd_dropout = 0.0;    // after the embeddings
 
+  // --- famdec (issue 12): decoder families (GPT-NeoX, Falcon, Gemma 1/2/3, Phi-3, OLMo 2) ---
+  // How the two sub-layers meet the residual stream.
+  enum class Residual : uint8_t {
+    kSequential,       // x + attn(norm1(x)), then + mlp(norm2(.))
+    kParallel,         // x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX use_parallel_residual;
+                       // Falcon's new_decoder_architecture with ln_attn and ln_mlp)
+    kParallelOneNorm,  // x + attn(ln(x)) + mlp(ln(x)): one shared LayerNorm (Falcon-7B)
+  };
+  // Norms around each sub-layer beyond the pre-norms.
+  enum class SubNorms : uint8_t {
+    kPre,      // pre-norm only (GPT-2, Llama, ...)
+    kPrePost,  // Gemma 2/3: input, post_attention, pre_feedforward, post_feedforward (4 per block)
+    kPost,     // OLMo 2: x + norm(attn(x)); x + norm(mlp(x)) (2 per block, no pre-norms)
+  };
+  enum class QkNorm : uint8_t {
+    kNone,
+    kPerHead,  // Gemma 3: RMSNorm(head_dim) on each head of q and k
+    kFull,     // OLMo 2: RMSNorm over the whole q (a*d) and k (g*d) projection
+  };
+  Residual residual = Residual::kSequential;
+  SubNorms sub_norms = SubNorms::kPre;
+  QkNorm qk_norm = QkNorm::kNone;
+  int64_t rotary_dim = 0;         // rotary width per head; 0: all of head_dim (NeoX rotary_pct)
+  bool embed_scale = false;       // Gemma: embeddings multiplied by sqrt(hidden)
+  bool norm_weight_fp32 = false;  // RMSNorm applies its weight in fp32, then casts to the input
+                                  // dtype (Gemma's (1 + w), OLMo 2), not Llama's cast-then-weight
+  bool gated_gelu = false;        // GeGLU: mlp kSwiglu with `activation` on the gate (Gemma)
+  bool fused_qkv = false;         // one fused Q/K/V projection (NeoX, Falcon, Phi-3)
+  bool fused_gate_up = false;     // one fused gate/up projection, chunked (Phi-3)
+  double attn_softcap = 0.0;      // Gemma 2: cap * tanh(scores / cap); 0: none
+  double final_softcap = 0.0;     // Gemma 2: the same on the logits
+  int64_t sliding_window = 0;     // local attention window; 0: none
+  int64_t global_every = 0;       // with a window: every k-th layer is global (Gemma 2: 2,
+                                  // Gemma 3: 6); 0: every layer is local
+  bool local_rope_tables = false; // Gemma 3: a second cos/sin pair (rope_local_base_freq)
+  // --- famenc (issue 12): T5 (encoder-decoder) and ViT ---
+  // T5: `layers` counts every block, the encoder's first; the last `decoder_layers` of them are
+  // decoder blocks (self-attention, cross-attention to the encoder output, MLP). 0: one stack.
+  int64_t decoder_layers = 0;
+  int64_t relative_buckets = 0;   // T5 relative_attention_num_buckets (kRelativeBias)
+  bool scale_tied_head = false;   // T5: sequence_output * d_model**-0.5 before a tied lm_head
+  bool sdpa = true;               // the HF modeling code has an SDPA path (T5Attention has none)
+  // ViT: the patch embedding (a conv of patch x patch over `channels`), the class token, and the
+  // classifier on it; tokens = (image_size / patch_size)^2 + 1 = max_positions. 0: not an image model.
+  int64_t image_size = 0, patch_size = 0, channels = 0;
+  int64_t num_labels = 0;         // the classifier's classes (ViT: len(id2label))
   // --- implhf: the head (HF `architectures`; actsim model files and other loaders: LM) ---
   Head head = Head::kCausalLm;  // BERT's loader sets kMaskedLm
   SeqPool seq_pool = SeqPool::kLastToken;      // kSequenceClassification only
   ClassLoss class_loss = ClassLoss::kCrossEntropy;  // the classification heads only
-  int64_t num_labels = 0;        // classification heads: HF num_labels (len(id2label)), else 0
+  // num_labels: famenc's field above (HF num_labels, len(id2label)), shared by these heads
   bool classifier_bias = true;   // the classifier/score linear's bias
   double classifier_dropout = 0.0;  // before the classifier (HF classifier_dropout or its default)
   // --- end implhf ---
 };
+
+// famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the
+// model is a vision transformer.
+inline int64_t encoder_layers(const ModelConfig& m) { return m.layers - m.decoder_layers; }
+inline bool is_vision(const ModelConfig& m) { return m.image_size > 0; }
 
 // implhf: whether the head is a classification head (no vocabulary-sized logits).
 inline bool classification_head(const ModelConfig& m) {

@@ -47,6 +47,14 @@ struct TrainSetup {
   // HF's gradient_checkpointing_kwargs). Unset: the implementation's (ImplSpec::checkpoint).
   std::optional<bool> reentrant;
   int64_t microbatches = 1;  // micro-batches per step N (--num-microbatches; gradient accumulation)
+
+  // --- famenc (issue 12) ---
+  // --target-seq: the decoder's length of an encoder-decoder model (T5; --seq is the encoder's).
+  // Unset: --seq (resolve_setup makes it explicit for encoder-decoder models).
+  std::optional<int64_t> target_seq;
+  // --seq not given: a model with a length of its own takes it (ViT: its token count, patches
+  // and the class token); any other model takes `seq` as set (the CLI's 1024).
+  bool seq_default = false;
 };
 
 // The regime actually simulated: --precision, else the implementation's default, else the

@@ -47,7 +47,10 @@ std::vector<std::string> make_columns() {
         "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns", "comm_wait_ns",
         // Release knobs (key columns, appended): zero_grad's set_to_none (on/off) and the
         // checkpoint API's reentrancy (on/off; empty: the implementation's).
-        "set_to_none", "reentrant"})
+        "set_to_none", "reentrant",
+        // famenc (issue 12, a key column, appended): an encoder-decoder model's decoder length
+        // (--target-seq; resolved to --seq when not given); empty for other models.
+        "target_seq"})
     c.emplace_back(name);
   return c;
 }
@@ -125,7 +128,7 @@ std::string csv_row(const Row& row) {
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  constexpr int kAfterError = 18;
+  constexpr int kAfterError = 19;  // famenc: target_seq appended
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -209,6 +212,8 @@ std::string csv_row(const Row& row) {
   }
   w.text(s.set_to_none ? "on" : "off");
   w.text(s.reentrant ? (*s.reentrant ? "on" : "off") : "");
+  if (s.target_seq) w.integer(*s.target_seq);  // famenc
+  else w.empty(1);
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -2,6 +2,7 @@
 // (load_model.cpp) dispatches here for any file without "format".
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "json_reader.hpp"
@@ -13,6 +14,16 @@ namespace sim_io::detail {
 // kNullIsAbsent mode). Throws sim::Unsupported for model types and features actsim does not
 // model, and ConfigError naming the HF key for missing or ill-typed values. Does not validate.
 sim::ModelConfig model_from_hf(const ObjectReader& config);
+
+// --- famdec (issue 12): the decoder families of hf_decoders.cpp ---
+// Whether `model_type` is one of GPT-NeoX, Falcon (falcon, RefinedWebModel, RefinedWeb),
+// Gemma 1/2/3 (gemma3_text), Phi-3 or OLMo 2.
+bool is_decoder_family(std::string_view model_type);
+// Such a config as a ModelConfig (same contract as model_from_hf).
+sim::ModelConfig decoder_from_hf(const ObjectReader& config, const std::string& model_type);
+// famenc (hf_encdec.cpp): T5ForConditionalGeneration and ViTForImageClassification configs.
+sim::ModelConfig t5_from_hf(const ObjectReader& config);
+sim::ModelConfig vit_from_hf(const ObjectReader& config);
 
 // implhf (hf_heads.cpp): the head `architectures` names for this model_type (gpt2, llama,
 // mistral, qwen2, bert), its num_labels (len(id2label)), loss and classifier dropout; without

@@ -37,6 +37,7 @@ std::string result_json(const Row& row) {
   j["num_microbatches"] = s.microbatches;
   j["set_to_none"] = s.set_to_none;
   j["reentrant"] = s.reentrant ? Json(*s.reentrant) : Json(nullptr);
+  j["target_seq"] = s.target_seq ? Json(*s.target_seq) : Json(nullptr);  // famenc
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;

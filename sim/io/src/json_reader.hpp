@@ -38,23 +38,25 @@ inline std::pair<int64_t, int64_t> line_column(std::string_view text, size_t off
 // Parses a whole file and requires an object at the top level. Throws ConfigError(source, "json",
 // "invalid JSON at line L column C: <parser's reason>"), and ConfigError(source, key, ...) for a
 // key repeated in one object: nlohmann would silently keep the last one, hiding a typo.
-inline Json parse_json_object(std::string_view text, std::string_view source) {
+// famenc: `lenient` names one top-level key whose object may repeat keys (the last one wins, as
+// Python's json does): HF's `label2id`, which real configs repeat (vit-base-patch16-224 lists
+// "crane" twice; num_labels comes from id2label).
+inline Json parse_json_object(std::string_view text, std::string_view source,
+                              std::string_view lenient = {}) {
   std::vector<std::set<std::string>> open_objects;  // keys seen, per object being parsed
-  // implhf: HF configs on the Hub may repeat a label name in `label2id` (vit-base-patch16-224
-  // lists "crane" twice); transformers reads id2label, so duplicates there are tolerated.
-  std::vector<bool> check_duplicates;
+  std::vector<bool> open_lenient;                   // per object: duplicates allowed
   std::string last_key;
-  auto on_event = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+  auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (event == Json::parse_event_t::object_start) {
       open_objects.emplace_back();
-      check_duplicates.push_back(last_key != "label2id");
+      open_lenient.push_back(!lenient.empty() && depth == 1 && last_key == lenient);
     } else if (event == Json::parse_event_t::object_end) {
       open_objects.pop_back();
-      check_duplicates.pop_back();
+      open_lenient.pop_back();
     } else if (event == Json::parse_event_t::key) {
       const auto& key = parsed.get_ref<const std::string&>();
       last_key = key;
-      if (!open_objects.back().insert(key).second && check_duplicates.back())
+      if (!open_objects.back().insert(key).second && !open_lenient.back())
         throw sim::ConfigError(std::string(source), key, "duplicate key in one object");
     }
     return true;

@@ -21,7 +21,7 @@ constexpr std::string_view kMoe = "mixture of experts";
 constexpr std::string_view kVision = "vision or multimodal";
 constexpr std::string_view kParallel = "parallel residual";
 constexpr std::string_view kQkNorm = "per-head q/k norms";
-constexpr std::string_view kGemma = "GeGLU and scaled embeddings";
+constexpr std::string_view kRecurrent = "recurrent blocks";
 
 // Known model types with a feature actsim does not model yet, as space-separated lists. Any
 // type neither here nor allowed below is refused too ("model_type <x>"); this table only makes
@@ -32,20 +32,20 @@ struct Refusal {
 };
 constexpr Refusal kRefused[] = {
     {kEncoderDecoder,
-     "t5 mt5 umt5 longt5 bart mbart pegasus pegasus_x marian whisper led blenderbot "
+     "mt5 umt5 longt5 bart mbart pegasus pegasus_x marian whisper led blenderbot "
      "blenderbot-small m2m_100 fsmt prophetnet plbart bigbird_pegasus encoder-decoder "
      "speech-encoder-decoder seamless_m4t"},
     {kMoe,
      "mixtral qwen2_moe qwen3_moe deepseek_v2 deepseek_v3 dbrx jamba olmoe granitemoe "
      "granitemoeshared phimoe jetmoe gpt_oss minimax switch_transformers nllb-moe llama4"},
     {kVision,
-     "vit clip clip_vision_model siglip siglip2 siglip_vision_model llava llava_next "
+     "clip clip_vision_model siglip siglip2 siglip_vision_model llava llava_next "
      "llava_onevision idefics idefics2 idefics3 blip blip-2 instructblip paligemma qwen2_vl "
      "qwen2_5_vl mllama pixtral chameleon fuyu kosmos-2 deit swin beit dinov2 convnext sam "
-     "owlvit git vision-encoder-decoder"},
-    {kParallel, "gpt_neox gpt_neox_japanese gptj falcon phi codegen cohere"},
-    {kQkNorm, "qwen3 olmo2"},
-    {kGemma, "gemma gemma2 gemma3 gemma3_text recurrent_gemma"},
+     "owlvit git vision-encoder-decoder gemma3"},
+    {kParallel, "gpt_neox_japanese gptj phi codegen cohere"},
+    {kQkNorm, "qwen3"},
+    {kRecurrent, "recurrent_gemma"},
 };
 
 // Whether the space-separated `list` contains `word`.
@@ -248,6 +248,9 @@ sim::ModelConfig model_from_hf(const ObjectReader& in) {
   for (const Refusal& r : kRefused)
     if (lists(r.model_types, type))
       refuse(in, "model_type", std::string(r.feature) + " (" + type + ")");
+  // famenc: T5 (encoder-decoder) and ViT (hf_encdec.cpp)
+  if (type == "t5") return t5_from_hf(in);
+  if (type == "vit") return vit_from_hf(in);
   if (in.boolean_or("is_encoder_decoder", false))
     refuse(in, "is_encoder_decoder", std::string(kEncoderDecoder) + " (" + type + ")");
   for (std::string_view key : kExpertKeys) {
@@ -260,6 +263,7 @@ sim::ModelConfig model_from_hf(const ObjectReader& in) {
   if (type == "gpt2") return gpt2(in);
   if (type == "llama" || type == "mistral" || type == "qwen2") return llama_like(in, type);
   if (type == "bert") return bert(in);
+  if (is_decoder_family(type)) return decoder_from_hf(in, type);  // famdec: hf_decoders.cpp
   refuse(in, "model_type", "model_type " + type);
 }
 

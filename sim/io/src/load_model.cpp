@@ -127,7 +127,8 @@ void validate_loaded(const sim::ModelConfig& m) {
 
 sim::ModelConfig parse_model(std::string_view json_text, std::string_view name,
                              std::string_view source) {
-  const detail::Json doc = detail::parse_json_object(json_text, source);
+  // famenc: HF's label2id may repeat a label (the last wins, as in Python); nothing else may
+  const detail::Json doc = detail::parse_json_object(json_text, source, "label2id");
   const bool actsim_format = doc.contains("format");
   const ObjectReader in(
       doc, std::string(source),

@@ -13,7 +13,11 @@ ImplSpec hf() {
   // modeling_gpt2.py @ c44b2d9976e8, modeling_llama.py @ 5dd4a63548857 (v4.48 era),
   // modeling_bert.py, integrations/sdpa_attention.py @ 00c238bd242b
   s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
-  s.families = "gpt2 llama mistral qwen2 bert";
+  // famdec (issue 12): modeling_gpt_neox.py, modeling_falcon.py, modeling_gemma.py,
+  // modeling_gemma2.py, modeling_gemma3.py (text), modeling_phi3.py, modeling_olmo2.py;
+  // famenc: modeling_t5.py, modeling_vit.py (blocks_encdec.cpp)
+  s.families = "gpt2 llama mistral qwen2 bert gpt_neox falcon gemma gemma2 gemma3 phi3 olmo2"
+               " t5 vit";
   // The Trainer's --bf16: torch.autocast(bf16) over fp32 parameters (trainer.py autocast_smart_
   // context_manager); attn_implementation defaults to "sdpa" (modeling_utils.py
   // _autoset_attn_implementation), whose kernel is flash when no mask is passed.

@@ -58,6 +58,9 @@ Impl default_impl(const ModelConfig& model, const TrainSetup& setup) {
 
 TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   TrainSetup s = in;
+  // famenc: ViT's sequence is its token count; T5's decoder length defaults to the encoder's
+  if (is_vision(model) && s.seq_default) s.seq = model.max_positions;
+  if (model.decoder_layers > 0 && !s.target_seq) s.target_seq = s.seq;
   if (s.profile == Profile::kPaper) {
     // Korthikanti et al.'s closed form is no code base's op list.
     if (s.impl)
@@ -95,6 +98,14 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                       "pipeline parallelism under --impl " + std::string(sp.name) +
                           " (only megatron has it)");
   if (!s.precision) s.precision = sp.precision;
+  // famenc: a family whose modeling code has no SDPA path (T5Attention) runs eager attention
+  if (!model.sdpa) {
+    if (s.attention && *s.attention == AttentionKind::kFlash)
+      throw Unsupported("--attention", "attention",
+                        "flash (SDPA) attention for " + model.family + " under --impl " +
+                            std::string(sp.name) + " (its attention is eager only)");
+    s.attention = AttentionKind::kStandard;
+  }
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
   return s;
