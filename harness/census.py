@@ -195,6 +195,12 @@ def platform_note(rec):
                           "allocates them in the accumulate type (fp32) "
                           "(aten/src/ATen/native/cuda/layer_norm_kernel.cu)",
                 "cuda_equivalent": {"dtype": "fp32", "storage_bytes": numel * 4}}
+    if by == "MulBackward0.other" and rec["shape"] == [] and rec["dtype"] == "fp64" \
+            and rec["storage_bytes"] == 8:
+        return {"reason": "a Python float multiplied into a tensor is wrapped as a 0-dim CPU "
+                          "double that MulBackward0 keeps: host memory on CUDA (HF eager "
+                          "attention's `* scaling`, implhf)",
+                "cuda_equivalent": None}
     if by == "MeanBackward1.self":
         return {"reason": "torch 1.13's MeanBackward1 keeps mean's input (here the pow output "
                           "of RMSNorm); torch 2.x's derivatives.yaml formula for mean.dim, "
@@ -234,7 +240,7 @@ def softcap(C, t, cap):
         return r.out(t * cap)
 
 
-def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None):
+def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None, scale_op=False):
     """Standard attention as explicit ops. `to3` folds a layout's q, k or v into the [b*a, s, d]
     operand of the batched matmuls (a view or a copy, whichever the layout gives; inside the
     qk and av regions, so a copy counts as theirs). `megatron_mask` (True = masked): Megatron's
@@ -246,7 +252,12 @@ def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None):
         q3, k3 = to3(q), to3(k)
         buf = torch.empty(q3.shape[0], q3.shape[1], k3.shape[1], dtype=q3.dtype)  # beta = 0: unread
         scores = r.out(torch.baddbmm(buf, q3, k3.transpose(1, 2), beta=0.0,
-                                     alpha=1.0 / math.sqrt(d)))
+                                     alpha=1.0 if scale_op else 1.0 / math.sqrt(d)))
+    if scale_op:
+        # HF eager (modeling_llama.py @ 5dd4a635 eager_attention_forward): `* scaling`, a
+        # separate op on the scores (implhf)
+        with C.op("attention scale", scores) as r:
+            scores = r.out(scores * (1.0 / math.sqrt(d)))
     if cap:
         scores = softcap(C, scores, cap)
     if megatron_mask is not None:
@@ -363,7 +374,7 @@ def llama_block(C, P, x, cos, sin, mask, p):
         kk = repeat_kv("repeat k", kr)
         vv = repeat_kv("repeat v", v)
     to3 = lambda t: t.reshape(b * a, s, d)  # as HF's matmul folds [b, a, s, d]
-    ctx = attention(C, qr, kk, vv, to3, mask, p, d)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, scale_op=True)
     with C.op("attention out copy", ctx) as r:
         c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
     with C.op("proj", c) as r:
@@ -437,7 +448,7 @@ def gemma2_block(C, P, x, cos, sin, mask, p):
         kk = repeat_kv("repeat k", kr)
         vv = repeat_kv("repeat v", v)
     to3 = lambda t: t.reshape(b * a, s, d)
-    ctx = attention(C, qr, kk, vv, to3, mask, p, d, cap=50.0)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, cap=50.0, scale_op=True)
     with C.op("attention out copy", ctx) as r:
         c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
     with C.op("proj", c) as r:
@@ -472,6 +483,28 @@ def hf_loss(C, P, y, labels, cap=None):
         l32 = r.out(logits.float())
     with C.op("log softmax", l32) as r:
         logp = r.out(F.log_softmax(l32.view(-1, l32.shape[-1]), dim=-1))
+    with C.op("nll loss", logp, labels) as r:
+        return r.out(F.nll_loss(logp, labels))
+
+
+def hf_cls_head(C, P, y, labels, head, p):
+    """implhf: HF classification heads after the final norm (sim/src/blocks_heads.cpp).
+    token-classification: dropout, classifier with bias on every token, cross entropy
+    (modeling_bert.py @ 8ec58104 BertForTokenClassification, GPT2ForTokenClassification);
+    sequence-classification (BertPooler): hidden_states[:, 0], dense, tanh, dropout, classifier,
+    cross entropy over [b, num_labels]."""
+    if head == "sequence-classification":
+        with C.op("first token", y) as r:
+            first = r.out(y.transpose(0, 1)[:, 0] if y.shape[0] != labels.shape[0] else y[:, 0])
+        with C.op("pooler dense", first) as r:
+            pd = r.out(F.linear(first, P["pool_w"], P["pool_b"]))
+        with C.op("pooler tanh", pd) as r:
+            y = r.out(torch.tanh(pd))
+    y = dropout(C, "classifier dropout", y, p)
+    with C.op("classifier", y) as r:
+        logits = r.out(F.linear(y, P["cls_w"], P["cls_b"]))
+    with C.op("log softmax", logits) as r:
+        logp = r.out(F.log_softmax(logits.reshape(-1, logits.shape[-1]), dim=-1))
     with C.op("nll loss", logp, labels) as r:
         return r.out(F.nll_loss(logp, labels))
 
@@ -642,6 +675,9 @@ def make_params(C, dims, dtype):
         return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
 
     P = dict(a=a, g=g, d=d)
+    if dims.get("head"):  # implhf: a classification head's parameters
+        n = dims["num_labels"]
+        P.update(cls_w=p(n, h), cls_b=p(n), pool_w=p(h, h), pool_b=p(h))
     if dims["family"] == "gpt2":
         P.update(ln1_w=p(h), ln1_b=p(h), qkv_w=p(3 * h, h), qkv_b=p(3 * h),
                  proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
@@ -674,6 +710,11 @@ def run_case(dims, regime, p, hf_layout=False):
     x = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()
     y = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()  # the final norm's output
     labels = torch.randint(0, dims["v"], (b * s,), generator=gen)
+    head = dims.get("head")
+    if head == "sequence-classification":
+        labels = torch.randint(0, dims["num_labels"], (b,), generator=gen)
+    elif head:
+        labels = torch.randint(0, dims["num_labels"], (b * s,), generator=gen)
     ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t: t), ctx:
         if gpt:
@@ -689,9 +730,12 @@ def run_case(dims, regime, p, hf_layout=False):
             block = gemma2_block if dims["family"] == "gemma2" else llama_block
             out = block(C, P, x, cos, sin, mask, p)
         n_block = len(C.ops)
-        loss = hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
+        loss = hf_cls_head(C, P, y, labels, head, p) if head else \
+            hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
     (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
+    extra = {"head": head, "num_labels": dims["num_labels"]} if head else {}
     return {
+        **extra,
         "family": dims["family"],
         "regime": regime,
         "regime_label": label,
@@ -718,6 +762,12 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
     ("gemma2-fp32", GEMMA2, "fp32", 0.0, False),             # famdec
     ("gemma2-bf16-mixed", GEMMA2, "bf16-mixed", 0.0, False),  # famdec
+    # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
+    # against --impl hf)
+    ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,
+     False),
+    ("gpt2-seqcls-pooler-fp32", dict(GPT, head="sequence-classification", num_labels=3), "fp32",
+     0.1, False),
 ]
 
 

@@ -470,6 +470,33 @@ status=0
 test "$status" -eq 2 && grep -q 'the paper profile recomputes as Megatron does' err.txt
 ]=] ${PROJECT_SOURCE_DIR})
 
+# implhf: the head from `architectures`: a classification head is named in the run output; a
+# class not modeled, and a classification head under a code base that only trains language
+# models, are refused with one line naming the file or flag, exit 2, no output.
+actsim_cli_test(heads_from_architectures [=[
+rm -f o.txt o.txt.partial
+"$1" run --model "$2/validation/real-code/models/hf-bert-l4-h256-seqcls.json" --seq 128 > run.txt
+grep -q 'bert model, sequence-classification head (2 labels)' run.txt
+sed 's/BertForSequenceClassification/BertForPreTraining/' \
+  "$2/validation/real-code/models/hf-bert-l4-h256-seqcls.json" > pretraining.json
+status=0
+"$1" run --model pretraining.json --seq 128 -o o.txt 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -e o.txt
+grep -q 'pretraining.json' err.txt && grep -q 'architectures' err.txt
+grep -q 'BertForPreTraining' err.txt
+cat > gpt2-cls.json <<'JSON'
+{"architectures": ["GPT2ForSequenceClassification"], "model_type": "gpt2", "n_embd": 64,
+ "n_head": 2, "n_layer": 2, "n_positions": 128, "vocab_size": 1000, "pad_token_id": 0,
+ "id2label": {"0": "neg", "1": "pos", "2": "mixed"}}
+JSON
+"$1" run --model gpt2-cls.json --seq 64 > gpt2.txt
+grep -q 'gpt2 model, sequence-classification head (3 labels)' gpt2.txt
+status=0
+"$1" run --model gpt2-cls.json --seq 64 --impl megatron -o o.txt 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -e o.txt
+grep -q 'sequence-classification head (architectures) under --impl megatron' err.txt
+]=] ${PROJECT_SOURCE_DIR})
+
 # famenc (issue 12): T5 and ViT. ViT's --seq defaults to its token count (197); T5's
 # --target-seq is the decoder length, an appended key column (empty for other models); full
 # checkpointing lowers both models' activations per layer; sweeps, valley and plan take them.

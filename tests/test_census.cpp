@@ -99,6 +99,19 @@ ModelConfig census_model(const std::string& name, const json& c) {
   return m;
 }
 
+// implhf: the census case's classification head (harness/census.py hf_cls_head), if any.
+ModelConfig with_head(ModelConfig m, const json& c) {
+  if (!c.contains("head")) return m;
+  const std::string head = c.at("head").get<std::string>();
+  m.head = head == "sequence-classification" ? Head::kSequenceClassification
+                                             : Head::kTokenClassification;
+  m.seq_pool = SeqPool::kFirstTokenPooler;
+  m.num_labels = c.at("num_labels").get<int64_t>();
+  m.classifier_bias = true;
+  m.classifier_dropout = c.at("dropout").get<double>();
+  return m;
+}
+
 TrainSetup census_setup(const json& c) {
   TrainSetup s;
   s.micro_batch = dim(c, "b");
@@ -328,7 +341,7 @@ std::vector<Mismatch> check_case(const std::string& name, const json& c) {
   // Megatron's vocab_parallel_cross_entropy is not: the loss is held against --impl hf.
   TrainSetup hf = census_setup(c);
   hf.impl = Impl::kHf;
-  const Graph gl = build_graph(census_model(name, c), hf, census_device());
+  const Graph gl = build_graph(with_head(census_model(name, c), c), hf, census_device());
   std::vector<Mismatch> all;
   const std::vector<OpView> block = census_ops(c.at("block"));
   for (int64_t b = 0; b < g.n_blocks; ++b) {
@@ -337,11 +350,13 @@ std::vector<Mismatch> check_case(const std::string& name, const json& c) {
                      sim_ops(g, r.begin, r.begin + r.count));
     all.insert(all.end(), m.begin(), m.end());
   }
-  // The loss: the lm head (with the casts autocast makes for it) to the end.
+  // The loss: the lm head (or the census's first head op: a classification head's) with the
+  // casts autocast makes for it, to the end.
+  const std::string first = c.at("loss").at(0).at("name").get<std::string>();
   int32_t head = -1;
   for (int32_t i = 0; i < static_cast<int32_t>(gl.ops.size()); ++i)
-    if (gl.ops[i].block < 0 && std::string_view(gl.ops[i].name) == "lm head") head = i;
-  REQUIRE_MESSAGE(head >= 0, name << ": the simulator has no 'lm head' op");
+    if (gl.ops[i].block < 0 && std::string_view(gl.ops[i].name) == first) head = i;
+  REQUIRE_MESSAGE(head >= 0, name << ": the simulator has no '" << first << "' op");
   while (head > 0 && autocast_cast(gl.ops[head - 1])) --head;
   auto m = compare(name + " loss", census_ops(c.at("loss")),
                    sim_ops(gl, head, static_cast<int32_t>(gl.ops.size())));

@@ -390,10 +390,43 @@ TEST_CASE("executor: --impl nanogpt with SDPA runs to the simulator's byte; its 
     CHECK(run.peak_event_index == sim.peak_event_index);
     CHECK(run.end_bytes == run.baseline_bytes);
   }
-  // The slow path's scale multiply and `== 0` mask have no executor kernel: refused by name.
+  // The slow path's `== 0` mask has no executor kernel: refused by name (its scale multiply
+  // runs as the identity after the qk kernel's scaling).
   s.attention = AttentionKind::kStandard;
   const Graph slow = build_graph_exec(m, s, dev);
-  CHECK_THROWS_WITH_AS(execute(slow, "none"), doctest::Contains("executing op \"attention scale\""),
+  CHECK_THROWS_WITH_AS(execute(slow, "none"), doctest::Contains("executing op \"mask == 0\""),
+                       Unsupported);
+}
+
+TEST_CASE("executor: a token-classification head runs to the simulator's byte; the pooler is refused") {
+  // implhf (sim/src/blocks_heads.cpp): dropout, classifier h -> num_labels, cross entropy over
+  // b*s rows of num_labels classes (kBatch draws the labels below num_labels: dim[2]).
+  const Device dev = fixtures::executor_device();
+  TrainSetup s;
+  s.impl = Impl::kHf;
+  s.micro_batch = 2;
+  s.seq = 8;
+  s.precision = Precision::kFp32;
+  s.attention = AttentionKind::kFlash;
+  ModelConfig m = fixtures::tiny_gpt();
+  m.head = Head::kTokenClassification;
+  m.num_labels = 3;
+  m.classifier_dropout = 0.1;
+  const Graph g = build_graph_exec(m, s, dev);
+  for (const char* st : {"none", "full"}) {
+    const std::string strategy = st;
+    CAPTURE(strategy);
+    const Result sim = simulate(m, s, dev, parse_strategy(st));
+    const executor::StepResult run = execute(g, st);
+    CHECK(run.peak_bytes == sim.peak_requested_bytes);
+    CHECK(run.peak_event_index == sim.peak_event_index);
+    CHECK(run.end_bytes == run.baseline_bytes);
+  }
+  // BertPooler's tanh and the last-token index have no kernel: refused by name
+  m.head = Head::kSequenceClassification;
+  m.seq_pool = SeqPool::kFirstTokenPooler;
+  const Graph pooled = build_graph_exec(m, s, dev);
+  CHECK_THROWS_WITH_AS(execute(pooled, "none"), doctest::Contains("executing op \"first token\""),
                        Unsupported);
 }
 

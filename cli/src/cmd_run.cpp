@@ -96,9 +96,15 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
   if (row.key.setup.impl && row.key.setup.dp > 1)  // what data parallelism means in that code
     out += fmt::format("   --dp {} --zero {}: {}\n", row.key.setup.dp, row.key.setup.zero,
                        sim::spec(*row.key.setup.impl).zero_means);
-  out += fmt::format("   {} parameters ({} per rank), {} blocks, {} model\n",
+  // implhf: a classification head (from the config's architectures) is named; LM heads are the
+  // family's default
+  const std::string head =
+      sim::classification_head(model)
+          ? fmt::format(", {} head ({} labels)", sim::head_name(model.head), model.num_labels)
+          : std::string();
+  out += fmt::format("   {} parameters ({} per rank), {} blocks, {} model{}\n",
                      human_count(r.params), human_count(r.params_per_rank), r.layers,
-                     model.family.empty() ? std::string("?") : model.family);
+                     model.family.empty() ? std::string("?") : model.family, head);
   if (sim::is_moe(model)) {  // moe: the routing assumed, stated
     const sim::TrainSetup& s = row.key.setup;
     const std::string routing =

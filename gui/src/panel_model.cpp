@@ -61,7 +61,12 @@ bool edit_fields(sim::ModelConfig& m) {
   changed |= edit_real("embd dropout", m.embd_dropout, 0, 0.999, "%.3f");
   changed |= ImGui::Checkbox("causal", &m.causal);
   ImGui::SameLine();
-  changed |= ImGui::Checkbox("post-norm", &m.post_norm);
+  if (ImGui::Checkbox("post-norm", &m.post_norm)) {
+    changed = true;
+    // implhf: an LM head follows the blocks' kind (BERT-style post-norm: the masked-LM head)
+    if (m.head == sim::Head::kCausalLm || m.head == sim::Head::kMaskedLm)
+      m.head = m.post_norm ? sim::Head::kMaskedLm : sim::Head::kCausalLm;
+  }
   ImGui::SameLine();
   changed |= ImGui::Checkbox("tied embeddings", &m.tied_embeddings);
   changed |= ImGui::Checkbox("qkv bias", &m.qkv_bias);

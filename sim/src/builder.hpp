@@ -185,6 +185,9 @@ struct Dims {
   bool vocab_parallel_ce = false;  // Megatron's vocab_parallel_cross_entropy (else float CE)
   bool megatron_softmax = false;   // FusedScaleMaskSoftmax (EagerSoftmax::kMegatronFused)
   bool qk_global_buffer = false;   // baddbmm's persistent [b*np, s, s] input buffer
+  // --- implhf ---
+  double p_classifier = 0;  // dropout before a classification head's classifier
+  // --- end implhf ---
 
   // moe (sim/src/blocks_moe.cpp)
   int64_t ep = 1;              // expert-parallel ranks
@@ -213,5 +216,19 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table);
 // last sends its output, and its backward starts from the gradient received for that output.
 int32_t build_stage_input(Builder& bld, const Dims& dm, bool labels);
 void build_stage_output(Builder& bld, const Dims& dm, int32_t x);
+
+// --- implhf (blocks_heads.cpp) ---
+// The labels the training loop loads for the model's head: int64 token ids [tokens] for the LM
+// and token-classification heads; [b] class ids, or float targets for a regression or
+// multi-label head.
+struct LabelShape {
+  int64_t numel = 0;
+  DType dtype = DType::kI64;
+};
+LabelShape label_shape(const Dims& dm);
+// A classification head (ModelConfig::head) after the last block: BertPooler or the last-token
+// score, or a token classifier; its logits and loss.
+void build_classification_head(Builder& bld, const Dims& dm, int32_t x);
+// --- end implhf ---
 
 }  // namespace sim::detail

@@ -49,12 +49,14 @@ int32_t build_embedding(Builder& bld, const Dims& dm, int32_t* word_table, bool 
     OpDraft d = o.draft(OpKind::kCopy, "batch to device");
     d.op.math16 = false;
     d.exec = Exec::kBatch;
-    d.dim = {dm.n_full(), dm.v};
+    // dim[2]: the labels' classes when they are not token ids (implhf: a token classifier's)
+    d.dim = {dm.n_full(), dm.v, m.head == Head::kTokenClassification ? m.num_labels : 0};
     d.outputs = {ids};
     bld.hold_until_step_end(ids);
     bld.model_level(ids);
     if (labels) {
-      const int32_t lab = bld.fresh(bytes(dm.n_full(), DType::kI64), DType::kI64, "labels");
+      const LabelShape ls = label_shape(dm);  // implhf: the head's labels
+      const int32_t lab = bld.fresh(bytes(ls.numel, ls.dtype), ls.dtype, "labels");
       d.outputs.push_back(lab);
       bld.hold_until_step_end(lab);
       bld.model_level(lab);
@@ -297,6 +299,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       OpDraft sc = o.draft(OpKind::kMul, "attention scale");
       sc.op.core_attention = true;
       sc.op.math16 = false;
+      // the executor's qk kernel already scales: it runs this op as the identity (same bytes)
+      sc.exec = Exec::kCopy;
       sc.inputs.push_back({scores, GradRule::kNew});
       int32_t scaled = o.fresh_like(scores, "scaled scores");
       sc.outputs.push_back(scaled);
@@ -449,19 +453,22 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
 void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
+  // implhf: sequence and token classification heads (blocks_heads.cpp)
+  if (classification_head(m)) return build_classification_head(bld, dm, x);
   bld.current_block = -1;
   using Tp = Ops::Tp;
   int32_t y = x;
-  if (m.post_norm) {
+  const bool mlm = m.head == Head::kMaskedLm;
+  if (mlm) {
     // BERT's MLM head transform: dense h->h, GeLU, LayerNorm (replicated, not TP-split)
     y = o.linear(y, dm.h, dm.h, true, Tp::kNone, "head dense", "head dense out");
     y = o.unary_saving_input(OpKind::kGelu, y, "head gelu", "head gelu out");
     y = o.layer_norm(y, "head norm");
-  } else {
+  } else if (!m.post_norm) {
     y = o.norm(y, "final norm");
   }
   // Output projection (vocab-parallel column linear), tied to the word embeddings or its own.
-  int32_t logits = o.linear(y, dm.h, dm.v, m.post_norm, Tp::kColumn, "lm head", "logits",
+  int32_t logits = o.linear(y, dm.h, dm.v, mlm, Tp::kColumn, "lm head", "logits",
                             m.tied_embeddings ? word_table : -1);
   // famdec: Gemma 2's final logit soft-capping (Gemma2ForCausalLM.forward)
   if (m.final_softcap > 0) logits = famdec_softcap(bld, dm, logits, "final softcap");
@@ -531,7 +538,8 @@ int32_t build_stage_input(Builder& bld, const Dims& dm, bool labels) {
   d.outputs.push_back(x);
   int32_t lab = -1;
   if (labels) {
-    lab = bld.fresh(bytes(dm.n_full(), DType::kI64), DType::kI64, "labels");
+    const LabelShape ls = label_shape(dm);  // implhf: the head's labels
+    lab = bld.fresh(bytes(ls.numel, ls.dtype), ls.dtype, "labels");
     d.outputs.push_back(lab);
   }
   bld.add_op(std::move(d));

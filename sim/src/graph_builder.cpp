@@ -430,6 +430,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.p_attn = s.dropout ? *s.dropout : m.attn_dropout;
   dm.p_hidden = s.dropout ? *s.dropout : m.hidden_dropout;
   dm.p_embd = s.dropout ? *s.dropout : m.embd_dropout;
+  dm.p_classifier = s.dropout ? *s.dropout : m.classifier_dropout;  // implhf
   // Q/K/V as the implementation projects them; as the architecture's own code (GPT-2 and
   // Megatron's GPT fuse them into one projection; Llama-family and BERT use three) by default.
   const QkvVariant qkv = dm.impl ? dm.impl->qkv : QkvVariant::kArchitecture;

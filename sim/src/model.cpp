@@ -72,6 +72,11 @@ void validate(const ModelConfig& m) {
     if (!(p >= 0.0 && p < 1.0))
       throw ConfigError(m.source, field, "dropout probability must be in [0, 1)");
   }
+  // implhf: a classification head needs its labels
+  if (classification_head(m) && m.num_labels <= 0)
+    throw ConfigError(m.source, "num_labels", "a classification head needs num_labels >= 1");
+  if (!(m.classifier_dropout >= 0.0 && m.classifier_dropout < 1.0))
+    throw ConfigError(m.source, "classifier_dropout", "dropout probability must be in [0, 1)");
   if (m.norm == NormKind::kRmsNorm && m.norm_bias)
     throw ConfigError(m.source, "norm_bias", "RMSNorm has no bias");
   // famdec: partial rotary and windows
@@ -131,12 +136,32 @@ int64_t parameter_count(const ModelConfig& m) {
     total = checked_add(total, checked_mul(m.max_positions, h, f), f);
   if (m.type_vocab > 0) total = checked_add(total, checked_mul(m.type_vocab, h, f), f);
   total = checked_add(total, norm, f);  // final norm (BERT: the embedding norm)
+  // implhf: the head (graph_blocks.cpp build_head, blocks_heads.cpp)
+  if (classification_head(m)) {
+    // no vocabulary projection: the classifier h -> num_labels (+ bias), and BertPooler's dense
+    // h -> h with bias for a pooled sequence-classification head
+    total = checked_add(total, checked_mul(h, m.num_labels, f), f);
+    if (m.classifier_bias) total = checked_add(total, m.num_labels, f);
+    if (m.head == Head::kSequenceClassification && m.seq_pool == SeqPool::kFirstTokenPooler)
+      total = checked_add(total, checked_add(checked_mul(h, h, f), h, f), f);
+    return total;
+  }
   if (!m.tied_embeddings) total = checked_add(total, checked_mul(m.vocab, h, f), f);
-  if (m.post_norm) {
+  if (m.head == Head::kMaskedLm) {
     // BERT's MLM head: dense h->h with bias, a LayerNorm, and the decoder's bias.
     total = checked_add(total, checked_add(checked_mul(h, h, f), h + norm + m.vocab, f), f);
   }
   return total;
+}
+
+std::string_view head_name(Head head) {
+  switch (head) {
+    case Head::kCausalLm: return "causal-lm";
+    case Head::kMaskedLm: return "masked-lm";
+    case Head::kSequenceClassification: return "sequence-classification";
+    case Head::kTokenClassification: return "token-classification";
+  }
+  return "?";
 }
 
 int64_t vector_parameter_count(const ModelConfig& m) {
@@ -156,7 +181,13 @@ int64_t vector_parameter_count(const ModelConfig& m) {
     total += m.decoder_layers * (norm + (m.qkv_bias ? 3 * a * d : 0) + (m.linear_bias ? h : 0)) +
              norm;
   if (is_vision(m)) total += h + m.num_labels;
-  if (m.post_norm) total += h + norm + m.vocab;  // BERT's MLM head: dense bias, norm, decoder bias
+  if (classification_head(m)) {  // implhf: the classifier's bias, the pooler's dense bias
+    if (m.classifier_bias) total += m.num_labels;
+    if (m.head == Head::kSequenceClassification && m.seq_pool == SeqPool::kFirstTokenPooler)
+      total += h;
+    return total;
+  }
+  if (m.head == Head::kMaskedLm) total += h + norm + m.vocab;  // BERT's MLM head: dense bias, norm, decoder bias
   return total;
 }
 

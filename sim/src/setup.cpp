@@ -177,6 +177,9 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
       throw Unsupported(w, "head_dim", "head_dim * heads != hidden in the paper profile");
     if (model.ffn_hidden != 4 * model.hidden)
       throw Unsupported(w, "ffn_hidden", "an MLP width other than 4h in the paper profile");
+    if (model.head != Head::kCausalLm)  // implhf
+      throw Unsupported(w, "head", "the " + std::string(head_name(model.head)) +
+                                       " head (architectures) in the paper profile");
     if (model.post_norm || !model.causal)
       throw Unsupported(w, "family", "a post-norm or bidirectional encoder in the paper profile");
     if (model.positions != PosEmbedding::kLearned)

@@ -249,9 +249,10 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kBatch: {
       if (bwd) return;
       Vec ids(static_cast<size_t>(d[0])), labels(ids.size());
+      const int64_t classes = d[2] > 0 ? d[2] : d[1];  // a token classifier's labels (implhf)
       for (int64_t t = 0; t < d[0]; ++t) {
         ids[t] = std::floor(uniform(opt_.seed, 0x1d5, static_cast<uint64_t>(t)) * static_cast<double>(d[1]));
-        labels[t] = std::floor(uniform(opt_.seed, 0x1abe1, static_cast<uint64_t>(t)) * static_cast<double>(d[1]));
+        labels[t] = std::floor(uniform(opt_.seed, 0x1abe1, static_cast<uint64_t>(t)) * static_cast<double>(classes));
       }
       store(a.out[0], ids);
       store(a.out[1], labels);

@@ -167,6 +167,8 @@ struct ImplSpec {
   ParamGroups param_groups = ParamGroups::kOne;
   ForeachEps foreach_eps = ForeachEps::kInPlace;          // the release modeled
   ForeachEps foreach_eps_eager = ForeachEps::kInPlace;    // under --attention standard
+  // The heads (sim::head_name, space-separated) this code base trains; others are refused.
+  std::string_view heads = "causal-lm";
   // --- end implhf ---
   MoeDispatch moe = MoeDispatch::kNone;  // moe: token dispatch of its MoE layer
   bool mla = false;                      // moe: the code base's MLA op list is modeled

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace sim {
 
@@ -22,6 +23,31 @@ enum class Activation : uint8_t {
   kGeluNew,   // "gelu_new": NewGELUActivation, pointwise Python ops (activations.py)
   kGeluFast,  // "gelu_fast": FastGELUActivation, pointwise ops; simulated as one op (not modeled)
 };
+
+// --- implhf: the task head an HF config's `architectures` names (load_hf.cpp, hf_heads.cpp) ---
+enum class Head : uint8_t {
+  kCausalLm,    // next-token logits over the vocabulary (GPT2LMHeadModel, LlamaForCausalLM, ...)
+  kMaskedLm,    // BERT's MLM head: transform (dense, GeLU, LayerNorm) + tied decoder with bias
+  kSequenceClassification,  // one label per sequence: logits [b, num_labels] (SeqPool says how)
+  kTokenClassification,     // one label per token: dropout + classifier, logits [b, s, num_labels]
+};
+// How a sequence-classification head reduces the sequence to one vector.
+enum class SeqPool : uint8_t {
+  kFirstTokenPooler,  // BertPooler: dense h->h + tanh on hidden_states[:, 0], then dropout
+  kLastToken,         // GPT2ForSequenceClassification: score on every token, then the logits
+                      // of each row's last non-pad token (advanced indexing); the index from
+                      // `torch.eq(input_ids, pad).int().argmax(-1) - 1`
+  kLastTokenProduct,  // Llama/Mistral/Qwen2ForSequenceClassification: the same, the index from
+                      // `(arange(s) * (input_ids != pad).to(int32)).argmax(-1)`
+};
+// The classification loss (HF's problem_type; transformers picks it from num_labels and the
+// labels' dtype when the config leaves it unset).
+enum class ClassLoss : uint8_t {
+  kCrossEntropy,  // single_label_classification (num_labels > 1, integer labels)
+  kMse,           // regression (num_labels == 1)
+  kBceWithLogits, // multi_label_classification (float labels [b, num_labels])
+};
+// --- end implhf ---
 
 struct ModelConfig {
   std::string name;    // as the user named it: a file stem ("gpt2-small") or a path
@@ -122,6 +148,14 @@ struct ModelConfig {
   int64_t kv_lora_rank = 0;
   int64_t qk_rope_dim = 0;
   int64_t v_head_dim = 0;
+  // --- implhf: the head (HF `architectures`; actsim model files and other loaders: LM) ---
+  Head head = Head::kCausalLm;  // BERT's loader sets kMaskedLm
+  SeqPool seq_pool = SeqPool::kLastToken;      // kSequenceClassification only
+  ClassLoss class_loss = ClassLoss::kCrossEntropy;  // the classification heads only
+  // num_labels: famenc's field above (HF num_labels, len(id2label)), shared by these heads
+  bool classifier_bias = true;   // the classifier/score linear's bias
+  double classifier_dropout = 0.0;  // before the classifier (HF classifier_dropout or its default)
+  // --- end implhf ---
 };
 
 // famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the
@@ -135,6 +169,12 @@ inline bool is_mla(const ModelConfig& m) { return m.kv_lora_rank > 0; }  // moe
 inline bool moe_block(const ModelConfig& m, int64_t layer) {  // moe
   return m.experts > 0 && layer >= m.dense_layers;
 }
+// implhf: whether the head is a classification head (no vocabulary-sized logits).
+inline bool classification_head(const ModelConfig& m) {
+  return m.head == Head::kSequenceClassification || m.head == Head::kTokenClassification;
+}
+// implhf: "causal-lm", "masked-lm", "sequence-classification", "token-classification".
+std::string_view head_name(Head head);
 
 // The most blocks a model may have: the graph holds every block's ops (about 50 each), so a
 // config with a billion layers must be refused, not allocated. No published model has more than

@@ -32,5 +32,10 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type);
 
 // moe (issue 13): Mixtral, Qwen2-MoE and DeepSeek-V2 (hf_moe.cpp); nullopt for other types.
 std::optional<sim::ModelConfig> model_from_hf_moe(const ObjectReader& in, const std::string& type);
+// implhf (hf_heads.cpp): the head `architectures` names for this model_type (gpt2, llama,
+// mistral, qwen2, bert), its num_labels (len(id2label)), loss and classifier dropout; without
+// `architectures`, the family's LM head. Refuses an architecture not modeled, naming the key.
+// Call after the family's dropout fields are read (BERT's classifier dropout defaults to them).
+void read_head(const ObjectReader& config, sim::ModelConfig& model, std::string_view model_type);
 
 }  // namespace sim_io::detail

@@ -151,6 +151,7 @@ sim::ModelConfig gpt2(const ObjectReader& in) {
   m.attn_dropout = probability(in, "attn_pdrop", 0.1);
   m.hidden_dropout = probability(in, "resid_pdrop", 0.1);
   m.embd_dropout = probability(in, "embd_pdrop", 0.1);
+  read_head(in, m, "gpt2");  // implhf
   return m;
 }
 
@@ -194,6 +195,7 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type) {
   m.attn_dropout = probability(in, "attention_dropout", 0.0);
   m.hidden_dropout = 0.0;
   m.embd_dropout = 0.0;
+  read_head(in, m, type);  // implhf
   return m;
 }
 
@@ -234,6 +236,7 @@ sim::ModelConfig bert(const ObjectReader& in) {
   m.attn_dropout = probability(in, "attention_probs_dropout_prob", 0.1);
   m.hidden_dropout = probability(in, "hidden_dropout_prob", 0.1);
   m.embd_dropout = m.hidden_dropout;  // BertEmbeddings uses hidden_dropout_prob
+  read_head(in, m, "bert");  // implhf
   return m;
 }
 

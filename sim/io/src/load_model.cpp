@@ -93,6 +93,9 @@ sim::ModelConfig model_from_actsim(const ObjectReader& in) {
   m.max_positions = in.integer_or("max_positions", 0);
 
   m.post_norm = in.boolean_or("post_norm", m.post_norm);
+  // implhf: a post-norm (BERT-style) actsim model file trains with the masked-LM head, as before
+  // the head became a field
+  if (m.post_norm) m.head = sim::Head::kMaskedLm;
   m.causal = in.boolean_or("causal", m.causal);
   m.tied_embeddings = in.boolean_or("tied_embeddings", m.tied_embeddings);
   m.qkv_bias = in.boolean_or("qkv_bias", m.qkv_bias);

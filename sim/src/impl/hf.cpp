@@ -36,6 +36,16 @@ ImplSpec hf() {
   s.checkpoint = CheckpointApi::kNonReentrant;
   s.qkv = QkvVariant::kArchitecture;
   s.eager_matmul = EagerMatmul::kCopies;
+  // modeling_bert.py @ 8ec58104, modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635:
+  // *ForCausalLM / GPT2LMHeadModel, BertForMaskedLM, *ForSequenceClassification,
+  // *ForTokenClassification (sim_io hf_heads.cpp)
+  s.heads = "causal-lm masked-lm sequence-classification token-classification";
+  // Eager attention scales its scores with a separate op, a new [b, a, s, s] tensor that saves
+  // only the scalar: modeling_gpt2.py @ c44b2d99 `attn_weights / torch.full([], d ** 0.5)` (a
+  // 0-dim device tensor: DivBackward0 saves it, a few bytes, not modeled), modeling_llama.py
+  // @ 5dd4a635 eager_attention_forward `matmul(q, k^T) * scaling`, modeling_bert.py @ 8ec58104
+  // `attention_scores / math.sqrt(d)` (implhf)
+  s.attn_scale = AttnScale::kMulScalar;
   s.gelu = GeluVariant::kConfig;  // modeling_gpt2.py GPT2MLP: ACT2FN[config.activation_function]
   // feat: PEFT (huggingface/peft tuners/lora/layer.py, bnb.py @ 5d602fdb) runs on this code.
   s.lora = true;

@@ -90,6 +90,15 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                       "the " + model.family + " family under --impl " + std::string(sp.name) +
                           " (" + std::string(sp.code) + " runs: " + std::string(sp.families) +
                           ")");
+  // implhf: the head the config's architectures names
+  {
+    const ImplSpec probe{.families = sp.heads};
+    if (!supports_family(probe, head_name(model.head)))
+      throw Unsupported("--impl", "impl",
+                        "the " + std::string(head_name(model.head)) + " head (architectures) under "
+                        "--impl " + std::string(sp.name) + " (" + std::string(sp.code) +
+                            " trains: " + std::string(sp.heads) + ")");
+  }
   if (s.tp > 1 && !sp.tensor_parallel)
     throw Unsupported("--tp", "tp",
                       "tensor parallelism under --impl " + std::string(sp.name) +
