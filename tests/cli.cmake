@@ -101,8 +101,8 @@ grep -q "deepseek_v2 family under --impl megatron" err.txt
 grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-imbalance 1), dropless" out.txt
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
-head -n 1 out.csv | grep -q ',set_to_none,reentrant,ep,moe_imbalance$'
-sed -n 2p out.csv | grep -q ',2,1.50$'
+head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off$'  # then feat's lora_rank ... fp8
 ]=])
 
 # sweep: writes the file, rows in order, no .partial left behind.
@@ -502,7 +502,7 @@ grep -q 'sequence-classification head (architectures) under --impl megatron' err
 # checkpointing lowers both models' activations per layer; sweeps, valley and plan take them.
 actsim_cli_test(famenc_t5_vit [=[
 "$1" run --model t5-small,vit-base-patch16-224,gpt2-small --batch 4 --strategy none,full --format csv > out.csv
-head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq$'
+head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,'
 test "$(wc -l < out.csv)" -eq 7
 col() { head -n 1 out.csv | tr ',' '\n' | grep -n "^$1\$" | cut -d: -f1; }
 seq=$(col seq)
@@ -536,6 +536,8 @@ do
   test ! -s out.txt
 done
 grep -q '^actsim: error: --target-seq: ' err.txt
+]=])
+
 # feat (issue 13): LoRA / QLoRA and context parallelism through the CLI. LoRA freezes the base:
 # the CSV carries its key columns, the adapters' gradients are far below full fine-tuning's; the
 # sweep takes the flags; bad values are one line naming the flag, exit 2, no output.
