@@ -60,7 +60,15 @@ std::string setup_line(const sim::TrainSetup& s) {
       sim::name(s.optimizer), sim::name(s.allocator),
       s.pp > 1 || s.microbatches > 1
           ? fmt::format("; pp {}, vpp {}, {} micro-batches", s.pp, s.vpp, s.microbatches)
-          : std::string());
+          : std::string()) +
+         // issue 13's features, when used
+         (s.cp > 1 ? fmt::format("; cp {}", s.cp) : std::string()) +
+         (s.ep > 1 ? fmt::format("; ep {}", s.ep) : std::string()) +
+         (s.fp8 != sim::Fp8Recipe::kOff ? fmt::format("; fp8 {}", sim::name(s.fp8)) : std::string()) +
+         (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
+                                        sim::lora_targets_name(s.lora_targets),
+                                        s.qlora ? ", QLoRA (NF4 base)" : "")
+                          : std::string());
 }
 
 // Per-stage figures of a pipeline run (the summary above them is the worst stage's memory).
@@ -102,8 +110,10 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
       sim::classification_head(model)
           ? fmt::format(", {} head ({} labels)", sim::head_name(model.head), model.num_labels)
           : std::string();
-  out += fmt::format("   {} parameters ({} per rank), {} blocks, {} model{}\n",
-                     human_count(r.params), human_count(r.params_per_rank), r.layers,
+  // Under LoRA the base is frozen: params_per_rank counts what trains (the adapters).
+  out += fmt::format("   {} parameters ({} per rank{}), {} blocks, {} model{}\n",
+                     human_count(r.params), human_count(r.params_per_rank),
+                     row.key.setup.lora_rank > 0 ? " trainable: the LoRA adapters" : "", r.layers,
                      model.family.empty() ? std::string("?") : model.family, head);
   if (sim::is_moe(model)) {  // moe: the routing assumed, stated
     const sim::TrainSetup& s = row.key.setup;

@@ -41,7 +41,7 @@ ImplSpec megatron() {
   // context_parallel.py @ d0067d0d).
   s.context_parallel = true;
   s.fp8_te = true;  // feat: --fp8 (sim/src/fp8.cpp)
-  s.zero_means = "--zero 1: Megatron's distributed optimizer; DDP otherwise";
+  s.zero_means = "Megatron's distributed optimizer at ZeRO 1, DDP at ZeRO 0";
   s.not_modeled =
       "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
       "--attention-softmax-in-fp32 above s = 4096";

@@ -31,7 +31,7 @@ ImplSpec torchtitan() {
   // torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
   s.context_parallel = true;
   s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
-  s.zero_means = "--zero 3: FSDP2 fully_shard over the data-parallel ranks";
+  s.zero_means = "FSDP2 fully_shard over the data-parallel ranks (ZeRO 3)";
   s.not_modeled = "torch.compile, Float8";
   return s;
 }
