@@ -17,8 +17,10 @@ rm -rf "$work" && mkdir -p "$work/strategy" "$work/config" "$work/cli" "$work/sn
   "$work/artifacts" "$work/tmp"
 cp fuzz/corpus/snapshot/* "$work/snapshot/"
 cp fuzz/corpus/strategy/* "$work/strategy/"
-cp fuzz/corpus/config/*.json models/*.json models/devices/*.json tests/fuzz_regressions/*.json \
-  "$work/config/"
+# Prefixed by their folder: a shipped model may share its file name with a corpus config.
+for f in fuzz/corpus/config/*.json models/*.json models/devices/*.json tests/fuzz_regressions/*.json; do
+  cp "$f" "$work/config/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
 cp fuzz/corpus/cli/* "$work/cli/"
 if [[ -d tests/fuzz_regressions/cli ]]; then cp tests/fuzz_regressions/cli/* "$work/cli/"; fi
 export ACTSIM_MODELS="$PWD/models" TMPDIR="$PWD/$work/tmp"
