@@ -11,6 +11,16 @@
 
 namespace sim_io::detail {
 
+// Readers every family's parser shares (load_hf.cpp). Errors name the HF key the user wrote.
+[[noreturn]] void refuse(const ObjectReader& in, std::string_view key, const std::string& feature);
+int64_t size(const ObjectReader& in, std::string_view key);  // required, positive
+int64_t size_or(const ObjectReader& in, std::string_view key, int64_t fallback);  // positive
+double probability(const ObjectReader& in, std::string_view key, double fallback);  // in [0, 1)
+// hidden / heads, for configs without head_dim (refused when it does not divide).
+int64_t head_dim(const ObjectReader& in, int64_t hidden, int64_t heads, std::string_view hidden_key,
+                 std::string_view heads_key);
+int64_t four_times(const ObjectReader& in, int64_t hidden, std::string_view hidden_key);
+
 // Fills every ModelConfig field but name and source from an HF config (a reader in
 // kNullIsAbsent mode). Throws sim::Unsupported for model types and features actsim does not
 // model, and ConfigError naming the HF key for missing or ill-typed values. Does not validate.

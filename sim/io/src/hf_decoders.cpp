@@ -22,37 +22,6 @@ using Residual = sim::ModelConfig::Residual;
 using SubNorms = sim::ModelConfig::SubNorms;
 using QkNorm = sim::ModelConfig::QkNorm;
 
-[[noreturn]] void refuse(const ObjectReader& in, std::string_view key, const std::string& feature) {
-  throw sim::Unsupported(in.source(), std::string(key), feature);
-}
-
-// A positive size, or the class default when the key is absent.
-int64_t size_or(const ObjectReader& in, std::string_view key, int64_t fallback) {
-  const int64_t v = in.integer_or(key, fallback);
-  if (v <= 0) in.fail(key, "must be a positive integer, got " + std::to_string(v));
-  return v;
-}
-
-double probability(const ObjectReader& in, std::string_view key, double fallback) {
-  const double p = in.number_or(key, fallback);
-  if (!(p >= 0.0 && p < 1.0)) in.fail(key, "dropout probability must be in [0, 1)");
-  return p;
-}
-
-int64_t divide(const ObjectReader& in, int64_t hidden, int64_t heads, std::string_view hidden_key,
-               std::string_view heads_key) {
-  if (hidden % heads != 0)
-    in.fail(heads_key, std::string(hidden_key) + " (" + std::to_string(hidden) +
-                           ") is not divisible by " + std::string(heads_key) + " (" +
-                           std::to_string(heads) + ")");
-  return hidden / heads;
-}
-
-int64_t times4(const ObjectReader& in, int64_t hidden, std::string_view key) {
-  if (hidden > std::numeric_limits<int64_t>::max() / 4) in.fail(key, "too large");
-  return 4 * hidden;
-}
-
 // transformers ACT2FN names of a single-op GeLU (F.gelu exact or tanh), or gelu_new (pointwise
 // ops, Activation::kGeluNew).
 bool gelu_activation(std::string_view act, sim::Activation* out) {
@@ -85,7 +54,7 @@ sim::ModelConfig gpt_neox(const ObjectReader& in) {
   m.layers = size_or(in, "num_hidden_layers", 44);
   m.heads = size_or(in, "num_attention_heads", 64);
   m.kv_heads = m.heads;
-  m.head_dim = divide(in, m.hidden, m.heads, "hidden_size", "num_attention_heads");
+  m.head_dim = head_dim(in, m.hidden, m.heads, "hidden_size", "num_attention_heads");
   m.ffn_hidden = size_or(in, "intermediate_size", 24576);
   m.vocab = size_or(in, "vocab_size", 50432);
   m.max_positions = size_or(in, "max_position_embeddings", 2048);
@@ -132,7 +101,7 @@ sim::ModelConfig falcon(const ObjectReader& in, const std::string& type) {
   m.layers = in.has("n_layer") ? size_or(in, "n_layer", 32) : size_or(in, "num_hidden_layers", 32);
   const std::string_view heads_key = in.has("n_head") ? "n_head" : "num_attention_heads";
   m.heads = size_or(in, heads_key, 71);
-  m.head_dim = divide(in, m.hidden, m.heads, in.has("n_embed") ? "n_embed" : "hidden_size",
+  m.head_dim = head_dim(in, m.hidden, m.heads, in.has("n_embed") ? "n_embed" : "hidden_size",
                       heads_key);
   if (in.boolean_or("alibi", false)) refuse(in, "alibi", "ALiBi position biases (" + type + ")");
   if (in.boolean_or("apply_residual_connection_post_layernorm", false))
@@ -149,7 +118,7 @@ sim::ModelConfig falcon(const ObjectReader& in, const std::string& type) {
     m.kv_heads = 1;
   }
   m.ffn_hidden = in.has("ffn_hidden_size") ? size_or(in, "ffn_hidden_size", 1)
-                                           : times4(in, m.hidden, "hidden_size");
+                                           : four_times(in, m.hidden, "hidden_size");
   m.vocab = size_or(in, "vocab_size", 65024);
   m.max_positions = size_or(in, "max_position_embeddings", 2048);
   const std::string act = in.string_or("activation", "gelu");
@@ -197,7 +166,7 @@ void llama_sizes(const ObjectReader& in, sim::ModelConfig& m, const Defaults& d)
   if (in.has("head_dim") || d.head_dim > 0)
     m.head_dim = size_or(in, "head_dim", d.head_dim);
   else
-    m.head_dim = divide(in, m.hidden, m.heads, "hidden_size", "num_attention_heads");
+    m.head_dim = head_dim(in, m.hidden, m.heads, "hidden_size", "num_attention_heads");
   m.ffn_hidden = size_or(in, "intermediate_size", d.ffn);
   m.vocab = size_or(in, "vocab_size", d.vocab);
   m.max_positions = size_or(in, "max_position_embeddings", d.positions);

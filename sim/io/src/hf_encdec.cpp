@@ -13,22 +13,6 @@
 namespace sim_io::detail {
 namespace {
 
-[[noreturn]] void refuse(const ObjectReader& in, std::string_view key, const std::string& feature) {
-  throw sim::Unsupported(in.source(), std::string(key), feature);
-}
-
-int64_t size_or(const ObjectReader& in, std::string_view key, int64_t fallback) {
-  const int64_t v = in.integer_or(key, fallback);
-  if (v <= 0) in.fail(key, "must be a positive integer, got " + std::to_string(v));
-  return v;
-}
-
-double probability(const ObjectReader& in, std::string_view key, double fallback) {
-  const double p = in.number_or(key, fallback);
-  if (!(p >= 0.0 && p < 1.0)) in.fail(key, "dropout probability must be in [0, 1)");
-  return p;
-}
-
 // The first entry of `architectures` (absent: `fallback`); anything but `supported` is refused.
 void require_architecture(const ObjectReader& in, std::string_view supported,
                           std::string_view type) {

@@ -10,22 +10,13 @@
 namespace sim_io::detail {
 namespace {
 
-int64_t positive(const ObjectReader& in, std::string_view key) {
-  const int64_t v = in.integer(key);
-  if (v <= 0) in.fail(key, "must be a positive integer, got " + std::to_string(v));
-  return v;
-}
-
-[[noreturn]] void refuse(const ObjectReader& in, std::string_view key, const std::string& what) {
-  throw sim::Unsupported(in.source(), std::string(key), what);
-}
 
 // Router keys every family shares. output_router_logits adds HF's load_balancing_loss_func over
 // every layer's logits (MixtralForCausalLM.forward): the auxiliary loss as the trainer computes it.
 void router(const ObjectReader& in, sim::ModelConfig& m, std::string_view experts_key,
             const std::string& type) {
-  m.experts = positive(in, experts_key);
-  m.experts_per_token = positive(in, "num_experts_per_tok");
+  m.experts = size(in, experts_key);
+  m.experts_per_token = size(in, "num_experts_per_tok");
   if (m.experts_per_token > m.experts)
     in.fail("num_experts_per_tok", "exceeds " + std::string(experts_key) + " (" +
                                        std::to_string(m.experts) + ")");
@@ -50,9 +41,9 @@ sim::ModelConfig qwen2_moe(const ObjectReader& in) {
   sim::ModelConfig m = llama_like(in, "qwen2_moe");
   m.qkv_bias = true;
   router(in, m, "num_experts", "qwen2_moe");
-  m.expert_ffn = positive(in, "moe_intermediate_size");
+  m.expert_ffn = size(in, "moe_intermediate_size");
   m.shared_ffn = in.has("shared_expert_intermediate_size")
-                     ? positive(in, "shared_expert_intermediate_size")
+                     ? size(in, "shared_expert_intermediate_size")
                      : 0;
   m.shared_gate = m.shared_ffn > 0;
   m.norm_topk = in.boolean_or("norm_topk_prob", false);
@@ -71,7 +62,7 @@ sim::ModelConfig qwen2_moe(const ObjectReader& in) {
 sim::ModelConfig deepseek_v2(const ObjectReader& in) {
   sim::ModelConfig m = llama_like(in, "deepseek_v2");
   router(in, m, "n_routed_experts", "deepseek_v2");
-  m.expert_ffn = positive(in, "moe_intermediate_size");
+  m.expert_ffn = size(in, "moe_intermediate_size");
   m.shared_ffn = m.expert_ffn * in.integer_or("n_shared_experts", 0);
   if (m.shared_ffn < 0) in.fail("n_shared_experts", "must not be negative");
   m.norm_topk = in.boolean_or("norm_topk_prob", false);
@@ -91,10 +82,10 @@ sim::ModelConfig deepseek_v2(const ObjectReader& in) {
   // MLA
   m.q_lora_rank = in.integer_or("q_lora_rank", 0);
   if (m.q_lora_rank < 0) in.fail("q_lora_rank", "must not be negative");
-  m.kv_lora_rank = positive(in, "kv_lora_rank");
-  const int64_t nope = positive(in, "qk_nope_head_dim");
-  m.qk_rope_dim = positive(in, "qk_rope_head_dim");
-  m.v_head_dim = positive(in, "v_head_dim");
+  m.kv_lora_rank = size(in, "kv_lora_rank");
+  const int64_t nope = size(in, "qk_nope_head_dim");
+  m.qk_rope_dim = size(in, "qk_rope_head_dim");
+  m.v_head_dim = size(in, "v_head_dim");
   m.head_dim = nope + m.qk_rope_dim;
   m.kv_heads = m.heads;
   return m;

@@ -14,6 +14,44 @@
 #include "sim/model.hpp"
 
 namespace sim_io::detail {
+// The shared readers of hf_config.hpp.
+[[noreturn]] void refuse(const ObjectReader& in, std::string_view key, const std::string& feature) {
+  throw sim::Unsupported(in.source(), std::string(key), feature);
+}
+
+int64_t size_or(const ObjectReader& in, std::string_view key, int64_t fallback) {
+  const int64_t v = in.integer_or(key, fallback);
+  if (v <= 0) in.fail(key, "must be a positive integer, got " + std::to_string(v));
+  return v;
+}
+
+int64_t size(const ObjectReader& in, std::string_view key) {
+  const int64_t v = in.integer(key);
+  if (v <= 0) in.fail(key, "must be a positive integer, got " + std::to_string(v));
+  return v;
+}
+
+double probability(const ObjectReader& in, std::string_view key, double fallback) {
+  const double p = in.number_or(key, fallback);
+  if (!(p >= 0.0 && p < 1.0)) in.fail(key, "dropout probability must be in [0, 1)");
+  return p;
+}
+
+// hidden / heads, for configs without head_dim.
+int64_t head_dim(const ObjectReader& in, int64_t hidden, int64_t heads, std::string_view hidden_key,
+                 std::string_view heads_key) {
+  if (hidden % heads != 0)
+    in.fail(heads_key, std::string(hidden_key) + " (" + std::to_string(hidden) +
+                           ") is not divisible by " + std::string(heads_key) + " (" +
+                           std::to_string(heads) + ")");
+  return hidden / heads;
+}
+
+int64_t four_times(const ObjectReader& in, int64_t hidden, std::string_view hidden_key) {
+  if (hidden > std::numeric_limits<int64_t>::max() / 4) in.fail(hidden_key, "too large");
+  return 4 * hidden;
+}
+
 namespace {
 
 constexpr std::string_view kEncoderDecoder = "encoder-decoder";
@@ -78,38 +116,6 @@ sim::Activation activation_of(std::string_view act) {
   if (act == "gelu_pytorch_tanh") return sim::Activation::kGeluTanh;
   if (act == "gelu_fast") return sim::Activation::kGeluFast;
   return sim::Activation::kGelu;
-}
-
-[[noreturn]] void refuse(const ObjectReader& in, std::string_view key, const std::string& feature) {
-  throw sim::Unsupported(in.source(), std::string(key), feature);
-}
-
-// A size the file must give, positive; errors name the HF key the user wrote.
-int64_t size(const ObjectReader& in, std::string_view key) {
-  const int64_t v = in.integer(key);
-  if (v <= 0) in.fail(key, "must be a positive integer, got " + std::to_string(v));
-  return v;
-}
-
-double probability(const ObjectReader& in, std::string_view key, double fallback) {
-  const double p = in.number_or(key, fallback);
-  if (!(p >= 0.0 && p < 1.0)) in.fail(key, "dropout probability must be in [0, 1)");
-  return p;
-}
-
-// hidden / heads, for configs without head_dim.
-int64_t head_dim(const ObjectReader& in, int64_t hidden, int64_t heads, std::string_view hidden_key,
-                 std::string_view heads_key) {
-  if (hidden % heads != 0)
-    in.fail(heads_key, std::string(hidden_key) + " (" + std::to_string(hidden) +
-                           ") is not divisible by " + std::string(heads_key) + " (" +
-                           std::to_string(heads) + ")");
-  return hidden / heads;
-}
-
-int64_t four_times(const ObjectReader& in, int64_t hidden, std::string_view hidden_key) {
-  if (hidden > std::numeric_limits<int64_t>::max() / 4) in.fail(hidden_key, "too large");
-  return 4 * hidden;
 }
 
 void refuse_cross_attention(const ObjectReader& in, std::string_view type) {
