@@ -212,6 +212,29 @@ TEST_CASE("planner: the sliding window agrees with scanning every segment end") 
   CHECK(compared > 500);
 }
 
+// Issue 15 (planner2): every:k's model peaks for all k at once (range maxima over prefix sums)
+// equal evaluate_chain's, on repeated and heterogeneous random chains, inner blocks that hold
+// bytes, and the real model's probes below.
+TEST_CASE("planner: every_k_model_peaks equals evaluate_chain of every:k for every k") {
+  Lcg r{4242};
+  int compared = 0;
+  for (int t = 0; t < 40; ++t) {
+    const int64_t n = r.next(1, 70);
+    const ChainModel m = random_chain(r, n, t % 2 == 0);
+    const std::vector<int64_t> peaks = every_k_model_peaks(m);
+    REQUIRE(static_cast<int64_t>(peaks.size()) == n + 1);
+    for (int64_t k = 1; k <= n; ++k) {
+      CAPTURE(t);
+      CAPTURE(k);
+      std::vector<ChainUnit> units;
+      for (int64_t a = 0; a < n; a += k) units.push_back({a, std::min(a + k, n) - 1, true});
+      CHECK(peaks[static_cast<size_t>(k)] == evaluate_chain(m, units).peak_bytes);
+      ++compared;
+    }
+  }
+  CHECK(compared > 500);
+}
+
 TEST_CASE("planner: one ChainSolver answers every budget as a fresh solve_chain does") {
   // Issue 15: the tables built once at the largest budget (reserve) and read for lower ones give
   // the costs and feasibility of a DP built for each budget, rounded down and up alike.

@@ -117,6 +117,76 @@ ChainEval evaluate_chain(const ChainModel& m, const std::vector<ChainUnit>& unit
   return e;
 }
 
+// Issue 15 (planner at scale): evaluate_chain's peak of every:k for every k at once. A segment
+// [a, e]'s terms (SegmentTerms) are maxima over its blocks of prefix sums, so with the prefix
+// sums below and a sparse table of range maxima each segment costs O(1): sum over k of n / k
+// segments, O(n log n) in all, where evaluating every k with evaluate_chain is O(n^2). Same
+// integer arithmetic as SegmentTerms, regrouped (exact; tests/test_planner.cpp holds it equal to
+// evaluate_chain for every k).
+std::vector<int64_t> every_k_model_peaks(const ChainModel& m) {
+  const int64_t n = static_cast<int64_t>(m.blocks.size());
+  std::vector<int64_t> out(static_cast<size_t>(n + 1), 0);
+  if (n == 0) return out;
+  const Prefix p(m);
+  const auto at = [&](int64_t b) -> const BlockCosts& { return m.blocks[static_cast<size_t>(b)]; };
+  // FI: inner blocks' forward-held bytes, RC: recomputed bytes, HI: inner blocks' held bytes,
+  // each summed over blocks < i.
+  std::vector<int64_t> fi(static_cast<size_t>(n + 1), 0), rc = fi, hi = fi;
+  for (int64_t b = 0; b < n; ++b) {
+    const size_t u = static_cast<size_t>(b);
+    fi[u + 1] = fi[u] + at(b).seg_inner_fwd_held;
+    rc[u + 1] = rc[u] + at(b).seg_recomputed;
+    hi[u + 1] = hi[u] + at(b).seg_inner_held;
+  }
+  // Per block b: forward peak as an inner block, recompute and backward peaks, each plus the
+  // prefix below b (a segment [a, e] subtracts the prefix at its start).
+  struct RangeMax {
+    std::vector<std::vector<int64_t>> t;
+    explicit RangeMax(std::vector<int64_t> x) {
+      t.push_back(std::move(x));
+      for (size_t w = 1; 2 * w <= t[0].size(); w *= 2) {
+        const std::vector<int64_t>& prev = t.back();
+        std::vector<int64_t> next(prev.size() - w);
+        for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + w]);
+        t.push_back(std::move(next));
+      }
+    }
+    int64_t max(int64_t lo, int64_t hi_incl) const {  // lo <= hi_incl
+      const size_t len = static_cast<size_t>(hi_incl - lo + 1);
+      size_t lvl = 0;
+      while ((size_t{2} << lvl) <= len) ++lvl;
+      const std::vector<int64_t>& r = t[lvl];
+      return std::max(r[static_cast<size_t>(lo)], r[static_cast<size_t>(hi_incl) + 1 - (size_t{1} << lvl)]);
+    }
+  };
+  std::vector<int64_t> xf(static_cast<size_t>(n)), xr = xf, xb = xf;
+  for (int64_t b = 0; b < n; ++b) {
+    const size_t u = static_cast<size_t>(b);
+    xf[u] = fi[u] + at(b).seg_inner_fwd;
+    xr[u] = rc[u] + at(b).seg_recompute;
+    xb[u] = rc[u] + at(b).seg_bwd;
+  }
+  const RangeMax mf(std::move(xf)), mr(std::move(xr)), mb(std::move(xb));
+  const int64_t head = head_local(m, p);
+  for (int64_t k = 1; k <= n; ++k) {
+    int64_t peak = m.outer_bytes, held = 0;
+    for (int64_t a = 0; a < n; a += k) {
+      const int64_t e = std::min(a + k, n) - 1;
+      const BlockCosts& c = at(a);
+      const size_t ua = static_cast<size_t>(a);
+      int64_t fwd = p.fwd_only[ua] + c.seg_head_fwd;
+      if (e > a)
+        fwd = std::max(fwd, p.fwd_only[ua] + c.seg_head_fwd_held - fi[ua + 1] + mf.max(a + 1, e));
+      const int64_t rcp = mr.max(a, e) - rc[ua] + at(e).seg_grad_state;
+      const int64_t bwd = mb.max(a, e) - rc[ua];
+      peak = std::max(peak, held + std::max({fwd, rcp, bwd}));
+      held += c.seg_head_held + hi[static_cast<size_t>(e) + 1] - hi[ua + 1];
+    }
+    out[static_cast<size_t>(k)] = std::max(peak, held + head);
+  }
+  return out;
+}
+
 ChainModel forward_view(const ChainModel& m) {
   ChainModel v = m;
   for (BlockCosts& c : v.blocks) {

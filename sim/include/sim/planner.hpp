@@ -122,6 +122,10 @@ struct ChainEval {
 // Peak and cost of `units` (consecutive, covering every block) under `model`, exact bytes.
 ChainEval evaluate_chain(const ChainModel& model, const std::vector<ChainUnit>& units);
 
+// Issue 15: evaluate_chain's peak_bytes of every:k (segments [a, min(a + k, n) - 1]) for every
+// k = 1..n at once (index k; index 0 unused), in O(n log n) instead of O(n^2).
+std::vector<int64_t> every_k_model_peaks(const ChainModel& model);
+
 struct ChainSolution {
   bool feasible = false;
   bool optimal = false;  // proven optimal in exact bytes (see solve_chain)
@@ -258,7 +262,11 @@ std::vector<Strategy> fixed_strategies(int64_t n_blocks);
 // galloping and bisection on k (it assumes that checkpointing one more block never raises the
 // simulated peak), every:k by bisection below the k of least model peak (it assumes the peak
 // falls with k up to there and rises after), the others simulated while they could win. plan_budget computes
-// it too (BudgetPlan::fixed).
+// it too (BudgetPlan::fixed). planner2: where the model's costs differ from the simulation's
+// (ZeRO-3's compute slowed by overlapping collectives, issue 11's time model), up to
+// kFullSearchBlocks blocks it returns best_fixed_exhaustive's answer; deeper, the cheapest
+// simulated candidate, counting as candidates those within twice the largest relative
+// difference seen (not proven to be the exhaustive answer; the benchmark compares at 1,000).
 FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget_bytes);
 
 // The planner as it was before issue 15 (sim/src/planner_legacy.cpp): every view solved and
