@@ -127,7 +127,7 @@ Timing time_it(int reps, const std::function<void()>& f) {
 
 int main(int argc, char** argv) {
   int reps = 3;
-  bool legacy = true, components = false;
+  bool legacy = true, components = false, gui = false;
   std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -135,6 +135,8 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--components") {
       components = true;
+    } else if (a == "--gui") {
+      gui = true;
     } else if (a == "--no-legacy") {
       legacy = false;
     } else if (a == "--only" && i + 1 < argc) {
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
         p = c + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--no-legacy] [--components] [--only NAME[,NAME...]]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--reps N] [--no-legacy] [--components] [--gui] [--only NAME[,NAME...]]\n", argv[0]);
       return 2;
     }
   }
@@ -201,6 +203,21 @@ int main(int argc, char** argv) {
                   c.name.c_str(), c1 - c0, c2 - c1, sol.slots, slot >> 20, sol.optimal ? 1 : 0,
                   c3 - c2, seconds_since(t0), digest(m),
                   sim::budget_peak_bytes(r) ^ (r.recompute_time_ns << 20) ^ r.offload_stall_ns);
+      std::fflush(stdout);
+      continue;
+    }
+    if (gui) {  // planner2: what the GUI computes when a budget: strategy is edited
+      // gui::simulate_run (gui/src/update.cpp): plan_budget, then the plan simulated with the
+      // timeline on (its lanes' sort, O(spans log spans), is not included).
+      sim::Result r;
+      const Timing t = time_it(reps, [&] {
+        const sim::BudgetPlan bp = sim::plan_budget(g, device, budget);
+        sim::SimOptions o;
+        o.record_timeline = true;
+        r = sim::simulate_plan(g, bp.plan, device, o);
+      });
+      std::printf("%-15s gui re-plan: wall min %.3f med %.3f s, cpu min %.3f med %.3f s, %zu spans\n",
+                  c.name.c_str(), t.min, t.median, t.cpu_min, t.cpu_median, r.spans.size());
       std::fflush(stdout);
       continue;
     }

@@ -306,7 +306,8 @@ FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
 // best_fixed without simulating every fixed strategy (issue 15). The answer is the first
 // strategy in (cost, list order) that fits; costs come from the chain model (exact: each one
 // simulated is checked against it, and any difference hands the search to
-// best_fixed_exhaustive). Which strategies fit is found by simulation:
+// best_fixed_exhaustive up to kFullSearchBlocks blocks; deeper, planner2: the search goes on with
+// a slack, see `rel`). Which strategies fit is found by simulation:
 //  - none, full, sqrt, selective, sac:mm, offload, offload+full: each simulated while it could
 //    still win;
 //  - block:k (cost non-decreasing in k): the least k that fits, searched from the model's
@@ -314,7 +315,8 @@ FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
 //    never raises the simulated peak (tests/test_planner.cpp checks it against the exhaustive
 //    search; the benchmark does at 128 and 1,000 blocks);
 //  - every:k: bisection for the least k that fits below the k of least model peak (it assumes
-//    the simulated peak falls with k up to there and rises after), the cheapest from there.
+//    the simulated peak falls with k up to there and rises after; guarded, see below), the
+//    cheapest from there.
 FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device& device,
                               const ChainModel& m, int64_t budget) {
   const int64_t n = graph.n_blocks;
@@ -479,8 +481,12 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
       if (assumed_miss[j] && seen[j] < 0 && peak_at(j) < miss_floor) doubt.push_back(j);
     std::sort(doubt.begin(), doubt.end(),
               [&](size_t x, size_t y) { return by_cost(i_every(ks[x]), i_every(ks[y])); });
-    for (size_t j : doubt)
-      if (could_win(i_every(ks[j]))) fits_j(j);
+    // (With inexact costs the slack would admit hundreds of ks of near-equal cost, which the
+    // guard's purpose does not need: there it takes only those the model says are cheaper.)
+    for (size_t j : doubt) {
+      const size_t i = i_every(ks[j]);
+      if (rel == 0 ? could_win(i) : (!best.found || f.cost[i] < best_cost)) fits_j(j);
+    }
   }
   // Inexact costs: the exhaustive search where it is cheap (what the planner did before issue 15
   // up to kFullSearchBlocks blocks); deeper, the best simulated candidate within the slack

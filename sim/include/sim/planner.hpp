@@ -261,7 +261,9 @@ std::vector<Strategy> fixed_strategies(int64_t n_blocks);
 // checked against each simulation, best_fixed_exhaustive on any difference), block:k by
 // galloping and bisection on k (it assumes that checkpointing one more block never raises the
 // simulated peak), every:k by bisection below the k of least model peak (it assumes the peak
-// falls with k up to there and rises after), the others simulated while they could win. plan_budget computes
+// falls with k up to there and rises after; planner2: guarded, every k skipped whose model peak
+// is below that of a k simulated not to fit is simulated too), the others simulated while they
+// could win. plan_budget computes
 // it too (BudgetPlan::fixed). planner2: where the model's costs differ from the simulation's
 // (ZeRO-3's compute slowed by overlapping collectives, issue 11's time model), up to
 // kFullSearchBlocks blocks it returns best_fixed_exhaustive's answer; deeper, the cheapest
