@@ -336,3 +336,18 @@ TEST_CASE("FSDP2 (issue 11): bf16 all-gathers of fp32 shards, copies on the comp
   CHECK(fsdp2.dp_comm_ns < zero3.dp_comm_ns * 0.8);
   CHECK(fsdp2.dp_comm_ns > zero3.dp_comm_ns * 0.5);
 }
+
+TEST_CASE("fp8 GEMMs (time2): the device's dense fp8 peak at MAMF's fp8/bf16 share") {
+  Device d = fixtures::h100();
+  // kernels.hpp: 1,402.6/1,979 over 794.5/989 (stas00 MAMF, H100 SXM).
+  CHECK(fp8_gemm_relative_efficiency() == doctest::Approx(0.8822).epsilon(1e-4));
+  d.peak_fp8_flops_per_s = 1.979e15;
+  CHECK(fp8_gemm_peak_flops_per_s(d) == doctest::Approx(1.979e15 * 0.8822).epsilon(1e-4));
+  // A file with a different fp8 figure is read, not 2 x bf16.
+  d.peak_fp8_flops_per_s = 1.5e15;
+  CHECK(fp8_gemm_peak_flops_per_s(d) == doctest::Approx(1.5e15 * 0.8822).epsilon(1e-4));
+  // None given: twice the bf16 peak.
+  d.peak_fp8_flops_per_s = 0;
+  CHECK(fp8_gemm_peak_flops_per_s(d) ==
+        doctest::Approx(2 * d.peak_bf16_flops_per_s * 0.8822).epsilon(1e-4));
+}
