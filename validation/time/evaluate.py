@@ -23,6 +23,10 @@ def flags(r):
         f += ["--impl", r["impl"]]
     if r.get("microbatches"):
         f += ["--num-microbatches", r["microbatches"]]
+    if r.get("pp"):  # appended column: pipeline stages (--pp)
+        f += ["--pp", r["pp"]]
+    if r.get("vpp"):  # appended column: model chunks per stage (--vpp, interleaved 1F1B)
+        f += ["--vpp", r["vpp"]]
     return f
 
 
