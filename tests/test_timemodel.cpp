@@ -354,3 +354,31 @@ TEST_CASE("fp8 GEMMs (time2): the device's dense fp8 peak at MAMF's fp8/bf16 sha
   CHECK(fp8_gemm_peak_flops_per_s(d) ==
         doctest::Approx(2 * d.peak_bf16_flops_per_s * 0.8822).epsilon(1e-4));
 }
+
+TEST_CASE("fp8 GEMMs (time2): the engine times fp8 linears at the device's fp8 rate") {
+  // tiny_llama widened so that the GEMMs, not the host, set the step time (as test_lora.cpp)
+  ModelConfig m = fixtures::tiny_llama();
+  m.hidden = 2048;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.head_dim = 128;
+  m.ffn_hidden = 5632;
+  TrainSetup t;
+  t.impl = Impl::kMegatron;
+  t.seq = 2048;
+  Device d = fixtures::h100();
+  const Result bf16 = simulate(m, t, d, parse_strategy("none"));
+  t.fp8 = Fp8Recipe::kTeDelayed;
+  d.peak_fp8_flops_per_s = 2 * d.peak_bf16_flops_per_s;
+  const Result fp8 = simulate(m, t, d, parse_strategy("none"));
+  CHECK(fp8.step_time_ns < bf16.step_time_ns);
+  // A larger fp8 peak in the device file makes the same step faster: the field is read.
+  Device faster = d;
+  faster.peak_fp8_flops_per_s = 4 * d.peak_bf16_flops_per_s;
+  CHECK(simulate(m, t, faster, parse_strategy("none")).step_time_ns < fp8.step_time_ns);
+  // An fp8 rate equal to the bf16 one (peak x 0.882 = bf16 peak): the GEMMs gain nothing and
+  // the recipe's casts cost extra, so the step is no faster than bf16's.
+  Device same = d;
+  same.peak_fp8_flops_per_s = d.peak_bf16_flops_per_s / fp8_gemm_relative_efficiency();
+  CHECK(simulate(m, t, same, parse_strategy("none")).step_time_ns >= bf16.step_time_ns);
+}
