@@ -535,8 +535,14 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   }
   // The backward view charges every block's casts in forward; refined to the forward terms of
   // the best plan so far, the model is exact for that plan, and its optimum is tried too.
+  ChainModel refined_before;  // planner2: a refinement whose model is the last one's repeats it
   for (int r = 0; r < 3 && casts && best.found; ++r) {
-    Verified v = solve_verified(session, graph, with_forward_terms_of(model, best.units), budget);
+    ChainModel refined_model = with_forward_terms_of(model, best.units);
+    // The same model as the backward view's or the last refinement's gives the same plan, which
+    // did not win: the DP table is not built again.
+    if (refined_model == (r > 0 ? refined_before : model)) break;
+    Verified v = solve_verified(session, graph, refined_model, budget);
+    refined_before = std::move(refined_model);
     out.solves += v.solves;
     tightened = tightened || v.solves > 1;
     if (!v.found || !(cost_of(v.result) < cost_of(best.result))) break;
