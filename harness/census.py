@@ -32,6 +32,11 @@ LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
 # famdec (issue 12): Gemma 2 (GeGLU, (1 + w) RMSNorm in fp32, four norms, soft-capping), with
 # head_dim 12 != h / a as Gemma's 256 is.
 GEMMA2 = dict(DIMS, family="gemma2", g=2, f=88, d=12)
+# moe2 (issue 13): Mixtral (Llama's GQA attention, E = 4 SwiGLU experts of fe = 40, top-2,
+# renormalized) and Qwen2-MoE (q/k/v biases, top-2 not renormalized, a shared expert of 56 with
+# its sigmoid gate). N = 24 tokens: kN/E = 12 tokens per expert.
+MIXTRAL = dict(LLAMA, family="mixtral", e=4, k=2, fe=40, f=40, norm_topk=True)
+QWEN2MOE = dict(LLAMA, family="qwen2_moe", e=4, k=2, fe=40, f=40, norm_topk=False, shared=56)
 
 DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
                torch.bool: "bool", torch.int64: "int64"}
@@ -348,11 +353,11 @@ def llama_block(C, P, x, cos, sin, mask, p):
     a, g, d = P["a"], P["g"], P["d"]
     y = rms_norm(C, P["ln1_w"], x)
     with C.op("q proj", y) as r:
-        q = r.out(F.linear(y, P["q_w"]))
+        q = r.out(F.linear(y, P["q_w"], P.get("q_b")))  # q/k/v biases: Qwen2-MoE (moe2)
     with C.op("k proj", y) as r:
-        k = r.out(F.linear(y, P["k_w"]))
+        k = r.out(F.linear(y, P["k_w"], P.get("k_b")))
     with C.op("v proj", y) as r:
-        v = r.out(F.linear(y, P["v_w"]))
+        v = r.out(F.linear(y, P["v_w"], P.get("v_b")))
 
     def rope(name, t, heads):
         with C.op(name, t, cos, sin) as r:
@@ -382,18 +387,107 @@ def llama_block(C, P, x, cos, sin, mask, p):
     with C.op("residual 1", x, o) as r:
         x2 = r.out(x + o)
     y2 = rms_norm(C, P["ln2_w"], x2)
-    with C.op("gate proj", y2) as r:
-        gt = r.out(F.linear(y2, P["gate_w"]))
-    with C.op("up proj", y2) as r:
-        up = r.out(F.linear(y2, P["up_w"]))
-    with C.op("silu", gt) as r:
-        act = r.out(F.silu(gt))
-    with C.op("swiglu mul", act, up) as r:
-        prod = r.out(act * up)
-    with C.op("down proj", prod) as r:
-        m = r.out(F.linear(prod, P["down_w"]))
+    if "e" in P:  # moe2: the sparse MoE layer in place of the MLP (Mixtral, Qwen2-MoE)
+        m = sparse_moe(C, P, y2)
+    else:
+        with C.op("gate proj", y2) as r:
+            gt = r.out(F.linear(y2, P["gate_w"]))
+        with C.op("up proj", y2) as r:
+            up = r.out(F.linear(y2, P["up_w"]))
+        with C.op("silu", gt) as r:
+            act = r.out(F.silu(gt))
+        with C.op("swiglu mul", act, up) as r:
+            prod = r.out(act * up)
+        with C.op("down proj", prod) as r:
+            m = r.out(F.linear(prod, P["down_w"]))
     with C.op("residual 2", x2, m) as r:
         return r.out(x2 + m)
+
+
+def hf_swiglu(C, P, pre, x, shared):
+    """moe2: an HF expert / shared expert MLP, `w2(act_fn(w1(x)) * w3(x))` (MixtralBlockSparseTop2MLP;
+    Qwen2MoeMLP's down_proj(act_fn(gate_proj(x)) * up_proj(x))), in Python's order of evaluation:
+    w1, silu, w3, mul, w2."""
+    n1, n3, n2 = (("shared gate proj", "shared up proj", "shared down proj") if shared
+                  else ("expert w1", "expert w3", "expert w2"))
+    with C.op(n1, x) as r:
+        g = r.out(F.linear(x, P[pre + "w1"]))
+    with C.op("expert silu", g) as r:
+        act = r.out(F.silu(g))
+    with C.op(n3, x) as r:
+        u = r.out(F.linear(x, P[pre + "w3"]))
+    with C.op("expert swiglu mul", act, u) as r:
+        prod = r.out(act * u)
+    with C.op(n2, prod) as r:
+        return r.out(F.linear(prod, P[pre + "w2"]))
+
+
+def sparse_moe(C, P, y):
+    """moe2 (issue 13): HF's sparse MoE block, eager, as transformers writes it
+    (src/transformers/models/mixtral/modeling_mixtral.py @ 00d4b3d2142c MixtralSparseMoeBlock;
+    models/qwen2_moe/modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock: norm_topk_prob, the shared
+    expert and its sigmoid gate). Region names are the simulator's (sim/src/blocks_moe.cpp)."""
+    b, s, h = y.shape
+    e, k = P["e"], P["k"]
+    n = b * s
+    with C.op("router", y) as r:
+        hidden = y.view(-1, h)
+        logits = r.out(F.linear(hidden, P["router_w"]))
+    # F.softmax(router_logits, dim=1, dtype=torch.float): ATen's softmax with a dtype converts
+    # first (aten/src/ATen/native/SoftMax.cpp softmax(): input_.toType(dtype)), then softmaxes
+    with C.op("router logits to fp32", logits) as r:
+        l32 = r.out(logits.to(torch.float32))
+    with C.op("router softmax", l32) as r:
+        probs = r.out(torch.softmax(l32, dim=1))
+    with C.op("router topk", probs) as r:
+        rw, sel = r.out(*torch.topk(probs, k, dim=-1))
+    if P["norm_topk"]:
+        with C.op("routing weight sum", rw) as r:
+            tot = r.out(rw.sum(dim=-1, keepdim=True))
+        with C.op("routing weights / sum", rw, tot) as r:
+            rw /= tot  # in place: the region's output is the same storage (a view, not new)
+            r.out(rw.view(rw.shape))
+    with C.op("routing weights cast", rw) as r:
+        rw = r.out(rw.to(hidden.dtype))
+    with C.op("moe output (zeros)") as r:
+        out = r.out(torch.zeros((n, h), dtype=hidden.dtype))
+    with C.op("expert mask (one-hot)", sel) as r:
+        mask = r.out(F.one_hot(sel, num_classes=e).permute(2, 1, 0))
+    # expert_hit: tiny no-grad [E] tensors (not a simulator op; nothing saved)
+    hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+    counts = [int(mask[i].sum()) for i in range(e)]
+    if counts != [n * k // e] * e:
+        raise RuntimeError("census routing is not balanced: %s" % counts)
+    for ex in hit:
+        ex = int(ex)
+        with C.op("expert token ids", mask) as r:
+            # torch.where(cond) is nonzero(cond).unbind(1): idx and top_x are views of one
+            # int64 [n_e, 2] storage (aten/src/ATen/native/TensorCompare.cpp where,
+            # nonzero_numpy)
+            idx, top_x = r.out(*torch.where(mask[ex].squeeze(0)))
+        with C.op("expert gather", hidden, top_x) as r:
+            cur = r.out(hidden[None, top_x].reshape(-1, h))
+        yx = hf_swiglu(C, P, "e%d_" % ex, cur, False)
+        with C.op("expert routing weight", rw, top_x, idx) as r:
+            we = r.out(rw[top_x, idx, None])
+        with C.op("expert * weight", yx, we) as r:
+            yw = r.out(yx * we)
+        with C.op("expert out cast", yw) as r:
+            yw = r.out(yw.to(hidden.dtype))
+        with C.op("expert index_add_", out, yw, top_x) as r:
+            out.index_add_(0, top_x, yw)  # in place: the output is the zeros' storage
+            r.out(out.view(out.shape))
+    if P.get("shared"):
+        sh = hf_swiglu(C, P, "sh_", hidden, True)
+        with C.op("shared expert gate", hidden) as r:
+            gl = r.out(F.linear(hidden, P["sh_gate_w"]))
+        with C.op("shared gate sigmoid", gl) as r:
+            sg = r.out(torch.sigmoid(gl))  # HF: F.sigmoid, the same op
+        with C.op("shared gate *", sg, sh) as r:
+            sh = r.out(sg * sh)
+        with C.op("routed + shared", out, sh) as r:
+            out = r.out(out + sh)
+    return out.view(b, s, h)
 
 
 def gemma_norm(C, name, w, x, eps=1e-6):
@@ -692,7 +786,33 @@ def make_params(C, dims, dtype):
         P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
                  o_w=p(h, a * d), ln2_w=p(h), gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
                  lm_w=p(v, h))  # untied lm head
+    if dims.get("e"):  # moe2: routed experts (and Qwen2-MoE's shared expert, q/k/v biases)
+        e, fe = dims["e"], dims["fe"]
+        P.update(e=e, k=dims["k"], norm_topk=dims["norm_topk"], shared=dims.get("shared", 0))
+        for i in range(e):
+            P.update({"e%d_w1" % i: p(fe, h), "e%d_w3" % i: p(fe, h), "e%d_w2" % i: p(h, fe)})
+        # The router reads columns 0..E-1 of the normalized input, undoing the norm's weight, so
+        # that the spikes run_case puts into the block input route every token to experts
+        # t mod E and t + 1 mod E: kN/E tokens each, the simulator's balanced routing.
+        gw = torch.zeros(e, h)
+        for i in range(e):
+            gw[i, i] = 1.0 / P["ln2_w"].detach().float()[i]
+        P["router_w"] = C.param(gw.to(dtype).requires_grad_())
+        if P["shared"]:
+            sf = P["shared"]
+            P.update(sh_w1=p(sf, h), sh_w3=p(sf, h), sh_w2=p(h, sf), sh_gate_w=p(1, h),
+                     q_b=p(a * d), k_b=p(g * d), v_b=p(g * d))
     return P
+
+
+def route_spikes(x, e):
+    """moe2: token t (of the flattened [b s] tokens) gets +8 in column t mod E and +6 in column
+    t + 1 mod E: its top-2 experts, whatever the attention adds (weights of 0.05)."""
+    t = x.view(-1, x.shape[-1])
+    for i in range(t.shape[0]):
+        t[i, i % e] += 8.0
+        t[i, (i + 1) % e] += 6.0
+    return x
 
 
 def run_case(dims, regime, p, hf_layout=False):
@@ -707,7 +827,10 @@ def run_case(dims, regime, p, hf_layout=False):
     gpt = dims["family"] == "gpt2"
     shape = (s, b, h) if gpt and not hf_layout else (b, s, h)
     # The block input: the previous layer's output (the embedding's, here a leaf that needs grad).
-    x = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()
+    x = torch.randn(*shape, generator=gen)
+    if dims.get("e"):
+        x = route_spikes(x, dims["e"])  # moe2
+    x = x.to(dtype).requires_grad_()
     y = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()  # the final norm's output
     labels = torch.randint(0, dims["v"], (b * s,), generator=gen)
     head = dims.get("head")
@@ -742,7 +865,8 @@ def run_case(dims, regime, p, hf_layout=False):
         "informational": autocast or hf_layout,
         "sim_precision": sim_precision,
         "dropout": p,
-        "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v")},
+        "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "e", "k", "fe",
+                                      "shared", "norm_topk") if k in dims},
         "block": C.ops[:n_block],
         "loss": C.ops[n_block:],
     }
@@ -762,6 +886,11 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
     ("gemma2-fp32", GEMMA2, "fp32", 0.0, False),             # famdec
     ("gemma2-bf16-mixed", GEMMA2, "bf16-mixed", 0.0, False),  # famdec
+    ("mixtral-fp32", MIXTRAL, "fp32", 0.0, False),                # moe2
+    ("mixtral-bf16-mixed", MIXTRAL, "bf16-mixed", 0.0, False),    # moe2
+    ("mixtral-cpu-autocast", MIXTRAL, "cpu-autocast", 0.0, False),  # moe2
+    ("qwen2moe-fp32", QWEN2MOE, "fp32", 0.0, False),              # moe2
+    ("qwen2moe-bf16-mixed", QWEN2MOE, "bf16-mixed", 0.0, False),  # moe2
     # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
     # against --impl hf)
     ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,

@@ -82,6 +82,22 @@ ModelConfig census_model(const std::string& name, const json& c) {
     m.tied_embeddings = false;
     m.qkv_bias = m.linear_bias = m.norm_bias = false;
   }
+  if (m.family == "mixtral" || m.family == "qwen2_moe") {  // moe2: harness/census.py sparse_moe
+    m.mlp = MlpKind::kSwiglu;
+    m.norm = NormKind::kRmsNorm;
+    m.positions = PosEmbedding::kRope;
+    m.tied_embeddings = false;
+    m.qkv_bias = m.family == "qwen2_moe";
+    m.linear_bias = m.norm_bias = false;
+    m.experts = dim(c, "e");
+    m.experts_per_token = dim(c, "k");
+    m.expert_ffn = dim(c, "fe");
+    m.norm_topk = c.at("dims").at("norm_topk").get<bool>();
+    if (c.at("dims").contains("shared")) {
+      m.shared_ffn = dim(c, "shared");
+      m.shared_gate = true;
+    }
+  }
   if (m.family == "gemma2") {  // famdec: harness/census.py gemma2_block
     m.mlp = MlpKind::kSwiglu;
     m.norm = NormKind::kRmsNorm;

@@ -77,10 +77,11 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
     split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
     g = v[0], u = v[1];
   } else {
+    // moe2: Python evaluates `act_fn(w1(x)) * w3(x)` left to right: w1, silu, w3 (census)
     g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out");
-    u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
   }
   int32_t a = o.unary_saving_input(OpKind::kSilu, g, "expert silu", "expert silu out");
+  if (u < 0) u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
   const Tensor ta = bld.tensor(a);
   int32_t p = o.mul_op(a, u, ta.bytes, ta.dtype, "expert swiglu mul", "expert swiglu out", true,
                        true, Exec::kNone, 0, 0);
@@ -88,8 +89,8 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
 }
 
 // The router of HF's blocks: gate logits, softmax in fp32, top-k (and the renormalization).
-// Returns the routing weights [N, k] in the hidden states' dtype; *mask the one-hot expert mask.
-int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* mask) {
+// Returns the routing weights [N, k] in the hidden states' dtype; *sel the selected experts.
+int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* sel) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
   const int64_t e = m.experts, k = m.experts_per_token;
@@ -111,6 +112,8 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* m
   if (m.norm_topk) {
     // routing_weights /= routing_weights.sum(-1, keepdim=True): SumBackward saves sizes only;
     // the in-place DivBackward0 saves other (the sum) and the original self (census, torch 1.13)
+    // moe2: in place, the result is topk's values storage (a view); the clone of the original
+    // self is the op's new storage (census)
     int32_t sum = op(bld, o, OpKind::kAdd, "routing weight sum", {{w, GradRule::kNew}}, n,
                      DType::kF32, {});
     int32_t orig = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights before div");
@@ -118,7 +121,7 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* m
     d.op.math16 = false;
     d.inputs.push_back({w, GradRule::kNew});
     d.inputs.push_back({sum, GradRule::kNew});
-    int32_t y = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
+    int32_t y = bld.view(w, bytes(mul(n, k), DType::kF32), DType::kF32);
     d.outputs = {y, orig};
     d.saves = {sum, orig};
     bld.add_op(std::move(d));
@@ -130,9 +133,7 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* m
     w = op(bld, o, OpKind::kMul, "routed scaling", {{w, GradRule::kNew}}, mul(n, k), DType::kF32, {});
   // .to(hidden_states.dtype): a copy when the hidden states are 16-bit (bf16-mixed)
   w = o.cast(w, bld.tensor(x).dtype, "routing weights cast", "routing weights");
-  // one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, N], no gradient; alive until
-  // the loop over experts ends (it is read by every iteration)
-  *mask = no_grad_op(bld, o, idx, mul(mul(n, k), e), DType::kI64, "expert mask (one-hot)");
+  *sel = idx;
   return w;
 }
 
@@ -147,13 +148,21 @@ int32_t hf_loop(Builder& bld, const Dims& dm, int32_t x) {
   const ModelConfig& m = *dm.model;
   const int64_t h = dm.h, n = dm.n_full();
   const DType xdt = bld.tensor(x).dtype;
-  int32_t mask = -1;
-  int32_t w = hf_router(bld, dm, x, n, &mask);
+  int32_t sel = -1;
+  int32_t w = hf_router(bld, dm, x, n, &sel);
   int32_t out = no_grad_op(bld, o, -1, mul(n, h), xdt, "moe output (zeros)");
+  // one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, N], no gradient; alive until
+  // the loop over experts ends (it is read by every iteration). Made after the zeros (census).
+  const int32_t mask = no_grad_op(bld, o, sel, mul(mul(n, m.experts_per_token), m.experts),
+                                  DType::kI64, "expert mask (one-hot)");
   for (int64_t ne : expert_tokens(dm, n)) {
     if (ne == 0) continue;  // expert_hit: experts with no token are skipped
-    int32_t top_x = no_grad_op(bld, o, mask, ne, DType::kI64, "expert token ids");
-    int32_t slot = no_grad_op(bld, o, mask, ne, DType::kI64, "expert top-k slots");
+    // moe2: torch.where(cond) is nonzero(cond).unbind(1) (ATen TensorCompare.cpp where,
+    // nonzero_numpy): idx and top_x are views of one int64 [n_e, 2] storage, which every save of
+    // either keeps alive whole (census)
+    const int32_t ids = no_grad_op(bld, o, mask, mul(2, ne), DType::kI64, "expert token ids");
+    const int32_t top_x = bld.view(ids, bytes(ne, DType::kI64), DType::kI64);
+    const int32_t slot = bld.view(ids, bytes(ne, DType::kI64), DType::kI64);
     int32_t xe = op(bld, o, OpKind::kCopy, "expert gather", {{x, GradRule::kNew}, {top_x, GradRule::kNone}},
                     mul(ne, h), xdt, {top_x});
     int32_t y = hf_swiglu(bld, dm, xe, m.expert_ffn, true);
