@@ -36,6 +36,9 @@ GEMMA2 = dict(DIMS, family="gemma2", g=2, f=88, d=12)
 # renormalized) and Qwen2-MoE (q/k/v biases, top-2 not renormalized, a shared expert of 56 with
 # its sigmoid gate). N = 24 tokens: kN/E = 12 tokens per expert.
 MIXTRAL = dict(LLAMA, family="mixtral", e=4, k=2, fe=40, f=40, norm_topk=True)
+# moe2: PEFT LoRA of rank 3 on Llama's q_proj and v_proj (PEFT's default targets for llama),
+# the base frozen (lora_peft.py in harness/realcode runs the same on a whole model).
+LLAMA_LORA = dict(LLAMA, lora=3)
 QWEN2MOE = dict(LLAMA, family="qwen2_moe", e=4, k=2, fe=40, f=40, norm_topk=False, shared=56)
 
 DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
@@ -342,6 +345,31 @@ def rms_norm(C, w, x, eps=1e-6):
         return r.out(w * hc)
 
 
+def lora_linear(C, P, name, key, x):
+    """moe2: `F.linear(x, P[key_w], P[key_b])`, and with a LoRA adapter on it PEFT's
+    Linear.forward (huggingface/peft src/peft/tuners/lora/layer.py @ 5d602fdb): result =
+    base_layer(x) (frozen), x = _cast_input_dtype(x, lora_A.weight.dtype) (tuners_utils.py: a
+    copy only when the dtypes differ), result = result + lora_B(lora_A(dropout(x))) * scaling
+    (lora_dropout 0: nn.Identity), result.to(torch_result_dtype)."""
+    with C.op(name, x) as r:
+        y = r.out(F.linear(x, P[key + "_w"], P.get(key + "_b")))
+    if ("lora_A_" + key) not in P:
+        return y
+    la, lb = P["lora_A_" + key], P["lora_B_" + key]
+    with C.op("lora input cast", x) as r:
+        xa = r.out(x.to(la.dtype))  # x itself when the dtypes agree (no op)
+    with C.op("lora_A", xa) as r:
+        ya = r.out(F.linear(xa, la))
+    with C.op("lora_B", ya) as r:
+        yb = r.out(F.linear(ya, lb))
+    with C.op("lora scaling", yb) as r:
+        sc = r.out(yb * P["lora_scaling"])
+    with C.op("lora add", y, sc) as r:
+        z = r.out(y + sc)
+    with C.op("lora result cast", z) as r:
+        return r.out(z.to(y.dtype))  # identity unless autocast made the sum fp32
+
+
 def rotate_half(t):
     half = t.shape[-1] // 2
     return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
@@ -352,12 +380,10 @@ def llama_block(C, P, x, cos, sin, mask, p):
     b, s, h = x.shape
     a, g, d = P["a"], P["g"], P["d"]
     y = rms_norm(C, P["ln1_w"], x)
-    with C.op("q proj", y) as r:
-        q = r.out(F.linear(y, P["q_w"], P.get("q_b")))  # q/k/v biases: Qwen2-MoE (moe2)
-    with C.op("k proj", y) as r:
-        k = r.out(F.linear(y, P["k_w"], P.get("k_b")))
-    with C.op("v proj", y) as r:
-        v = r.out(F.linear(y, P["v_w"], P.get("v_b")))
+    # q/k/v biases: Qwen2-MoE; LoRA adapters on q and v: PEFT (moe2)
+    q = lora_linear(C, P, "q proj", "q", y)
+    k = lora_linear(C, P, "k proj", "k", y)
+    v = lora_linear(C, P, "v proj", "v", y)
 
     def rope(name, t, heads):
         with C.op(name, t, cos, sin) as r:
@@ -786,6 +812,15 @@ def make_params(C, dims, dtype):
         P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
                  o_w=p(h, a * d), ln2_w=p(h), gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
                  lm_w=p(v, h))  # untied lm head
+    if dims.get("lora"):  # moe2: PEFT LoRA, every base parameter frozen, adapters on q and v
+        for key in list(P):
+            if isinstance(P[key], torch.Tensor):
+                P[key].requires_grad_(False)
+        r_ = dims["lora"]
+        P["lora_scaling"] = 8 / r_  # LoraConfig lora_alpha 8, scaling = lora_alpha / r
+        for key, out in (("q", a * d), ("v", g * d)):
+            P["lora_A_" + key] = p(r_, h)  # nn.Linear(in, r, bias=False), trainable
+            P["lora_B_" + key] = p(out, r_)
     if dims.get("e"):  # moe2: routed experts (and Qwen2-MoE's shared expert, q/k/v biases)
         e, fe = dims["e"], dims["fe"]
         P.update(e=e, k=dims["k"], norm_topk=dims["norm_topk"], shared=dims.get("shared", 0))
@@ -866,7 +901,7 @@ def run_case(dims, regime, p, hf_layout=False):
         "sim_precision": sim_precision,
         "dropout": p,
         "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "e", "k", "fe",
-                                      "shared", "norm_topk") if k in dims},
+                                      "shared", "norm_topk", "lora") if k in dims},
         "block": C.ops[:n_block],
         "loss": C.ops[n_block:],
     }
@@ -891,6 +926,8 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("mixtral-cpu-autocast", MIXTRAL, "cpu-autocast", 0.0, False),  # moe2
     ("qwen2moe-fp32", QWEN2MOE, "fp32", 0.0, False),              # moe2
     ("qwen2moe-bf16-mixed", QWEN2MOE, "bf16-mixed", 0.0, False),  # moe2
+    ("llama-lora-fp32", LLAMA_LORA, "fp32", 0.0, False),          # moe2
+    ("llama-lora-cpu-autocast", LLAMA_LORA, "cpu-autocast", 0.0, False),  # moe2
     # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
     # against --impl hf)
     ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,

@@ -140,6 +140,10 @@ TrainSetup census_setup(const json& c) {
   s.impl = c.at("family").get<std::string>() == "gpt2" ? Impl::kMegatron : Impl::kHf;
   if (c.at("family").get<std::string>() == "t5") s.target_seq = dim(c, "t");  // famenc
   s.attention = AttentionKind::kStandard;
+  if (c.at("dims").contains("lora")) {  // moe2: PEFT LoRA on q_proj and v_proj (census.py)
+    s.lora_rank = dim(c, "lora");
+    s.lora_targets = kLoraQ | kLoraV;
+  }
   return s;
 }
 
@@ -222,6 +226,7 @@ std::vector<OpView> census_ops(const json& section) {
 // simulator writes them as ops of their own (sim/src/graph_blocks.cpp Ops::cast, Ops::weight).
 bool autocast_cast(const Op& op) {
   static constexpr std::string_view kNames[] = {"weight cast", "input cast", "norm input cast",
+                                                "frozen weight cast",  // moe2: LoRA's frozen base
                                                 "softmax input cast", "probs cast"};
   return op.kind == OpKind::kCast &&
          std::find(std::begin(kNames), std::end(kNames), std::string_view(op.name)) !=
