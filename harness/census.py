@@ -42,7 +42,8 @@ LLAMA_LORA = dict(LLAMA, lora=3)
 QWEN2MOE = dict(LLAMA, family="qwen2_moe", e=4, k=2, fe=40, f=40, norm_topk=False, shared=56)
 
 DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
-               torch.bool: "bool", torch.int64: "int64"}
+               torch.bool: "bool", torch.int64: "int64",
+               torch.complex64: "c64"}  # moe2: DeepSeek-V2's freqs_cis
 
 CPU_AUTOCAST_LABEL = "cpu-autocast (differs from CUDA autocast; informational)"
 
@@ -776,6 +777,89 @@ def run_t5_case(dims, p):
     }, **sections)
 
 
+# moe2 (issue 13): MLA as HF's DeepseekV2Attention runs it
+# (src/transformers/models/deepseek_v2/modeling_deepseek_v2.py @ 0233e509531a: forward,
+# apply_rotary_emb, DeepseekV2RotaryEmbedding, DeepseekV2RMSNorm), from the block's input norm to
+# the query and key concatenations. The attention after them is SDPA (the simulator refuses
+# eager MLA), which torch 1.13 lacks: this census stops before it.
+MLA = dict(DIMS, family="deepseek_v2", g=4, nope=6, rope=4, d=10, vd=8, r=12, ql=0, f=40)
+MLA_Q = dict(MLA, ql=16)  # with the q latent (q_a_proj, q_a_layernorm, q_b_proj)
+
+
+def run_mla_case(dims, regime):
+    dtype = REGIMES[regime][0]
+    gen = torch.Generator().manual_seed(2)
+    C = Census()
+    b, s, h, a = (dims[k] for k in ("b", "s", "h", "a"))
+    nope, rope, vd, r, ql = (dims[k] for k in ("nope", "rope", "vd", "r", "ql"))
+    qd = nope + rope
+
+    def prm(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
+
+    P = dict(ln1_w=prm(h), kv_a_w=prm(r + rope, h), kv_ln_w=prm(r), kv_b_w=prm(a * (nope + vd), r))
+    if ql:
+        P.update(q_a_w=prm(ql, h), q_ln_w=prm(ql), q_b_w=prm(a * qd, ql))
+    else:
+        P.update(q_w=prm(a * qd, h))
+    x = torch.randn(b, s, h, generator=gen).to(dtype).requires_grad_()
+    # DeepseekV2RotaryEmbedding.forward with position_ids = cache_position.unsqueeze(0) (batch
+    # 1: DeepseekV2Model.forward when the Trainer passes none): torch.polar in fp32, complex64
+    # [1, s, rope / 2], made once per forward (no gradient)
+    inv = 1.0 / (10000 ** (torch.arange(0, rope, 2, dtype=torch.float32) / rope))
+    freqs = torch.outer(torch.arange(s, dtype=torch.float32), inv)[None]
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t_: t_):
+        y = rms_norm(C, P["ln1_w"], x)
+        if ql:
+            with C.op("q_a proj", y) as rg:
+                qa = rg.out(F.linear(y, P["q_a_w"]))
+            qa = rms_norm(C, P["q_ln_w"], qa)
+            with C.op("q_b proj", qa) as rg:
+                q = rg.out(F.linear(qa, P["q_b_w"]))
+        else:
+            with C.op("q proj", y) as rg:
+                q = rg.out(F.linear(y, P["q_w"]))
+        with C.op("q_nope, q_pe split", q) as rg:
+            q_nope, q_pe = rg.out(*torch.split(q.view(b, s, -1, qd).transpose(1, 2),
+                                                [nope, rope], dim=-1))
+        with C.op("kv_a proj", y) as rg:
+            ckv = rg.out(F.linear(y, P["kv_a_w"]))
+        with C.op("kv latent split", ckv) as rg:
+            lat, k_pe = rg.out(*torch.split(ckv, [r, rope], dim=-1))
+        latn = rms_norm(C, P["kv_ln_w"], lat)
+        with C.op("kv_b proj", latn) as rg:
+            kvb = rg.out(F.linear(latn, P["kv_b_w"]))
+        with C.op("k_nope, value split", kvb) as rg:
+            k_nope, v = rg.out(*torch.split(kvb.view(b, s, -1, nope + vd).transpose(1, 2),
+                                             [nope, vd], dim=-1))
+        fc = freqs_cis.unsqueeze(1)
+
+        def complex_rope(name, t):  # apply_rotary_emb, one of its two tensors
+            with C.op(name, t, freqs_cis) as rg:
+                tc = torch.view_as_complex(t.float().reshape(*t.shape[:-1], -1, 2))
+                return rg.out(torch.view_as_real(tc * fc).flatten(3).type_as(t))
+
+        q_pe = complex_rope("rope q (complex)", q_pe)
+        k_pe = complex_rope("rope k (complex)", k_pe.view(b, 1, s, rope))
+        with C.op("query cat", q_nope, q_pe) as rg:
+            qs = rg.out(torch.cat((q_nope, q_pe), dim=-1))
+        with C.op("key cat", k_nope, k_pe) as rg:
+            ks = rg.out(torch.cat((k_nope, k_pe.expand(*k_nope.shape[:-1], -1)), dim=-1))
+    (qs.float().sum() + ks.float().sum() + v.float().sum()).backward()
+    return {
+        "family": "deepseek_v2",
+        "regime": regime,
+        "regime_label": REGIMES[regime][3],
+        "informational": False,
+        "sim_precision": REGIMES[regime][2],
+        "dropout": 0.0,
+        "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "nope", "rope",
+                                      "vd", "r", "ql")},
+        "mla": C.ops,
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 
 REGIMES = {
@@ -969,7 +1053,12 @@ def main():
                 "regenerate with harness/census.py (see harness/census/README.md)",
         "cases": dict({name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
                       **{"t5-fp32": run_t5_case(T5, 0.1),  # famenc
-                         "t5-fp32-nodropout": run_t5_case(T5, 0.0)}),
+                         "t5-fp32-nodropout": run_t5_case(T5, 0.0),
+                         # moe2: MLA up to the attention
+                         "mla-fp32": run_mla_case(MLA, "fp32"),
+                         "mla-bf16-mixed": run_mla_case(MLA, "bf16-mixed"),
+                         "mla-qlatent-fp32": run_mla_case(MLA_Q, "fp32"),
+                         "mla-qlatent-bf16-mixed": run_mla_case(MLA_Q, "bf16-mixed")}),
     }
     text = dump(doc) + "\n"
     if args.output == "-":
