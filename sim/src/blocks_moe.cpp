@@ -291,6 +291,70 @@ int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) 
 
 }  // namespace
 
+// moe2: HF's load-balancing auxiliary loss (MixtralForCausalLM.forward and
+// load_balancing_loss_func, src/transformers/models/mixtral/modeling_mixtral.py @ 00d4b3d2142c;
+// Qwen2MoeForCausalLM the same), computed after the LM loss when output_router_logits is set:
+// every MoE layer's router logits [N, E] (16-bit under autocast) are returned in the model output
+// (OutputRecorder) and held to the end of forward; torch.cat of them [L N, E]; softmax (fp32 under
+// CUDA autocast, whose fp32 list has softmax; saves its output); topk's indices and their one_hot
+// [L N, k, E] int64 (no gradient); with the Trainer's attention_mask, the expanded masks
+// [L N, k, E] and [L N, E] (int64: the tokenizer's) and the products: tokens_per_expert has no
+// gradient (transients), `routing_weights * router_per_expert_attention_mask` saves the mask
+// (MulBackward0: other, as self requires grad); sums to [E] and [k, E]; `loss += coef * aux`.
+// Approximation: the per-layer logits are made here as one [L N, E] tensor (they exist from each
+// layer's router on: at most L N E 16-bit bytes more before the head), and the aux gradient into
+// each layer's router logits ([N, E] per layer) is not added to the layers' backward.
+int32_t build_hf_aux_loss(Builder& bld, const Dims& dm, int32_t loss) {
+  const ModelConfig& m = *dm.model;
+  Ops o(bld, dm);
+  const int64_t layers = m.layers - m.dense_layers, e = m.experts, k = m.experts_per_token;
+  const int64_t rows = mul(layers, dm.n_full());  // L N
+  const DType ldt = dm.amp ? dm.half_dt : dm.resid_dt;  // the gate linear's output dtype
+  int32_t held = no_grad_op(bld, o, -1, mul(rows, e), ldt, "router logits (every layer)");
+  int32_t cat = op(bld, o, OpKind::kCopy, "aux router logits cat", {{held, GradRule::kNew}},
+                   mul(rows, e), ldt, {});
+  // autocast's fp32 softmax on CUDA: a cast, then the softmax saving its output
+  const DType sdt = dm.amp ? DType::kF32 : ldt;
+  cat = o.cast(cat, sdt, "softmax input cast", "aux router logits fp32");
+  int32_t probs = op(bld, o, OpKind::kSoftmax, "aux softmax", {{cat, GradRule::kNew}},
+                     mul(rows, e), sdt, {}, true);
+  int32_t sel = no_grad_op(bld, o, probs, mul(rows, k), DType::kI64, "aux topk indices");
+  // one_hot int64 [L N, k, E], the expanded attention mask int64 [L N, k, E], the float copy and
+  // the product fp32 [L N, k, E]: temporaries of the mean (no gradient)
+  OpDraft t = o.draft(OpKind::kCopy, "aux tokens per expert");
+  t.op.math16 = false;
+  t.inputs.push_back({sel, GradRule::kNone});
+  const int64_t lke = mul(rows, mul(k, e));
+  t.op.fwd_transient_bytes = mul(lke, 8 + 8 + 4 + 4);
+  int32_t tpe = bld.fresh(bytes(mul(k, e), DType::kF32), DType::kF32, "aux tokens per expert");
+  t.outputs.push_back(tpe);
+  bld.add_op(std::move(t));
+  // routing_weights * router_per_expert_attention_mask (int64 [L N, E], saved), the product's
+  // sum over tokens / the mask's sum: [E]
+  OpDraft p = o.draft(OpKind::kMul, "aux router prob per expert");
+  p.op.math16 = false;
+  p.inputs.push_back({probs, GradRule::kNew});
+  int32_t mask = bld.fresh(bytes(mul(rows, e), DType::kI64), DType::kI64, "aux attention mask [L N, E]");
+  int32_t ppe = bld.fresh(bytes(e, DType::kF32), DType::kF32, "aux router prob per expert");
+  p.outputs = {ppe, mask};
+  p.saves = {mask};
+  p.op.fwd_transient_bytes = bytes(mul(rows, e), DType::kF32);  // the product
+  p.op.bwd_transient_bytes = bytes(mul(rows, e), DType::kF32);
+  bld.add_op(std::move(p));
+  // sum(tokens_per_expert * prob.unsqueeze(0)) * E; loss += coef * aux (MulBackward0 saves
+  // tokens_per_expert)
+  int32_t aux = op(bld, o, OpKind::kMul, "aux loss", {{ppe, GradRule::kNew}, {tpe, GradRule::kNone}},
+                   1, DType::kF32, {tpe});
+  OpDraft d = o.draft(OpKind::kAdd, "loss + coef * aux");
+  d.op.math16 = false;
+  d.inputs.push_back({loss, GradRule::kPass, 0});
+  d.inputs.push_back({aux, GradRule::kNew});
+  const int32_t total = bld.fresh(bld.tensor(loss).bytes, bld.tensor(loss).dtype, "loss");
+  d.outputs.push_back(total);
+  bld.add_op(std::move(d));
+  return total;
+}
+
 int32_t build_moe(Builder& bld, const Dims& dm, int32_t mlp_in) {
   const MoeDispatch how = dm.impl ? dm.impl->moe : MoeDispatch::kNone;
   const int32_t routed =

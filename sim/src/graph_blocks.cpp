@@ -525,6 +525,10 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     nll.saves = {logp, bld.labels(), total_weight};
     bld.add_op(std::move(nll));
   }
+  // moe2: HF's load-balancing auxiliary loss over every MoE layer's router logits
+  if (is_moe(m) && m.aux_loss && m.family != "deepseek_v2" && dm.impl &&
+      dm.impl->moe == MoeDispatch::kHfLoop)
+    loss = build_hf_aux_loss(bld, dm, loss);
   bld.set_loss(loss);
 }
 
