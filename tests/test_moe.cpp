@@ -260,8 +260,13 @@ TEST_CASE("moe: HF's load_balancing_loss_func over every layer's router logits, 
   CHECK(cat);
   CHECK(aux_ops == 6);
   // the fp32 softmax of [L N, E] (autocast's fp32 softmax), the int64 [L N, E] attention mask
-  // the product saves, tokens_per_expert [k, E] fp32 saved by the last product
-  CHECK(saved == 4 * L * N * E + 8 * L * N * E + 4 * k * E);
-  // the loss is the sum: the last op is the loss's add
+  // the product saves and its int64 [E] sum the division saves, tokens_per_expert [k, E] fp32
+  // saved by the last product
+  CHECK(saved == 4 * L * N * E + 8 * L * N * E + 8 * E + 4 * k * E);
+  // the loss is the sum: the last op is the loss's add, and backward still runs every block
   CHECK(std::string(g.ops.back().name) == "loss + coef * aux");
+  const Result r = fixtures::run(with, t, "none"), r0 = fixtures::run(without, t, "none");
+  CHECK(r.activation_bytes_per_layer == r0.activation_bytes_per_layer);
+  CHECK(r.peak_allocated_bytes >= r0.peak_allocated_bytes);
+  CHECK(r.step_time_ns >= r0.step_time_ns);
 }

@@ -300,7 +300,10 @@ int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) 
 // [L N, k, E] int64 (no gradient); with the Trainer's attention_mask, the expanded masks
 // [L N, k, E] and [L N, E] (int64: the tokenizer's) and the products: tokens_per_expert has no
 // gradient (transients), `routing_weights * router_per_expert_attention_mask` saves the mask
-// (MulBackward0: other, as self requires grad); sums to [E] and [k, E]; `loss += coef * aux`.
+// (MulBackward0: other, as self requires grad), the division its int64 [E] sum; sums to [E] and
+// [k, E]; `loss += coef * aux`. Saves checked on torch 1.13 (CPU, saved_tensors_hooks on the
+// function written from the source): softmax output, the [L N, E] mask, its [E] sum,
+// tokens_per_expert (and topk's indices, whose node dies with the discarded values).
 // Approximation: the per-layer logits are made here as one [L N, E] tensor (they exist from each
 // layer's router on: at most L N E 16-bit bytes more before the head), and the aux gradient into
 // each layer's router logits ([N, E] per layer) is not added to the layers' backward.
@@ -336,8 +339,10 @@ int32_t build_hf_aux_loss(Builder& bld, const Dims& dm, int32_t loss) {
   p.inputs.push_back({probs, GradRule::kNew});
   int32_t mask = bld.fresh(bytes(mul(rows, e), DType::kI64), DType::kI64, "aux attention mask [L N, E]");
   int32_t ppe = bld.fresh(bytes(e, DType::kF32), DType::kF32, "aux router prob per expert");
-  p.outputs = {ppe, mask};
-  p.saves = {mask};
+  // the division by torch.sum(mask, dim=0) (int64 [E]): DivBackward0 saves it (other)
+  int32_t msum = bld.fresh(bytes(e, DType::kI64), DType::kI64, "aux attention mask sum");
+  p.outputs = {ppe, mask, msum};
+  p.saves = {mask, msum};
   p.op.fwd_transient_bytes = bytes(mul(rows, e), DType::kF32);  // the product
   p.op.bwd_transient_bytes = bytes(mul(rows, e), DType::kF32);
   bld.add_op(std::move(p));
@@ -347,7 +352,9 @@ int32_t build_hf_aux_loss(Builder& bld, const Dims& dm, int32_t loss) {
                    1, DType::kF32, {tpe});
   OpDraft d = o.draft(OpKind::kAdd, "loss + coef * aux");
   d.op.math16 = false;
-  d.inputs.push_back({loss, GradRule::kPass, 0});
+  // the root of backward: each input gets a new (scalar) gradient (a root's output has none to
+  // pass on)
+  d.inputs.push_back({loss, GradRule::kNew});
   d.inputs.push_back({aux, GradRule::kNew});
   const int32_t total = bld.fresh(bld.tensor(loss).bytes, bld.tensor(loss).dtype, "loss");
   d.outputs.push_back(total);
