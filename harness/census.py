@@ -902,9 +902,12 @@ def make_params(C, dims, dtype):
                 P[key].requires_grad_(False)
         r_ = dims["lora"]
         P["lora_scaling"] = 8 / r_  # LoraConfig lora_alpha 8, scaling = lora_alpha / r
+        # nn.Linear(in, r, bias=False) and (r, out), trainable, in fp32 whatever the base's
+        # dtype: get_peft_model(autocast_adapter_dtype=True) upcasts bf16 adapters
+        # (peft tuners_utils.py cast_adapter_dtype @ 5d602fdb)
         for key, out in (("q", a * d), ("v", g * d)):
-            P["lora_A_" + key] = p(r_, h)  # nn.Linear(in, r, bias=False), trainable
-            P["lora_B_" + key] = p(out, r_)
+            P["lora_A_" + key] = C.param((torch.randn(r_, h, generator=gen) * 0.05).requires_grad_())
+            P["lora_B_" + key] = C.param((torch.randn(out, r_, generator=gen) * 0.05).requires_grad_())
     if dims.get("e"):  # moe2: routed experts (and Qwen2-MoE's shared expert, q/k/v biases)
         e, fe = dims["e"], dims["fe"]
         P.update(e=e, k=dims["k"], norm_topk=dims["norm_topk"], shared=dims.get("shared", 0))
@@ -1011,6 +1014,7 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("qwen2moe-fp32", QWEN2MOE, "fp32", 0.0, False),              # moe2
     ("qwen2moe-bf16-mixed", QWEN2MOE, "bf16-mixed", 0.0, False),  # moe2
     ("llama-lora-fp32", LLAMA_LORA, "fp32", 0.0, False),          # moe2
+    ("llama-lora-bf16-mixed", LLAMA_LORA, "bf16-mixed", 0.0, False),     # moe2
     ("llama-lora-cpu-autocast", LLAMA_LORA, "cpu-autocast", 0.0, False),  # moe2
     # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
     # against --impl hf)
