@@ -452,8 +452,8 @@ def hf_swiglu(C, P, pre, x, shared):
 def sparse_moe(C, P, y):
     """moe2 (issue 13): HF's sparse MoE block, eager, as transformers writes it
     (src/transformers/models/mixtral/modeling_mixtral.py @ 00d4b3d2142c MixtralSparseMoeBlock;
-    models/qwen2_moe/modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock: norm_topk_prob, the shared
-    expert and its sigmoid gate). Region names are the simulator's (sim/src/blocks_moe.cpp)."""
+    models/qwen2_moe/modeling_qwen2_moe.py @ 00a3f9386614 Qwen2MoeSparseMoeBlock: norm_topk_prob,
+    the routed loop, then the shared expert, its sigmoid gate and the sum). Region names are the simulator's (sim/src/blocks_moe.cpp)."""
     b, s, h = y.shape
     e, k = P["e"], P["k"]
     n = b * s
