@@ -860,6 +860,88 @@ def run_mla_case(dims, regime):
     }
 
 
+# moe2: DeepSeek-V2's MoE layer (modeling_deepseek_v2.py @ 0233e509531a DeepseekV2Moe,
+# DeepseekV2Experts: the router in fp32, greedy top-k unsorted, routed_scaling_factor, the 3-D
+# gate_up_proj sliced per expert and chunked, shared experts added after), from its input.
+DSMOE = dict(DIMS, family="deepseek_v2", e=4, k=2, fe=40, shared=80, scaling=1.5)
+
+
+def run_deepseek_moe_case(dims, regime):
+    dtype = REGIMES[regime][0]
+    gen = torch.Generator().manual_seed(3)
+    C = Census()
+    b, s, h, e, k, fe, sf = (dims[x] for x in ("b", "s", "h", "e", "k", "fe", "shared"))
+    n = b * s
+
+    def prm(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
+
+    gw = torch.zeros(e, h)
+    for i in range(e):
+        gw[i, i] = 1.0  # the router reads the spiked columns (route_spikes): kN/E tokens each
+    P = dict(router_w=C.param(gw.to(dtype).requires_grad_()), gate_up=prm(e, 2 * fe, h),
+             down=prm(e, h, fe), sh_w1=prm(sf, h), sh_w3=prm(sf, h), sh_w2=prm(h, sf))
+    x = route_spikes(torch.randn(b, s, h, generator=gen), e).to(dtype).requires_grad_()
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t_: t_):
+        with C.op("router input fp32", x) as r:
+            x32 = r.out(x.type(torch.float32))
+        with C.op("router weight fp32", P["router_w"]) as r:
+            w32 = r.out(P["router_w"].type(torch.float32))
+        with C.op("router", x32, w32) as r:
+            logits = r.out(F.linear(x32, w32))
+        with C.op("router softmax", logits) as r:
+            probs = r.out(logits.view(-1, e).softmax(dim=-1, dtype=torch.float32))
+        with C.op("router topk", probs) as r:
+            tw, ti = r.out(*torch.topk(probs, k=k, dim=-1, sorted=False))
+        with C.op("routed scaling", tw) as r:
+            tw = r.out(tw * dims["scaling"])
+        hidden = x.view(-1, h)
+        with C.op("moe output (zeros)", hidden) as r:
+            out = r.out(torch.zeros_like(hidden))
+        with torch.no_grad():
+            with C.op("expert mask (one-hot)", ti) as r:
+                mask = r.out(F.one_hot(ti, num_classes=e).permute(2, 1, 0))
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        if [int(mask[i].sum()) for i in range(e)] != [n * k // e] * e:
+            raise RuntimeError("census routing is not balanced")
+        for ex in hit:
+            ex = int(ex[0])
+            with C.op("expert token ids", mask) as r:
+                pos, tok = r.out(*torch.where(mask[ex]))
+            with C.op("expert gather", hidden, tok) as r:
+                cur = r.out(hidden[tok])
+            with C.op("expert gate_up", cur) as r:
+                gu = r.out(F.linear(cur, P["gate_up"][ex]))
+            with C.op("expert gate_up chunk", gu) as r:
+                g, u = r.out(*gu.chunk(2, dim=-1))
+            with C.op("expert silu", g) as r:
+                act = r.out(F.silu(g))
+            with C.op("expert swiglu mul", act, u) as r:
+                prod = r.out(act * u)
+            with C.op("expert w2", prod) as r:
+                y = r.out(F.linear(prod, P["down"][ex]))
+            with C.op("expert routing weight", tw, tok, pos) as r:
+                we = r.out(tw[tok, pos, None])
+            with C.op("expert * weight", y, we) as r:
+                yw = r.out(y * we)
+            with C.op("expert out cast", yw) as r:
+                yw = r.out(yw.to(out.dtype))
+            with C.op("expert index_add_", out, yw, tok) as r:
+                out.index_add_(0, tok, yw)
+                r.out(out.view(out.shape))
+        sh = hf_swiglu(C, P, "sh_", x, True)
+        with C.op("routed + shared", out, sh) as r:
+            res = r.out(out.view(b, s, h) + sh)
+    res.float().sum().backward()
+    return {
+        "family": "deepseek_v2", "regime": regime, "regime_label": REGIMES[regime][3],
+        "informational": False, "sim_precision": REGIMES[regime][2], "dropout": 0.0,
+        "dims": {x_: dims[x_] for x_ in ("b", "s", "h", "a", "e", "k", "fe", "shared", "scaling",
+                                         "v")},
+        "moe": C.ops,
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 
 REGIMES = {
@@ -1062,7 +1144,10 @@ def main():
                          "mla-fp32": run_mla_case(MLA, "fp32"),
                          "mla-bf16-mixed": run_mla_case(MLA, "bf16-mixed"),
                          "mla-qlatent-fp32": run_mla_case(MLA_Q, "fp32"),
-                         "mla-qlatent-bf16-mixed": run_mla_case(MLA_Q, "bf16-mixed")}),
+                         "mla-qlatent-bf16-mixed": run_mla_case(MLA_Q, "bf16-mixed"),
+                         # moe2: DeepSeek-V2's MoE layer
+                         "deepseek-moe-fp32": run_deepseek_moe_case(DSMOE, "fp32"),
+                         "deepseek-moe-bf16-mixed": run_deepseek_moe_case(DSMOE, "bf16-mixed")}),
     }
     text = dump(doc) + "\n"
     if args.output == "-":

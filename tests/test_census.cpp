@@ -414,7 +414,7 @@ TEST_CASE("census: the simulator's declared saves equal what PyTorch saves, per 
   for (const auto& [name, c] : census.at("cases").items()) {
     if (c.at("informational").get<bool>()) continue;
     if (c.at("family").get<std::string>() == "t5") continue;  // its own test below (famenc)
-    if (c.contains("mla")) continue;  // moe2: its own test below
+    if (c.contains("mla") || c.contains("moe")) continue;  // moe2: their own tests below
     ++cases;
     std::map<const Reported*, int> hits;
     for (const Mismatch& m : check_case(name, c)) {
@@ -514,4 +514,53 @@ TEST_CASE("census: MLA's projections, latent norm, rotary split and concatenatio
       FAIL_CHECK(mm.where << ": " << mm.op << ": " << mm.check << " differ: " << mm.message);
   }
   CHECK(cases == 4);
+}
+
+// moe2 (issue 13): DeepSeek-V2's MoE layer (HF DeepseekV2Moe, DeepseekV2Experts) from its input to
+// `routed + shared`, compared with the simulator's MoE ops of block 0 (first_k_dense_replace 0).
+TEST_CASE("census: DeepSeek-V2's MoE layer saves what PyTorch saves, per op") {
+  const json census = load_census();
+  int cases = 0;
+  for (const auto& [name, c] : census.at("cases").items()) {
+    if (!c.contains("moe")) continue;
+    ++cases;
+    ModelConfig m;
+    m.name = m.source = "census:" + name;
+    m.family = "deepseek_v2";
+    m.layers = 2;
+    m.hidden = dim(c, "h");
+    m.heads = m.kv_heads = dim(c, "a");
+    m.head_dim = 10;  // MLA as census.py's MLA (not compared here)
+    m.qk_rope_dim = 4;
+    m.v_head_dim = 8;
+    m.kv_lora_rank = 12;
+    m.ffn_hidden = dim(c, "fe");
+    m.vocab = dim(c, "v");
+    m.max_positions = 64;
+    m.mlp = MlpKind::kSwiglu;
+    m.norm = NormKind::kRmsNorm;
+    m.positions = PosEmbedding::kRope;
+    m.tied_embeddings = false;
+    m.qkv_bias = m.linear_bias = m.norm_bias = false;
+    m.experts = dim(c, "e");
+    m.experts_per_token = dim(c, "k");
+    m.expert_ffn = dim(c, "fe");
+    m.shared_ffn = dim(c, "shared");
+    TrainSetup s = census_setup(c);
+    s.impl = Impl::kHf;
+    s.attention = AttentionKind::kFlash;
+    const Graph g = build_graph(m, s, census_device());
+    const IdxRange r = g.block_ops[0];
+    int32_t begin = -1, end = -1;
+    for (int32_t i = r.begin; i < r.begin + r.count; ++i) {
+      const std::string_view op = g.ops[i].name;
+      if (begin < 0 && (op == "router input fp32" || op == "router weight fp32" || op == "router"))
+        begin = i;
+      if (op == "routed + shared") end = i + 1;
+    }
+    REQUIRE_MESSAGE((begin >= 0 && end > begin), name << ": no MoE ops in the simulator's block 0");
+    for (const Mismatch& mm : compare(name, census_ops(c.at("moe")), sim_ops(g, begin, end)))
+      FAIL_CHECK(mm.where << ": " << mm.op << ": " << mm.check << " differ: " << mm.message);
+  }
+  CHECK(cases == 2);
 }

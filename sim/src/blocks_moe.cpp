@@ -94,7 +94,19 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
   const int64_t e = m.experts, k = m.experts_per_token;
-  int32_t logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits");
+  int32_t logits = -1;
+  const bool deepseek = m.family == "deepseek_v2";
+  if (deepseek && !dm.amp && bld.tensor(x).dtype != DType::kF32) {
+    // moe2: DeepseekV2Moe.forward (modeling_deepseek_v2.py @ 0233e509): F.linear(hidden_states.
+    // type(torch.float32), self.gate.weight.type(torch.float32)): without autocast (bf16-mixed)
+    // both are fp32 copies the linear saves; under autocast the linear undoes them (census)
+    const int32_t x32 = o.cast(x, DType::kF32, "router input fp32", "router input fp32");
+    const int32_t w = bld.param(mul(dm.h, e), dm.param_dt, "router");
+    const int32_t w32 = o.cast(w, DType::kF32, "router weight fp32", "router weight fp32");
+    logits = o.linear(x32, dm.h, e, false, Tp::kNone, "router", "router logits", w32);
+  } else {
+    logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits");
+  }
   // F.softmax(logits, dim=1, dtype=torch.float): a copy to fp32 (ToCopyBackward saves nothing),
   // then softmax saves its fp32 output (SoftMax.cpp softmax() with a dtype)
   int32_t l32 = o.cast(logits, DType::kF32, "router logits to fp32", "router logits fp32");
@@ -132,7 +144,9 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   if (m.family == "deepseek_v2")
     w = op(bld, o, OpKind::kMul, "routed scaling", {{w, GradRule::kNew}}, mul(n, k), DType::kF32, {});
   // .to(hidden_states.dtype): a copy when the hidden states are 16-bit (bf16-mixed)
-  w = o.cast(w, bld.tensor(x).dtype, "routing weights cast", "routing weights");
+  // (DeepSeek keeps its fp32 top-k weights: route_tokens_to_experts returns them uncast, and
+  // the expert output times them is promoted, then cast back for index_add_; census)
+  if (!deepseek) w = o.cast(w, bld.tensor(x).dtype, "routing weights cast", "routing weights");
   *sel = idx;
   return w;
 }
