@@ -23,6 +23,10 @@ def flags(r):
         f += ["--impl", r["impl"]]
     if r.get("microbatches"):
         f += ["--num-microbatches", r["microbatches"]]
+    if r.get("cp"):  # feat2 (issue 13): context parallelism and FP8 linears
+        f += ["--cp", r["cp"]]
+    if r.get("fp8"):
+        f += ["--fp8", r["fp8"]]
     return f
 
 
