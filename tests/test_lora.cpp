@@ -287,6 +287,41 @@ TEST_CASE("context parallelism: local shapes, the ring's work and the dp x cp gr
   CHECK_THROWS_AS(fixtures::run(m, bad, "none"), Unsupported);
 }
 
+TEST_CASE("context parallelism under torchtitan: torch's all-gather ring (feat2)") {
+  // docs/memory-model.md "Context parallelism", torch's ring: tiny_llama, s 1024, cp 4 (local
+  // 256), a 8, g 2, head dim 32, bf16: q = 8 x 256 x 32 x 2 = 131,072 B; the repeated k + v
+  // kv = 2 x 131,072 = 262,144 B; lse = 8 x 256 x 4 = 8,192 B.
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kTorchtitan;
+  t.seq = 1024;
+  t.cp = 4;
+  t.zero = 3;  // FSDP2 over dp x cp
+  const Graph g = build_graph(m, t, fixtures::h100());
+  int found = 0;
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::kFlashAttention) continue;
+    ++found;
+    CHECK(op.cp_gather_bytes == 4 * 262'144);
+    CHECK(op.cp_dkv_bytes == 2 * 262'144);
+    // forward: 3 x (19q + 18 lse + 2kv) + 6q; backward: 4 x (5q + 10.5kv) + 3 x 2kv + 5q + 5kv
+    CHECK(op.fwd_serial_bytes == 10'272'768);
+    CHECK(op.bwd_serial_bytes == 17'170'432);
+    CHECK(op.fwd.comm_kind == 0);  // not TE's send/recv ring
+  }
+  CHECK(found == 4);
+  // the merges and the exposed last dK/dV send cost time; Megatron keeps TE's p2p ring
+  const Result tt = fixtures::run(m, t, "none");
+  CHECK(tt.comm_time_ns > 0);
+  TrainSetup mg = t;
+  mg.impl = Impl::kMegatron;
+  mg.zero = 0;
+  for (const Op& op : build_graph(m, mg, fixtures::h100()).ops) {
+    CHECK(op.cp_gather_bytes == 0);
+    CHECK(op.fwd_serial_bytes == 0);
+  }
+}
+
 TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights; torchao saves as bf16") {
   // tiny_llama widened so that the GEMMs, not the host, set the step time
   ModelConfig m = fixtures::tiny_llama();
