@@ -76,13 +76,9 @@ int64_t op_ns(const Op& op, bool backward, const Device& d, Precision prec, Effi
   if (k.cls == KernelClass::kAttention && prec != Precision::kFp32) {
     compute_s = attention_seconds(op, backward, d);
   } else if (k.cls == KernelClass::kGemm) {
-    // feat: fp8 GEMMs (sim/src/fp8.cpp) at the device's dense fp8 peak (peak_fp8_flops_per_s,
-    // its datasheet source in the device file; feat2); a device file without it: twice the
-    // 16-bit peak, the ratio of every fp8 GPU's datasheet (H100 SXM 1,979 against 989 TFLOPS;
-    // H100 PCIe 1,513 / 756; H200 1,979 / 989)
-    const double peak = !op.fp8                        ? peak_for(op.math16, d, prec)
-                        : d.peak_fp8_flops_per_s > 0 ? d.peak_fp8_flops_per_s
-                                                     : 2.0 * d.peak_bf16_flops_per_s;
+    // feat: fp8 GEMMs (sim/src/fp8.cpp) at the device's fp8 rate (time2: kernels.hpp
+    // fp8_gemm_peak_flops_per_s, the device file's dense fp8 peak and MAMF's fp8/bf16 share)
+    const double peak = op.fp8 ? fp8_gemm_peak_flops_per_s(d) : peak_for(op.math16, d, prec);
     compute_s = gemm_seconds(op, backward, d, peak, e.compute);
   } else {
     compute_s = static_cast<double>(c.flops) / (peak_for(op.math16, d, prec) * e.compute);
