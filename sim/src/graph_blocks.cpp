@@ -5,6 +5,7 @@
 #include <string>
 
 #include "blocks_famdec.hpp"  // famdec (issue 12)
+#include "blocks_census12.hpp"  // census12 (issue 12): SDPA math kernel
 #include "blocks_moe.hpp"
 #include "ops.hpp"
 
@@ -199,6 +200,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     q = o.to_half(q, "q cast", "q cast");
     k = o.to_half(k, "k cast", "k cast");
     v = o.to_half(v, "v cast", "v cast");
+    // census12: K/V with fewer heads and no enable_gqa (Falcon multi_query): the math kernel
+    if (sdpa_math_kernel(dm)) return sdpa_math_attention(bld, dm, q, k, v);
     // famdec: an additive 4-D mask (Gemma 2/3; Phi-3 at its window) makes SDPA run its
     // memory-efficient kernel, which saves the mask (attn_bias) beside q, k, v, out and lse
     const int32_t sdpa_mask = famdec_sdpa_mask(bld, dm);
