@@ -31,8 +31,8 @@ void status_line(const AppState& st) {
   if (s.ep > 1) extra += ", ep " + std::to_string(s.ep);
   if (s.fp8 != sim::Fp8Recipe::kOff) extra += ", fp8 " + std::string(sim::name(s.fp8));
   if (s.lora_rank > 0)
-    extra += ", LoRA rank " + std::to_string(s.lora_rank) + " on " +
-             std::string(sim::lora_targets_name(s.lora_targets)) +
+    extra += ", LoRA rank " + std::to_string(s.lora_rank) +
+             (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +
              (s.qlora ? ", QLoRA (NF4 base)" : "");
   ImGui::Text("%s on %s:  micro-batch %lld, seq %lld%s, tp %lld%s, dp %lld, ZeRO %d, %s%s, %s%s",
               st.inputs.model_label.c_str(), st.inputs.device_label.c_str(),
