@@ -567,6 +567,10 @@ TEST_CASE("census: ViT's embedding and head save what PyTorch saves, per op") {
                                      sim_ops(g, blk.begin + blk.count,
                                              static_cast<int32_t>(g.ops.size()))))
       FAIL_CHECK(m.where << ": " << m.op << ": " << m.check << " differ: " << m.message);
+  }
+  CHECK(cases == 2);
+}
+
 // moe2 (issue 13): MLA (HF DeepseekV2Attention) from the block's input norm to the query and key
 // concatenations: census.py stops before the attention, SDPA, which torch 1.13 lacks. The
 // simulator's block 0 (SDPA, as HF's DeepSeek-V2 runs by default) is compared up to its "key cat".
