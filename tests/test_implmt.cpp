@@ -242,3 +242,27 @@ TEST_CASE("torchtitan: the complex rotary moves its fp32 copy through three kern
   for (const Op& op : build_graph(m, h, fixtures::h100()).ops)
     if (std::string_view(op.name) == "rope q") CHECK(op.fwd.kernels == 1);
 }
+
+// time3 (issue 11): eager RMSNorm's x.pow(2).mean(-1) is two kernels forward (the fp32 square
+// written and read back) and four backward (MeanBackward1's div, PowBackward0's pow, mul, mul;
+// torch 1.13's CPU profiler lists them), under HF and torchtitan alike.
+TEST_CASE("rmsnorm pow+mean moves its fp32 square through its own kernels") {
+  const ModelConfig m = fixtures::tiny_llama();
+  for (Impl impl : {Impl::kHf, Impl::kTorchtitan}) {
+    TrainSetup t;
+    t.micro_batch = 2;
+    t.seq = 64;
+    t.impl = impl;
+    const int64_t n = 2 * 64, h = 256;
+    int found = 0;
+    for (const Op& op : build_graph(m, t, fixtures::h100()).ops) {
+      if (std::string_view(op.name) != "rmsnorm pow+mean") continue;
+      CHECK(op.fwd.bytes == 4 * n * h + 4 * n + 8 * n * h);  // x fp32, the variance, the square
+      CHECK(op.bwd.bytes >= 20 * n * h);
+      CHECK(op.fwd.kernels == 2);
+      CHECK(op.bwd.kernels == 4);
+      ++found;
+    }
+    CHECK(found == 2 * m.layers + 1);  // two per block and the final norm
+  }
+}

@@ -327,6 +327,15 @@ class Ops {
       int32_t var = b_.fresh(bytes(n, DType::kF32), DType::kF32, "rmsnorm variance");
       d.outputs.push_back(var);
       d.saves = {h32};
+      // time3 (issue 11): two kernels forward, pow (writes the fp32 square) and mean (reads it
+      // back): + 2 x 4 B per element; four backward (torch/csrc/autograd/FunctionsManual.cpp:
+      // mean_backward's expanded grad / N writes 4 B; pow_backward's grad * (2 * x.pow(1)): the
+      // pow(1) copy, the scalar multiply and the product read 4 + 4 + 8 B and write 4 + 4 + 4 B):
+      // 32 B per element against the 12 counted from its saves and gradients, + 20
+      d.fwd_inner_bytes = bytes(mul(mul(n, dm_.h), 2), DType::kF32);
+      d.bwd_inner_bytes = bytes(mul(mul(n, dm_.h), 5), DType::kF32);
+      d.op.fwd.kernels = 2;
+      d.op.bwd.kernels = 4;
       b_.add_op(std::move(d));
       // rsqrt(var + eps): the add makes a new [n] tensor, rsqrt saves its output
       OpDraft r = draft(OpKind::kMul, "rmsnorm rsqrt");
