@@ -264,5 +264,12 @@ TEST_CASE("rmsnorm pow+mean moves its fp32 square through its own kernels") {
       ++found;
     }
     CHECK(found == 2 * m.layers + 1);  // two per block and the final norm
+    // the broadcast multiplies (x * rstd, weight * x̂) reduce a full product for the small
+    // operand's gradient: mul, mul, sum
+    for (const Op& op : build_graph(m, t, fixtures::h100()).ops) {
+      const std::string_view name(op.name);
+      if (name == "rmsnorm scale" || name == "rmsnorm weight") CHECK(op.bwd.kernels == 3);
+      if (name == "rmsnorm scale") CHECK(op.bwd.bytes >= 8 * n * h + 4 * n * h);
+    }
   }
 }
