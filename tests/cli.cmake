@@ -570,3 +570,29 @@ do
   grep -q -- '--lora\|--qlora\|--cp\|--precision' err.txt
 done
 ]=])
+
+# feat2 (issue 13): --lora-rank, --cp, --ep and --fp8 take comma lists in sweep (the innermost
+# set-up axes, fp8 fastest), each a key column; a verb simulating one configuration refuses a list.
+actsim_cli_test(feature_lists_sweep [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" sweep --model llama-2-7b --impl megatron --seq 8192 --cp 1,2 --fp8 off,te-delayed -o cpf.csv
+test "$(col cpf.csv cp | tr '\n' ' ')" = "1 1 2 2 "
+test "$(col cpf.csv fp8 | tr '\n' ' ')" = "off te-delayed off te-delayed "
+test "$(col cpf.csv error | tr -d '\n')" = ""
+# each row is the single run of its values (same bytes)
+"$actsim" run --model llama-2-7b --impl megatron --seq 8192 --cp 2 --fp8 te-delayed --format csv > one.csv
+test "$(tail -1 one.csv | cut -d, -f4-)" = "$(sed -n 5p cpf.csv | cut -d, -f4-)"
+"$actsim" sweep --model llama-2-7b --seq 1024 --lora-rank 0,8,16 -o lora.csv
+test "$(col lora.csv lora_rank | tr '\n' ' ')" = "0 8 16 "
+test "$(col lora.csv grads_bytes | sort -n | uniq | wc -l)" -eq 3
+"$actsim" sweep --model mixtral-8x7b --impl megatron --seq 256 --dp 2 --ep 1:2 -o ep.csv
+test "$(col ep.csv ep | tr '\n' ' ')" = "1 2 "
+test "$(col ep.csv weights_bytes | head -1)" -gt "$(col ep.csv weights_bytes | tail -1)"
+for bad in "sweep --fp8 off,te-maybe" "sweep --cp 1,,2" "valley --cp 1,2" "trace --lora-rank 8,16"; do
+  status=0
+  "$actsim" $bad --model llama-2-7b > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--fp8\|--cp\|--lora-rank' err.txt
+done
+]=])

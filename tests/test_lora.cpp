@@ -131,12 +131,46 @@ TEST_CASE("qlora: NF4 weights with double quantization, fp32 for the rest") {
   const Result r = fixtures::run(m, t, "none");
   auto nf4 = [](int64_t n) {
     const int64_t blocks = (n + 63) / 64;
-    return (n + 1) / 2 + blocks + 4 * ((blocks + 255) / 256) + 4 + 1024;
+    return (n + 1) / 2 + blocks + 4 * ((blocks + 255) / 256) + 4 + 1024 + 64;
   };
   const int64_t per_block = 2 * nf4(256 * 256) + 2 * nf4(256 * 64) + 3 * nf4(256 * 688) +
                             4 * 2 * 256;  // two RMSNorm weights, fp32
   const int64_t adapters = 4 * (4 * 256 + 256 * 4) + 4 * (4 * 256 + 64 * 4);
   CHECK(r.weights_bytes == 4 * per_block + 4 * (2 * 1000 * 256 + 256) + 4 * adapters);
+}
+
+TEST_CASE("qlora: one 4096 x 4096 linear's bytes as docs/memory-model.md derives them") {
+  // feat2 (issue 13): the hand derivation of docs/memory-model.md "LoRA and QLoRA" (QLoRA bytes
+  // of one linear), bitsandbytes @ 95f9af30. n = 4096 * 4096 = 16,777,216 values:
+  //   packed 8,388,608 + uint8 absmax 262,144 + fp32 absmax of those 4,096 + offset 4
+  //   + second-level code 1,024 + NF4 code 64 = 8,655,940 B, persistent;
+  //   forward transient: bf16 weight 33,554,432 + two fp32 absmax 2 x 1,048,576 = 35,651,584 B;
+  //   backward transient: 33,554,432 + 1,048,576 = 34,603,008 B.
+  ModelConfig m = fixtures::tiny_llama();
+  m.hidden = 4096;
+  m.heads = m.kv_heads = 32;
+  m.head_dim = 128;
+  m.ffn_hidden = 11008;
+  m.layers = 3;
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.precision = Precision::kBf16Amp;
+  t.seq = 2048;  // M = 2048 > 1536: dequant + F.linear (backends/cuda/ops.py)
+  t.lora_rank = 8;
+  t.qlora = true;
+  const Graph g = build_graph(m, t, fixtures::h100());
+  int found = 0;
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::kLinear || std::string(op.name) != "q proj") continue;
+    ++found;
+    CHECK(op.fwd_transient_bytes == 35'651'584);
+    CHECK(op.bwd_transient_bytes == 34'603'008);
+  }
+  CHECK(found == 3);
+  int nf4 = 0;
+  for (const Storage& st : g.storages)
+    if (std::string(st.role) == "NF4 weight + quant state" && st.bytes == 8'655'940) ++nf4;
+  CHECK(nf4 == 3 * 4);  // q, k, v and o proj of each block (all 4096 x 4096 under MHA)
 }
 
 TEST_CASE("lora builds the same graph cloned and block by block") {
@@ -183,8 +217,10 @@ TEST_CASE("lora and qlora refusals: one line naming the flag") {
   h.lora_rank = 4;
   h.precision = Precision::kFp32;  // QLoRA computes in 16 bits
   CHECK(where(llama, h) == "--qlora");
+  h.precision = Precision::kBf16Mixed;  // moe2: QLoRA is modeled under autocast only
+  CHECK(where(llama, h) == "--qlora");
   h.qlora = false;
-  h.precision = Precision::kBf16Mixed;
+  h.precision = Precision::kFsdp2Bf16;  // moe2: FSDP2 would shard the frozen base
   CHECK(where(llama, h) == "--precision");
   h.precision.reset();
   h.lora_targets = 0;
@@ -253,6 +289,41 @@ TEST_CASE("context parallelism: local shapes, the ring's work and the dp x cp gr
   CHECK_THROWS_AS(fixtures::run(m, bad, "none"), Unsupported);
 }
 
+TEST_CASE("context parallelism under torchtitan: torch's all-gather ring (feat2)") {
+  // docs/memory-model.md "Context parallelism", torch's ring: tiny_llama, s 1024, cp 4 (local
+  // 256), a 8, g 2, head dim 32, bf16: q = 8 x 256 x 32 x 2 = 131,072 B; the repeated k + v
+  // kv = 2 x 131,072 = 262,144 B; lse = 8 x 256 x 4 = 8,192 B.
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kTorchtitan;
+  t.seq = 1024;
+  t.cp = 4;
+  t.zero = 3;  // FSDP2 over dp x cp
+  const Graph g = build_graph(m, t, fixtures::h100());
+  int found = 0;
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::kFlashAttention) continue;
+    ++found;
+    CHECK(op.cp_gather_bytes == 4 * 262'144);
+    CHECK(op.cp_dkv_bytes == 2 * 262'144);
+    // forward: 3 x (19q + 18 lse + 2kv) + 6q; backward: 4 x (5q + 10.5kv) + 3 x 2kv + 5q + 5kv
+    CHECK(op.fwd_serial_bytes == 10'272'768);
+    CHECK(op.bwd_serial_bytes == 17'170'432);
+    CHECK(op.fwd.comm_kind == 0);  // not TE's send/recv ring
+  }
+  CHECK(found == 4);
+  // the merges and the exposed last dK/dV send cost time; Megatron keeps TE's p2p ring
+  const Result tt = fixtures::run(m, t, "none");
+  CHECK(tt.comm_time_ns > 0);
+  TrainSetup mg = t;
+  mg.impl = Impl::kMegatron;
+  mg.zero = 0;
+  for (const Op& op : build_graph(m, mg, fixtures::h100()).ops) {
+    CHECK(op.cp_gather_bytes == 0);
+    CHECK(op.fwd_serial_bytes == 0);
+  }
+}
+
 TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights; torchao saves as bf16") {
   // tiny_llama widened so that the GEMMs, not the host, set the step time
   ModelConfig m = fixtures::tiny_llama();
@@ -271,7 +342,12 @@ TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weight
   // Megatron's llama block (one fused qkv [h -> h + 2kv], proj, gate, up, down): the fp8
   // workspace is 2 B per block linear weight element; the lm head stays 16-bit
   const int64_t block_linears = h * (h + 2 * kv) + h * h + 3 * h * f;
-  CHECK(te.weights_bytes == bf16.weights_bytes + 4 * 2 * block_linears);
+  // plus, per TE module (qkv, proj, fc1 = gate + up, fc2), delayed scaling's fp32 scales and
+  // amax histories: (1024 + 1) x (3 forward + 2 backward quantizers) x 4 B = 20,500 B (feat2)
+  CHECK(te.weights_bytes == bf16.weights_bytes + 4 * 2 * block_linears + 4 * 4 * 20'500);
+  t.fp8 = Fp8Recipe::kTeCurrent;  // current scaling keeps no state
+  CHECK(fixtures::run(m, t, "none").weights_bytes == bf16.weights_bytes + 4 * 2 * block_linears);
+  t.fp8 = Fp8Recipe::kTeDelayed;
   // every block linear keeps 1 B per input element instead of 2: the activations shrink
   CHECK(te.activation_bytes_per_layer < bf16.activation_bytes_per_layer);
   CHECK(te.fwd_flops == bf16.fwd_flops);
@@ -285,6 +361,26 @@ TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weight
   const Result ta = fixtures::run(m, tt, "none");
   CHECK(ta.activation_bytes_per_layer == tb.activation_bytes_per_layer);
   CHECK(ta.step_time_ns < tb.step_time_ns);
+  // feat2: torchao tensorwise at eab345c (manual_float8_matmul_with_args_in_float8) saves each
+  // block linear's own fp8 input, 1 B per element (and the fp8 all-gathered weight); the output
+  // layer keeps its 16-bit input
+  tt.fp8 = Fp8Recipe::kTorchaoTensorwise;
+  const Graph g = build_graph(m, tt, fixtures::h100());
+  int fp8_saves = 0, lm_head = 0;
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::kLinear) continue;
+    const Storage& x = g.storages[static_cast<std::size_t>(*g.begin(op.saves))];
+    if (std::string(op.name) == "lm head") {
+      ++lm_head;
+      CHECK(x.dtype == DType::kBF16);
+      continue;
+    }
+    CHECK(x.dtype == DType::kF8);
+    CHECK(x.bytes == 2048 * op.shape[1]);  // tokens x in_features, 1 B each
+    ++fp8_saves;
+  }
+  CHECK(lm_head == 1);
+  CHECK(fp8_saves == 4 * 7);  // wq, wk, wv, wo, w1, w3, w2 in each of 4 blocks
   // refusals: the recipe under the other code base, another regime, a GPU without fp8
   TrainSetup bad = t;
   bad.impl = Impl::kTorchtitan;

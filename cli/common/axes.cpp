@@ -215,6 +215,12 @@ std::vector<sim::AllocatorKind> parse_allocator_axis(std::string_view text) {
                           "exact, caching, caching-expandable");
 }
 
+// feat2 (issue 13): --fp8 as a list
+std::vector<sim::Fp8Recipe> parse_fp8_axis(std::string_view text) {
+  return parse_named_axis(text, "--fp8", &sim::parse_fp8,
+                          "off, te-delayed, te-current, torchao-tensorwise, torchao-rowwise");
+}
+
 std::vector<sim::Strategy> parse_strategy_axis(std::string_view text) {
   std::vector<sim::Strategy> out;
   for (std::string_view item : items(text, "--strategy")) out.push_back(sim::parse_strategy(item));

@@ -47,6 +47,7 @@ std::vector<sim::Precision> parse_precision_axis(std::string_view text);      //
 std::vector<sim::AttentionKind> parse_attention_axis(std::string_view text);  // --attention
 std::vector<sim::Optimizer> parse_optimizer_axis(std::string_view text);      // --optimizer
 std::vector<sim::AllocatorKind> parse_allocator_axis(std::string_view text);  // --allocator
+std::vector<sim::Fp8Recipe> parse_fp8_axis(std::string_view text);            // --fp8 (feat2)
 // --strategy: a comma list of strategies (a custom spec has '+' and '@' but never ',').
 std::vector<sim::Strategy> parse_strategy_axis(std::string_view text);
 

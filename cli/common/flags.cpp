@@ -153,7 +153,7 @@ Axes parse_axes(const CommonFlags& f) {
   }
   if (!f.target_seq.empty()) a.target_seq = one(f.target_seq, "--target-seq", 1);  // famenc
   {  // moe
-    a.ep = one(f.ep, "--ep", 1);
+    a.eps = parse_int_axis(f.ep, "--ep", false, 1);  // a list (feat2)
     const std::vector<double> im = parse_real_axis(f.moe_imbalance, "--moe-imbalance");
     if (im.size() != 1)
       throw sim::ConfigError("--moe-imbalance", f.moe_imbalance, "takes one value, not a list");
@@ -171,16 +171,10 @@ Axes parse_axes(const CommonFlags& f) {
     a.reentrant = v.front();
   }
   // feat (issue 13): context parallelism, LoRA / QLoRA
-  a.cp = one(f.cp, "--cp", 1);
-  {
-    const std::optional<sim::Fp8Recipe> r = sim::parse_fp8(f.fp8);
-    if (!r)
-      throw sim::ConfigError("--fp8", f.fp8,
-                             "expected off, te-delayed, te-current, torchao-tensorwise or "
-                             "torchao-rowwise");
-    a.fp8 = *r;
-  }
-  a.lora_rank = one(f.lora_rank, "--lora-rank", 0);
+  // --cp, --fp8 and --lora-rank are lists (feat2)
+  a.cps = parse_int_axis(f.cp, "--cp", false, 1);
+  a.fp8s = parse_fp8_axis(f.fp8);
+  a.lora_ranks = parse_int_axis(f.lora_rank, "--lora-rank", false, 0);
   if (!f.lora_targets.empty()) {
     const std::optional<uint32_t> t = sim::parse_lora_targets(f.lora_targets);
     if (!t)

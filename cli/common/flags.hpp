@@ -42,15 +42,15 @@ struct CommonFlags {
   std::string set_to_none = "on";      // --set-to-none on|off (one value)
   std::string reentrant;               // --reentrant on|off (one value); empty: the impl's
   // moe (one value each)
-  std::string ep = "1";                // --ep: expert-parallel ranks
+  std::string ep = "1";                // --ep: expert-parallel ranks (a list)
   std::string moe_imbalance = "1";     // --moe-imbalance: hottest expert's tokens / mean
   std::string moe_capacity;            // --moe-capacity: capacity factor; empty: dropless
   // --- feat (issue 13) ---
-  std::string lora_rank = "0";         // --lora-rank (one value); 0: full fine-tuning
+  std::string lora_rank = "0";         // --lora-rank (a list); 0: full fine-tuning
   std::string lora_targets;            // --lora-targets (one value); empty: PEFT's default
   std::string qlora = "off";           // --qlora on|off; given alone it is "" (on)
-  std::string cp = "1";                // --cp (one value): context-parallel ranks
-  std::string fp8 = "off";             // --fp8 (one value): the FP8 linear recipe
+  std::string cp = "1";                // --cp (a list): context-parallel ranks
+  std::string fp8 = "off";             // --fp8 (a list): the FP8 linear recipe
   // --- end feat ---
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
@@ -95,16 +95,17 @@ struct Axes {
   // --- famenc (issue 12) ---
   std::optional<int64_t> target_seq;  // --target-seq (one value); unset: --seq
   bool seq_default = false;           // --seq not given (seqs = {1024}; ViT takes its tokens)
-  // moe (one value each for the whole sweep)
-  int64_t ep = 1;
+  // moe (one value each for the whole sweep, but --ep: a list, feat2)
+  std::vector<int64_t> eps{1};  // --ep (a list: swept, innermost set-up axes; feat2)
   double moe_imbalance = 1.0;
   std::optional<double> moe_capacity;
-  // --- feat (issue 13): one value each for the whole sweep ---
-  int64_t lora_rank = 0;
+  // --- feat (issue 13): --lora-rank, --cp and --fp8 are lists (swept, the innermost set-up
+  // axes with --ep; feat2), the others one value each for the whole sweep ---
+  std::vector<int64_t> lora_ranks{0};
   uint32_t lora_targets = 0;  // sim::LoraTarget bits; 0: PEFT's default
   bool qlora = false;
-  int64_t cp = 1;
-  sim::Fp8Recipe fp8 = sim::Fp8Recipe::kOff;
+  std::vector<int64_t> cps{1};
+  std::vector<sim::Fp8Recipe> fp8s{sim::Fp8Recipe::kOff};
   // --- end feat ---
 };
 

@@ -26,7 +26,9 @@ std::vector<int64_t> setup_radices(const Axes& a) {
   const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
   return {n(a.profiles), n(a.impls), n(a.precisions), n(a.attentions), n(a.dropouts), n(a.batches),
           n(a.seqs),     n(a.tps),        n(a.sps),        n(a.dps),      n(a.zeros),
-          n(a.optimizers), n(a.allocators)};
+          n(a.optimizers), n(a.allocators),
+          // feat2 (issue 13): the swept feature lists, innermost
+          n(a.eps), n(a.lora_ranks), n(a.cps), n(a.fp8s)};
 }
 
 int64_t setup_count(const Axes& a) {
@@ -59,6 +61,10 @@ void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) 
   one(a.zeros.size(), "--zero", f.zero);
   one(a.optimizers.size(), "--optimizer", f.optimizer);
   one(a.allocators.size(), "--allocator", f.allocator);
+  one(a.eps.size(), "--ep", f.ep);  // feat2
+  one(a.lora_ranks.size(), "--lora-rank", f.lora_rank);
+  one(a.cps.size(), "--cp", f.cp);
+  one(a.fp8s.size(), "--fp8", f.fp8);
 }
 
 int64_t point_count(const Axes& a) {
@@ -87,7 +93,7 @@ Point point_at(const Axes& a, int64_t index) {
   p.device = static_cast<int32_t>(rest % static_cast<int64_t>(a.devices.size()));
   p.model = static_cast<int32_t>(rest / static_cast<int64_t>(a.devices.size()));
 
-  // Mixed-radix digits of the set-up index, fastest (allocator) first.
+  // Mixed-radix digits of the set-up index, fastest (fp8) first.
   int64_t s = p.setup_index;
   const auto digit = [&s](const auto& axis) {
     const auto size = static_cast<int64_t>(axis.size());
@@ -96,6 +102,10 @@ Point point_at(const Axes& a, int64_t index) {
     return axis[i];
   };
   sim::TrainSetup& t = p.setup;
+  t.fp8 = digit(a.fp8s);  // feat2: the swept feature lists, fastest
+  t.cp = digit(a.cps);
+  t.lora_rank = digit(a.lora_ranks);
+  t.ep = digit(a.eps);
   t.allocator = digit(a.allocators);
   t.optimizer = digit(a.optimizers);
   t.zero = static_cast<int>(digit(a.zeros));
@@ -117,14 +127,10 @@ Point point_at(const Axes& a, int64_t index) {
   t.reentrant = a.reentrant;
   t.target_seq = a.target_seq;    // famenc
   t.seq_default = a.seq_default;  // famenc
-  t.ep = a.ep;  // moe
   t.moe_imbalance = a.moe_imbalance;
   t.moe_capacity = a.moe_capacity;
-  t.lora_rank = a.lora_rank;  // feat
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
-  t.cp = a.cp;
-  t.fp8 = a.fp8;
   return p;
 }
 

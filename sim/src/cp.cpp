@@ -16,9 +16,68 @@
 //     and dkv travel the ring.
 //   Work: rank r's q meets every kv chunk once: cp x the local flash FLOPs (load-balanced causal:
 //     the causal half of each, as the whole sequence's).
+//
+// feat2: torch's ring (CpRing::kTorchAllGather; torchtitan). pytorch/pytorch
+// torch/distributed/tensor/experimental/_attention.py, read at 0123248a (the stored version; the
+// table's torch 1963fc8 of 2024-12-23 has the same API: torchtitan 9dec370 calls its
+// set_rotate_method, and the rotater classes, _SDPAMerger and the load balancing are those below):
+//   _templated_ring_attention: key, value made contiguous; at step 0 `torch.cat([key.flatten(),
+//     value.flatten()])` handed to _AllGatherRotater.exchange_buffers, which all-gathers it once
+//     (ft_c.all_gather_tensor, waited at step 1: overlapping step 0's attention) and serves
+//     each step's chunk as a view of the gathered buffer (cp chunks, kept to the loop's end).
+//     Load balancing (enable_load_balance, round robin): step 0 causal on the local chunks;
+//     step i <= rank: the full q against the first half of the chunk's k, v; i > rank: the
+//     second half of q against the whole chunk; not causal: each step after the first does the
+//     FLOPs of half a local block, so the work is the local causal work x cp, as modeled.
+//     _SDPAMerger.step (convert_to_f32): the step's output and lse cast to fp32, then `out = out
+//     - F.sigmoid(block_lse - lse) * (out - block_out)`, `lse = lse - F.logsigmoid(lse -
+//     block_lse)` (partial steps update the second half through _partial_update's torch.cat);
+//     results(): out.to(q's dtype).
+//   _templated_ring_attention_backward: k, v gathered again (the same rotater); grad_query,
+//     grad_key, grad_value fp32 zeros; per step the flash backward (dq, dk, dv in 16 bits) added
+//     into the fp32 accumulators (_partial_update: chunk add + torch.cat), `torch.cat([grad_key
+//     .flatten(), grad_value.flatten()])` sent on by _AllToAllRotater (ft_c.permute_tensor) at
+//     every step, the last one waited after the loop; then the fp32 grads cast back.
+//   torchtitan's attention (models/llama/model.py:201-202 @ 9dec370) repeats K and V to the
+//   query heads (repeat_kv) before SDPA: the ring carries a / g times the graph's k, v.
+//   What runs after each step's attention are memory-bound kernels, timed from their bytes
+//   (Op::fwd_serial_bytes); the slowest rank, cp - 1, merges full-length outputs every step.
 #include "ops.hpp"
 
+#include "sim/impl.hpp"
+
 namespace sim::detail {
+namespace {
+
+void torch_allgather_ring(OpDraft& d, const Dims& dm, int64_t q, int64_t kv16, int64_t lse) {
+  const int64_t cp = dm.cp;
+  const int64_t kv = mul(kv16, dm.g > 0 ? dm.a / dm.g : 1);  // repeat_kv: a heads
+  const int64_t q32 = mul(2, q), lse32 = lse;                // fp32 copies (lse is fp32)
+  // forward: the cat(k, v), the gathered cp chunks; the merger's fp32 out and lse, and one
+  // step's output, its fp32 copy, (out - block_out), the product, the new out
+  d.op.fwd_transient_bytes += mul(cp + 1, kv) + q32 + mul(2, lse32) + q + mul(4, q32);
+  // backward: the gathered chunks and cat again; fp32 grad_query, grad_key, grad_value; one
+  // step's dq, dk, dv; the fp32 dk, dv cat and the permute's receive buffer
+  d.op.bwd_transient_bytes += mul(cp + 1, kv) + q32 + mul(2, kv) + q + kv + mul(4, kv);
+  d.op.cp_gather_bytes = mul(cp, kv);  // all-gather output bytes, forward and backward
+  d.op.cp_dkv_bytes = mul(2, kv);      // fp32 dk, dv per step, cp steps
+  // Bytes read + written by the merges on rank cp - 1 (full-length q every step):
+  //   per step after the first: cast 3q, out - block_out 6q, sigmoid x diff 4q, out - prod 6q
+  //   (q = the 16-bit output's bytes) and six lse-sized ops (3 lse each); step 0's cast 3q, the
+  //   final cast 3q, and the cat of k, v (2 kv), which the loop makes again at every step but
+  //   the last (`if i < size - 1: next_kv = torch.cat(...)`; the all-gather rotater ignores all
+  //   but the first).
+  d.op.fwd_serial_bytes = mul(cp - 1, mul(19, q) + mul(18, lse) + mul(2, kv)) + mul(6, q);
+  d.op.fwd_serial_kernels = static_cast<int32_t>(mul(cp - 1, 10) + 3);
+  //   backward per step: grad_query += dq (5q), grad_key/value's _partial_update (chunk add
+  //   2.5 kv, torch.cat 4 kv), the dk, dv cat (4 kv), the cat of k, v (2 kv, all but the last
+  //   step); once: zeros (2q + 2 kv), casts back (3q + 3 kv)
+  d.op.bwd_serial_bytes =
+      mul(cp, mul(5, q) + (21 * kv) / 2) + mul(cp - 1, mul(2, kv)) + mul(5, q) + mul(5, kv);
+  d.op.bwd_serial_kernels = static_cast<int32_t>(mul(cp, 6) + 6);
+}
+
+}  // namespace
 
 void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_bytes,
                        int64_t out_bytes, int64_t lse_bytes) {
@@ -28,8 +87,15 @@ void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_b
   d.op.bwd.flops = mul(d.op.bwd.flops, cp);
   // The kernel-time model reads the shape (b, heads, s, d): cp flash calls of the local length
   // each, as a batch cp times larger (kernels.cpp attention_seconds; the executor, which reads
-  // dim too, refuses multi-rank graphs).
+  // dim too, refuses multi-rank graphs). torch's load-balanced steps after the first are
+  // non-causal calls of half the pairs, which FA2 runs somewhat faster than causal ones: not
+  // distinguished.
   d.dim[0] = mul(d.dim[0], cp);
+  if (dm.impl && dm.impl->cp_ring == CpRing::kTorchAllGather) {  // feat2
+    torch_allgather_ring(d, dm, out_bytes, kv_bytes, lse_bytes);
+    (void)q_bytes;
+    return;
+  }
   // forward: cp kv buffers, cp partial outputs and lse, the corrected output and the fp32
   // product of its correction
   d.op.fwd_transient_bytes += mul(cp, kv_bytes + out_bytes + lse_bytes) + mul(3, out_bytes);

@@ -83,7 +83,19 @@ int64_t op_ns(const Op& op, bool backward, const Device& d, Precision prec, Effi
   } else {
     compute_s = static_cast<double>(c.flops) / (peak_for(op.math16, d, prec) * e.compute);
   }
-  return roofline_ns(compute_s, c, d, e, c.kernels);
+  int64_t ns = roofline_ns(compute_s, c, d, e, c.kernels);
+  // feat2: memory-bound kernels after the op's own, in sequence (torch's cp merges, cp.cpp)
+  const int64_t serial = backward ? op.bwd_serial_bytes : op.fwd_serial_bytes;
+  if (serial > 0) {
+    OpCost m;
+    m.bytes = serial;
+    m.kernels = 0;
+    const int32_t launches = backward ? op.bwd_serial_kernels : op.fwd_serial_kernels;
+    ns = checked_add(ns, roofline_ns(0, m, d, e, 0), "step_time_ns");
+    ns = checked_add(ns, checked_mul(launches, d.launch_overhead_ns, "step_time_ns"),
+                     "step_time_ns");
+  }
+  return ns;
 }
 
 int64_t comm_ns(Collective c, int64_t bytes, CommGroup g, const Device& d) {
@@ -535,6 +547,25 @@ class Engine {
     return per > overlap ? checked_mul(steps, per - overlap, "step_time_ns") : 0;
   }
 
+  // feat2: torch's all-gather ring (sim/src/cp.cpp, CpRing::kTorchAllGather). Forward and
+  // backward all-gather K, V once (issued before step 0's attention, waited at step 1: exposed
+  // beyond one step's compute, compute_ns / cp); backward sends the fp32 dK, dV on at each of
+  // the cp steps, each waited a step later (overlapping one step) but the last, waited after
+  // the loop (exposed whole).
+  int64_t cp_torch_ns(const Op& op, bool backward, int64_t compute_ns) const {
+    if (g_.cp <= 1 || op.cp_gather_bytes <= 0) return 0;
+    const int64_t step = compute_ns / g_.cp;
+    const int64_t gather = comm_ns(Collective::kAllGather, op.cp_gather_bytes, cp_group_, dev_);
+    int64_t t = std::max<int64_t>(0, gather - step);
+    if (backward && op.cp_dkv_bytes > 0) {
+      const int64_t dkv = comm_ns(Collective::kSendRecv, op.cp_dkv_bytes, cp_group_, dev_);
+      t = checked_add(t, checked_mul(g_.cp - 1, std::max<int64_t>(0, dkv - step), "step_time_ns"),
+                      "step_time_ns");
+      t = checked_add(t, dkv, "step_time_ns");
+    }
+    return t;
+  }
+
   void run_forward(int32_t k, int32_t id, Phase phase, bool recompute) {
     const Op& op = g_.ops[id];
     phase_ = phase;
@@ -552,7 +583,8 @@ class Engine {
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    const int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns);  // feat: + the cp ring
+    const int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns)  // feat: + the cp ring
+                         + cp_torch_ns(op, false, ns);                // feat2
     const int64_t dur = contended(ns);
     advance(id, dur, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
@@ -577,7 +609,7 @@ class Engine {
     dispatch(std::max<int64_t>(1, op.bwd.kernels));  // time3: per kernel, as in forward
     const int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
-    advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns));  // feat: + the cp ring
+    advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns));  // feat(2)
     bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     res_.bwd_time_ns += ns;

@@ -9,13 +9,23 @@
 //   1 B per input element saved instead of the 16-bit input; the fp8 weight (row-wise for the
 //   forward GEMM, column-wise for dgrad) is a workspace cached across micro-batches
 //   (get_weight_workspace with is_first_microbatch, Megatron passes it): 2 B per weight element,
-//   persistent. Scales and amax histories (a few floats per tensor) are not counted.
+//   persistent.
+//   Delayed scaling's state (feat2; transformer_engine/pytorch/quantization.py @ d0067d0da6cb
+//   DelayedScalingRecipeState: `scale = torch.ones(num_quantizers)`, `amax_history =
+//   torch.zeros(amax_history_len, num_quantizers)`, fp32; module/base.py set_meta_tensor:
+//   num_quantizers = num_gemms * 3 forward (input, weight, output) and num_gemms * 2 backward
+//   (grad output, grad input); common/recipe/__init__.py DelayedScaling: amax_history_len 1024):
+//   per GEMM (1,024 + 1) x 5 x 4 = 20,500 B, persistent, counted per linear (LayerNormMLP's two
+//   GEMMs hold the same as two linears). Current scaling keeps none (Float8CurrentScalingRecipe
+//   State allocates no buffers). Each fp8 tensor's 4-byte scale_inv is not counted.
 // torchao Float8Linear (torchao-tensorwise, torchao-rowwise; torchtitan's float8 converter):
-//   pytorch/ao torchao/float8/float8_linear.py matmul_with_hp_or_float8_args: saves the
-//   high-precision input and weight (ctx.save_for_backward(input_hp, weight_hp_t)) and casts
-//   again in backward: no saved bytes change; the fp8 casts are transients (input and weight
-//   forward; grad output, input and weight backward). torchtitan applies it to every linear but
-//   the output layer (module_filter_fn skips "output").
+//   pytorch/ao torchao/float8/float8_linear.py @ eab345c (the torchao of torchtitan's Dec 2024
+//   tables, torchtitan 9dec370): tensorwise saves the fp8 input and the fp8 weight (FSDP2's fp8
+//   all-gather output, enable_fsdp_float8_all_gather assumed on as torchtitan's docs/float8.md
+//   recommends; its default at 9dec370 is off: the 16-bit gather with a saved fp8 cast is not
+//   modeled); rowwise saves the high-precision ones and casts again in backward. torchtitan
+//   applies it to every linear but the output layer (module_filter_fn skips "output").
+#include <algorithm>
 #include <string>
 
 #include "ops.hpp"
@@ -43,6 +53,12 @@ std::optional<Fp8Recipe> parse_fp8(std::string_view s) {
 
 namespace detail {
 
+// feat2: TE delayed scaling, per GEMM: 3 forward + 2 backward quantizers, each an fp32 scale and
+// an fp32 amax history of amax_history_len = 1024 (header comment).
+constexpr int64_t kTeAmaxHistoryLen = 1024;
+constexpr int64_t kTeDelayedStateBytes = (kTeAmaxHistoryLen + 1) * (3 + 2) * 4;
+static_assert(kTeDelayedStateBytes == 20'500);
+
 void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t in_f, int64_t out_f,
                 const char* name) {
   // The output layer stays 16-bit (Megatron's output_layer is not a TE layer; torchtitan's filter)
@@ -59,15 +75,46 @@ void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t i
     d.saves = {x8, d.saves[1]};
     // the fp8 weight workspace, row-wise and column-wise, cached across micro-batches
     (void)bld.buffer(mul(2, nw), DType::kF8, "fp8 weight cache (row-wise + column-wise)");
+    // feat2: delayed scaling's scales and amax histories (header comment), per TE module: the
+    // gate and up projections are one GEMM of Megatron's linear_fc1 (its gated MLP builds
+    // fc1 of 2 x ffn_hidden; built here as two ops), so "up proj" adds none
+    if (dm.fp8 == Fp8Recipe::kTeDelayed && std::string_view(name) != "up proj")
+      (void)bld.buffer(kTeDelayedStateBytes, DType::kF32, "fp8 scales + amax history (1024)");
     // forward: the row-wise fp8 input for the GEMM, freed inside the op
     d.op.fwd_transient_bytes += n_in;
     // backward: the fp8 grad output (row-wise and column-wise)
     d.op.bwd_transient_bytes += mul(2, mul(rows_full, out_f));
+  } else if (dm.fp8 == Fp8Recipe::kTorchaoTensorwise) {
+    // feat2: torchao at the torchtitan table's version (eab345c, torchao/float8/float8_linear.py
+    // Float8Linear.forward without axiswise scaling): input_fp8 = cast_input_to_float8(input),
+    // weight_fp8_t = cast_weight_to_float8_t(weight), manual_float8_matmul_with_args_in_float8
+    // `ctx.save_for_backward(input_fp8, weight_fp8_t)`: the fp8 input is saved (1 B each
+    // element) in place of the 16-bit input. The fp8 weight is FSDP2's fp8 all-gather output
+    // (enable_fsdp_float8_all_gather, assumed on: graph_builder.cpp; fsdp_utils.py
+    // WeightWithDynamicFloat8CastTensor.fsdp_post_all_gather wraps the gathered bytes, and
+    // cast_weight_to_float8_t returns `weight.t()` of an already-fp8 weight): saved as a view of
+    // the gathered weight, freed at reshard and gathered again for backward. Backward: the grad
+    // output cast once (cast_output_to_float8_in_bw); float8_ops.py preprocess_addmm's layout
+    // copies: grad_input's B (weight_fp8_t.t(), row-major: `b.t().contiguous().t()`, nw), then
+    // grad_weight's A (grad_output.t(): `.contiguous()`) and B (input_fp8, row-major). torchao
+    // from 2025-01-13 (#1461 onward, matmul_with_hp_or_float8_args) saves the high-precision
+    // tensors instead, as the rowwise branch below: not this version.
+    const int64_t go = mul(rows_full, out_f);
+    const int32_t x8 = bld.fresh(n_in, DType::kF8, "fp8 input (saved)");
+    d.outputs.push_back(x8);
+    d.saves = {x8, d.saves[1]};
+    d.op.bwd_transient_bytes += go + std::max(nw, go + n_in);
   } else {
-    // torchao: casts of the input and weight in forward; of grad output, input and weight in
-    // backward (1 B each element), around the saved high-precision tensors
-    d.op.fwd_transient_bytes += n_in + nw;
-    d.op.bwd_transient_bytes += mul(rows_full, out_f) + n_in + nw;
+    // torchao rowwise (axiswise, eab345c manual_float8_matmul_with_args_in_hp): saves the
+    // high-precision input and weight (`ctx.save_for_backward(input_hp, weight_hp_t)`), casts
+    // the input and weight in forward; in backward the grad output twice (dim0 and dim1), the
+    // weight and the input, all alive to the end, plus the layout copies of grad_weight's
+    // operands (grad output and input; grad_input's weight copy is freed before); 1 B each
+    // element, and the fp32 scales, one per row of each cast (feat2)
+    const int64_t go = mul(rows_full, out_f);
+    d.op.fwd_transient_bytes += n_in + nw + mul(4, rows_full + out_f);
+    d.op.bwd_transient_bytes +=
+        mul(3, go) + mul(2, n_in) + nw + mul(4, mul(2, rows_full) + out_f + in_f);
   }
 }
 

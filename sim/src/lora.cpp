@@ -83,15 +83,26 @@ uint32_t site_of(std::string_view name) {
 }
 
 // Bytes of one bitsandbytes 4-bit weight of n values, double-quantized (Linear4bit's
-// compress_statistics=True, blocksize 64): the packed values ceil(n/2), one uint8 absmax per 64
-// values, one fp32 absmax per 256 of those, the fp32 offset, and the 256-entry fp32 code of the
-// second quantization; the 16-entry NF4 code is shared (get_4bit_type). quantize_blockwise's code
-// is created per call (functional.py create_dynamic_map), so counted per weight.
+// compress_statistics=True, blocksize 64; functional.py quantize_4bit @ 95f9af30): the packed
+// values ceil(n/2) (uint8 quant_storage); the first-level absmax quantized to one uint8 per 64
+// values (quantize_blockwise(_absmax - offset, blocksize=256)); its fp32 absmax, one per 256 of
+// those (state2.absmax); the fp32 offset (`_absmax.mean()`, a 0-dim tensor); the 256-entry fp32
+// code of that second quantization (state2.code: `code.to(A.device, copy=True)`, a copy per
+// weight); and the 16-entry fp32 NF4 code (QuantState.code: get_4bit_type builds a new
+// `torch.tensor(data)` per call). Six tensors per weight; the caching allocator's 512-byte
+// rounding of the five small ones (< 2.5 KB per linear) is not modeled. docs/memory-model.md
+// "LoRA and QLoRA" derives one linear by hand; tests/test_lora.cpp asserts it.
 int64_t nf4_bytes(int64_t n) {
   const int64_t blocks = (n + 63) / 64;
   const int64_t blocks2 = (blocks + 255) / 256;
-  return (n + 1) / 2 + blocks + mul(4, blocks2) + 4 + 256 * 4;
+  return (n + 1) / 2 + blocks + mul(4, blocks2) + 4 + 256 * 4 + 16 * 4;
 }
+
+// The fp32 absmax rebuilt while dequantizing (feat2): forward, backends/cuda/ops.py
+// _dequant_linear_fallback makes `absmax_dq` (fp32, one per 64 values) and `absmax_dq +
+// absmax_offset` (another), both alive while the weight is dequantized into B_dq; backward,
+// functional.py dequantize_4bit makes one (dequantize_blockwise, then `+=` the offset in place).
+int64_t nf4_absmax_fp32_bytes(int64_t n) { return mul(4, (n + 63) / 64); }
 
 // A pointwise op of one input making a new tensor that saves nothing (x * scaling by a Python
 // float, clone, a cast): `pass`: the backward hands the gradient on (clone) instead of making one.
@@ -170,9 +181,12 @@ int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f
   if (b >= 0) d.inputs.push_back({b, GradRule::kNone});
   const int32_t y = bld.fresh(bytes(mul(n, out_f), cdt), cdt, out_role);
   d.outputs.push_back(y);
-  // the dequantized weight, in forward and again for the input's gradient
-  d.op.fwd_transient_bytes = bytes(nw, cdt);
-  d.op.bwd_transient_bytes = bytes(nw, cdt);
+  // the dequantized weight, in forward and again for the input's gradient, each with its
+  // rebuilt fp32 absmax (two copies in forward, one in backward; nf4_absmax_fp32_bytes). The
+  // dequantized dtype is QuantState.dtype, the weight's dtype when it was quantized: the compute
+  // dtype assumed (a model loaded in fp32 would dequantize to fp32, then `.to(grad dtype)`).
+  d.op.fwd_transient_bytes = bytes(nw, cdt) + mul(2, nf4_absmax_fp32_bytes(nw));
+  d.op.bwd_transient_bytes = bytes(nw, cdt) + nf4_absmax_fp32_bytes(nw);
   const int64_t mm = mul(mul(2, n), nw);
   d.op.fwd.flops = mm;
   d.op.bwd.flops = mm;
@@ -221,15 +235,19 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   if (quant)  // bnb.py Linear4bit.forward: "defensively clone"
     result = pointwise(bld, o, OpKind::kCopy, result, tr.bytes, tr.dtype, "lora base clone",
                        out_role, true);
-  // The adapter's own parameters are trainable: built as ordinary linears.
+  // The adapter's own parameters are trainable: built as ordinary linears. moe2: in fp32 under
+  // every regime: get_peft_model's autocast_adapter_dtype=True upcasts bf16/fp16 adapter weights
+  // to fp32 (peft tuners_utils.py cast_adapter_dtype @ 5d602fdb), so under bf16-mixed (a bf16
+  // base, no autocast) the adapters are fp32 and compute in fp32.
   Dims plain = dm;
   plain.lora_rank = 0;
+  plain.param_dt = DType::kF32;
   Ops po(bld, plain);
   bld.freeze_params = false;
   int32_t xa = x;
   // _cast_input_dtype(x, lora_A.weight.dtype): the plain layer casts x to the adapter's dtype;
   // bnb's Linear4bit layer does not under autocast (requires_conversion = not autocast).
-  if (!quant || !dm.amp) xa = o.cast(x, dm.param_dt, "lora input cast", "lora input cast");
+  if (!quant || !dm.amp) xa = o.cast(x, DType::kF32, "lora input cast", "lora input cast");
   // lora_dropout: nn.Identity (LoraConfig lora_dropout = 0.0, the default)
   const int32_t a = po.linear(xa, in_f, dm.lora_rank, false, Ops::Tp::kNone, "lora_A", "lora_A out");
   const int32_t bo = po.linear(a, dm.lora_rank, out_f, false, Ops::Tp::kNone, "lora_B", "lora_B out");
@@ -246,7 +264,9 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   const int32_t z = bld.fresh(bytes(mul(n, out_f), dt), dt, out_role);
   d.outputs.push_back(z);
   bld.add_op(std::move(d));
-  return z;
+  // result.to(torch_result_dtype): a copy back when the sum was promoted (bf16-mixed: a bf16
+  // base result plus the fp32 adapter path); a no-op otherwise
+  return o.cast(z, tr.dtype, "lora result cast", out_role);
 }
 
 }  // namespace detail
@@ -268,11 +288,14 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     throw Unsupported("--lora-rank", "lora_rank",
                       "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
   const Precision p = resolved_precision(s);
-  if (p == Precision::kBf16Mixed || p == Precision::kFsdp2Bf16)
+  // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear)
+  if (p == Precision::kFsdp2Bf16)
     throw Unsupported("--precision", "precision",
                       "LoRA under " + std::string(name(p)) +
-                          " (PEFT's adapters are modeled under the Trainer's autocast, bf16-amp or "
-                          "fp16-amp, and fp32)");
+                          " (FSDP2 shards the frozen base with the adapters: not modeled)");
+  if (s.qlora && p == Precision::kBf16Mixed)
+    throw Unsupported("--qlora", "qlora",
+                      "QLoRA under bf16-mixed (modeled under autocast: bf16-amp or fp16-amp)");
   if (s.qlora && p == Precision::kFp32)
     throw ConfigError("--qlora", "qlora",
                       "QLoRA computes in 16 bits (bnb_4bit_compute_dtype) under autocast: "

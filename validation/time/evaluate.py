@@ -27,6 +27,10 @@ def flags(r):
         f += ["--pp", r["pp"]]
     if r.get("vpp"):  # appended column: model chunks per stage (--vpp, interleaved 1F1B)
         f += ["--vpp", r["vpp"]]
+    if r.get("cp"):  # feat2 (issue 13): context parallelism and FP8 linears
+        f += ["--cp", r["cp"]]
+    if r.get("fp8"):
+        f += ["--fp8", r["fp8"]]
     return f
 
 

@@ -164,6 +164,13 @@ struct Op {
   // --- feat (issue 13) ---
   bool fp8 = false;  // its GEMMs run on fp8 tensor cores (--fp8: sim/src/fp8.cpp)
   // --- end feat ---
+  // --- feat2 (issue 13): torch's context_parallel ring (sim/src/cp.cpp, CpRing::kTorchAllGather)
+  int64_t cp_gather_bytes = 0;  // forward and backward: one all-gather of k and v (output bytes)
+  int64_t cp_dkv_bytes = 0;     // backward: each of the cp steps' fp32 dk, dv permute (per rank)
+  // memory-bound kernels run after the op's main kernels, in sequence (the ring's merges)
+  int64_t fwd_serial_bytes = 0, bwd_serial_bytes = 0;
+  int32_t fwd_serial_kernels = 0, bwd_serial_kernels = 0;
+  // --- end feat2 ---
 };
 
 struct Graph {

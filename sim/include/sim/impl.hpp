@@ -132,6 +132,17 @@ enum class GeluVariant : uint8_t {
   kConfig,  // as the config's activation function names it (HF ACT2FN: gelu_new is pointwise ops)
 };
 
+// --- feat2 (issue 13): how a code base's ring attention (--cp) moves K and V ---
+enum class CpRing : uint8_t {
+  // Transformer Engine's AttnFuncWithCPAndKVP2P (Megatron-core's default cp_comm_type "p2p"):
+  // cp - 1 send/recv steps of one KV chunk, each overlapping a step's attention (sim/src/cp.cpp)
+  kTeP2p,
+  // torch.distributed.tensor.experimental context_parallel (torchtitan's
+  // --experimental.context_parallel_rotate_method default "allgather"): one all-gather of K and
+  // V per forward and per backward, fp32 merges of each step's output, dK/dV rotated in fp32
+  kTorchAllGather,
+};
+
 // --- moe (issue 13): how a code base routes tokens to its experts ---
 enum class MoeDispatch : uint8_t {
   kNone,     // the code base has no MoE layer modeled (refused)
@@ -189,6 +200,7 @@ struct ImplSpec {
   bool fp8_te = false;       // --fp8 te-*: Transformer Engine's fp8 linears
   bool fp8_torchao = false;  // --fp8 torchao-*: torchao's Float8Linear
   // --- end feat ---
+  CpRing cp_ring = CpRing::kTeP2p;  // feat2: the ring's algorithm under --cp
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 

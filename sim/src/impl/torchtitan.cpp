@@ -33,6 +33,9 @@ ImplSpec torchtitan() {
   // feat: context parallelism (torchtitan's --parallelism.context_parallel_degree:
   // torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
   s.context_parallel = true;
+  // feat2: torchtitan 9dec370 config_manager.py --experimental.context_parallel_rotate_method
+  // default "allgather" (utils.py create_context_parallel_ctx: set_rotate_method)
+  s.cp_ring = CpRing::kTorchAllGather;
   s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "FSDP2 fully_shard over the data-parallel ranks (ZeRO 3)";
   s.not_modeled = "torch.compile, Float8";
