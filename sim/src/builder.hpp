@@ -76,6 +76,9 @@ struct OpDraft {
   Exec exec = Exec::kNone;
   std::array<int64_t, 6> dim{};
   float p = 0;
+  // time3 (issue 11): bytes its kernels move through intermediates of their own (an unfused op's
+  // kernels write tensors the next of them reads back), beyond its inputs, outputs and saves
+  int64_t fwd_inner_bytes = 0, bwd_inner_bytes = 0;
 };
 
 struct Param {

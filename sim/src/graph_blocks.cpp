@@ -173,6 +173,16 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
       d.saves = {cos_sin};
       d.op.fwd_transient_bytes = mul(2, bld.tensor(y).bytes);
       d.op.bwd_transient_bytes = mul(2, bld.tensor(y).bytes);
+      // time3 (issue 11): torchtitan's complex rotary (models/llama/model.py apply_rotary_emb):
+      // x.float() (reads x, writes an fp32 copy), the complex64 multiply by freqs_cis (reads and
+      // writes fp32) and .type_as(x) (reads fp32, writes x's dtype): the in/out/table bytes above
+      // plus four fp32 passes, 16 bytes per element; autograd's backward runs the same three
+      // (ToCopyBackward, MulBackward0 by conj(freqs_cis), ToCopyBackward). An fp32 x has no casts.
+      if (dm.impl && dm.impl->rope_kernels == RopeKernels::kComplexFp32 &&
+          bytes_of(bld.tensor(t).dtype) < 4) {
+        d.fwd_inner_bytes = d.bwd_inner_bytes = mul(16, numel_of(bld.tensor(t)));
+        d.op.fwd.kernels = d.op.bwd.kernels = 3;
+      }
       if (partial) d.exec = Exec::kNone;
       bld.add_op(std::move(d));
       return partial ? famdec_rotary_cat(bld, dm, y, t_in, "rotary cat") : y;

@@ -306,8 +306,8 @@ void Builder::finalize() {
     for (int32_t t : drafts_[i].saves) bb += tensors_[t].bytes;
     for (int32_t s : allocs[i]) bb += g_.storages[s].bytes;
     for (int32_t s : frees[i]) bb += g_.storages[s].bytes;
-    op.fwd.bytes = fb;
-    op.bwd.bytes = bb + op.bwd_accum_bytes * 2;
+    op.fwd.bytes = fb + drafts_[i].fwd_inner_bytes;  // time3: + intermediates' traffic
+    op.bwd.bytes = bb + op.bwd_accum_bytes * 2 + drafts_[i].bwd_inner_bytes;
     // Kernel-class shapes (DESIGN.md §5): a linear's rows are those its matmul runs on (the
     // gathered sequence under SP), recovered exactly from its 2 m n k FLOPs.
     const OpDraft& dr = drafts_[i];

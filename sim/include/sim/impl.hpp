@@ -51,6 +51,17 @@ enum class DropoutDefault : uint8_t {
 // segment and keeps its output until the segment's backward ends.
 enum class CheckpointApi : uint8_t { kNonReentrant, kReentrant };
 
+// --- time3 (issue 11): the kernels an eager rotary embedding runs ---
+enum class RopeKernels : uint8_t {
+  // HF's q*cos + rotate_half(q)*sin, timed as one pass over q, the tables and the output (the
+  // pre-time3 model, kept: its five kernels are not yet counted)
+  kOnePass,
+  // torchtitan's apply_rotary_emb: view_as_complex(x.float()) * freqs_cis, then
+  // view_as_real(...).type_as(x): three kernels each way, through an fp32 copy of x
+  kComplexFp32,
+};
+// --- end time3 ---
+
 // --- implmt (megatron, torchtitan): op variants of these two code bases ---
 
 // The language-model loss.
@@ -197,6 +208,9 @@ struct ImplSpec {
   // The fused attention kernel behind --attention flash (KernelChoice, sim/graph.hpp; kDefault:
   // FA2, PyTorch SDPA's flash backend). sim/src/kernels.cpp times it from that kernel's table.
   KernelChoice attention_kernel{};
+  // --- time3 (issue 11) ---
+  RopeKernels rope_kernels = RopeKernels::kOnePass;
+  // --- end time3 ---
 };
 
 std::span<const ImplSpec> implementations();  // every row, in --impl's listing order

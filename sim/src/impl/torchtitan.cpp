@@ -27,6 +27,9 @@ ImplSpec torchtitan() {
   // priority: pytorch/pytorch#141133, as torchtitan PR #1209 recounts). v0.2.2 asks for cuDNN
   // first (torchtitan/models/attention.py sdpa_backends); not modeled.
   s.attention_kernel = KernelChoice::kFlashAttention2;
+  // time3: apply_rotary_emb through view_as_complex(x.float()) (torchtitan/models/llama/model.py,
+  // the 2024 releases its benchmark tables ran)
+  s.rope_kernels = RopeKernels::kComplexFp32;
   // feat: context parallelism (torchtitan's --parallelism.context_parallel_degree:
   // torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
   s.context_parallel = true;
