@@ -102,7 +102,7 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off$'  # then feat's lora_rank ... fp8
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6$'  # then feat's lora_rank ... fp8, implver's impl_version
 ]=])
 
 # sweep: writes the file, rows in order, no .partial left behind.
@@ -122,9 +122,10 @@ rm -f e.csv
 test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
-# famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off$'
+# famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
+# implver: impl_version (the release, resolved)
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.

@@ -20,7 +20,9 @@ void status_line(const AppState& st) {
   } catch (const sim::ConfigError&) {
     // the graph error below says why
   }
-  const std::string impl = s.impl ? std::string(sim::name(*s.impl)) + ", " : std::string();
+  const std::string impl =
+      s.impl ? std::string(sim::name(*s.impl)) + "@" + std::string(s.impl_version) + ", "  // implver
+             : std::string();
   ImGui::Text("%s on %s:  micro-batch %lld, seq %lld, tp %lld%s, dp %lld, ZeRO %d, %s%s, %s",
               st.inputs.model_label.c_str(), st.inputs.device_label.c_str(),
               static_cast<long long>(s.micro_batch), static_cast<long long>(s.seq),
