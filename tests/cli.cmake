@@ -571,3 +571,26 @@ do
   grep -q -- '--lora\|--qlora\|--cp\|--precision' err.txt
 done
 ]=])
+
+# implver (issue 10): --impl NAME@VERSION picks a release (a row of data); a bad release is one
+# line listing the valid ones, exit 2, no output; run names the release and the optimizer's
+# source; the CSV's optimizer and impl_version columns are the resolved ones.
+actsim_cli_test(impl_versions [=[
+rc=0
+"$1" run --model llama-3-8b --impl torchtitan@v9 > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2 && test ! -s out.txt && test "$(wc -l < err.txt)" -eq 1
+grep -q "^actsim: error: --impl: torchtitan@v9: 'v9' is not a release of torchtitan modeled here: v0.2.2 (default), 9dec370$" err.txt
+"$1" run --model llama-3-8b --impl torchtitan@9dec370 --seq 256 > out.txt
+grep -q "torchtitan@9dec370 (pytorch/torchtitan 9dec370" out.txt
+grep -q "optimizer adam (torchtitan default: " out.txt
+"$1" run --model korthikanti-22b --batch 1 --seq 256 > out.txt
+grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam" out.txt
+"$1" run --model t5-small --seq 64 > out.txt
+grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
+"$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
+head -n 1 s.csv | grep -q ',fp8,impl_version$'
+test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
+test "$(awk -F, 'NR > 1 { print $NF }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+"$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
+grep -q "; optimizer sgd, exact allocator" out.txt
+]=])
