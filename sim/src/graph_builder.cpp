@@ -554,7 +554,8 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   // weights when the parameters are bf16 (bf16-mixed).
   const Optimizer optim = resolved_optimizer(s);  // implver: the implementation's default
   int64_t per_param = optim == Optimizer::kSgd ? 4 : 8;
-  if (prec == Precision::kBf16Mixed) per_param += 4;
+  // moe2: LoRA's trainable adapters are fp32 under bf16-mixed (PEFT upcasts them): no master copy
+  if (prec == Precision::kBf16Mixed && g.lora_rank == 0) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
   const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16;
   if (sharded && s.ep > 1) {
@@ -616,7 +617,7 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   // and writes p, m, v and reads g: 28 B; SGD with momentum: 20 B; bf16 params add a 2 B copy.
   int64_t moved = optim == Optimizer::kAdamForeach || optim == Optimizer::kAdamLoop ? 80
                   : optim == Optimizer::kAdamFused ? 28 : 20;
-  if (prec == Precision::kBf16Mixed) moved += 2;
+  if (prec == Precision::kBf16Mixed && g.lora_rank == 0) moved += 2;  // moe2: LoRA's are fp32
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
   // time (issue 11): adam-loop launches these 8 per parameter tensor (HF's adamw_hf, transformers
   // optimization.py AdamW.step: mul_, add_, mul_, addcmul_, sqrt, add_, addcdiv_, add_ per p);
