@@ -70,6 +70,10 @@ TEST_CASE("each optimizer kind's temporaries follow the resolved default") {
   // embeddings, 50257 x 768)
   CHECK(build_graph(gpt, with(Impl::kHf, "4.16"), dev).optimizer_transient_bytes ==
         4 * gpt.vocab * gpt.hidden);
+  // nanoGPT's slow path: torch's single-tensor AdamW, sqrt(v) and its quotient alive together
+  TrainSetup slow = with(Impl::kNanogpt);
+  slow.attention = AttentionKind::kStandard;
+  CHECK(build_graph(gpt, slow, dev).optimizer_transient_bytes == 8 * gpt.vocab * gpt.hidden);
 }
 
 TEST_CASE("--impl NAME@VERSION: releases are rows; a bad one lists the valid ones") {

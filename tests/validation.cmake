@@ -201,6 +201,11 @@ set_tests_properties(validation.published_rows_load PROPERTIES WORKING_DIRECTORY
 add_test(NAME validation.real_code_nanogpt
          COMMAND actsim validate validation/real-code/nanogpt.csv --tolerance 0.5
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+# implver: nanoGPT's own optimizer on torch 1.13 (the single-tensor AdamW loop; the rows leave
+# `optimizer` empty, so --impl nanogpt's default is what is simulated), peak in the optimizer step.
+add_test(NAME validation.real_code_nanogpt_optimizer
+         COMMAND actsim validate validation/real-code/nanogpt-optimizer.csv --tolerance 0.5
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 
 # implhf: HF BERT's sequence- and token-classification heads measured on the CPU
 # (validation/real-code/hf-bert.csv; harness/realcode/hf_bert_builder.py is modeling_bert.py

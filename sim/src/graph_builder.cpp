@@ -603,14 +603,16 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   // A per-parameter loop: HF's adamw_hf (transformers optimization.py AdamW.step:
   // `denom = exp_avg_sq.sqrt().add_(eps)`) holds one fp32 temporary of the parameter being
   // updated, so the largest parameter's (the word embeddings, typically). torch's single-tensor
-  // Adam (`(exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`) briefly holds two: not
-  // distinguished here.
+  // AdamW (torch/optim/adamw.py _single_tensor_adamw, 1.13 line 316 and 2.x alike:
+  // `(exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`) holds two at the division: the
+  // release's ImplSpec::loop_temporaries (implver; measured: validation/real-code/nanogpt-optimizer.csv).
   if (optim == Optimizer::kAdamLoop && g.profile != Profile::kPaper) {
     int64_t largest = 0;
     for (int32_t sid : g.param_storages)
       largest = std::max(largest, g.storages[sid].bytes / bytes_of(g.storages[sid].dtype));
     if (s.zero >= 1) largest /= d;
-    g.optimizer_transient_bytes = checked_mul(4, largest, f);
+    const int64_t temps = g.impl ? spec(*g.impl, s.impl_version).loop_temporaries : 1;
+    g.optimizer_transient_bytes = checked_mul(4 * temps, largest, f);
   }
   // Bytes moved per parameter of the shard: foreach Adam runs lerp_(m), mul_(v), addcmul_(v),
   // sqrt, div_, add_, addcdiv_(p) and the decoupled weight decay mul_(p): 80 B; fused Adam reads

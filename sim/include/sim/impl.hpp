@@ -203,6 +203,10 @@ struct ImplSpec {
   // Per family, the modeling file and commit read (space-separated `family=file@commit`; empty:
   // `version` names the one code all families share). run's setup line names the model's.
   std::string_view family_sources;
+  // --optimizer adam-loop's fp32 temporaries of the parameter being updated: 1 for HF's adamw_hf
+  // (`exp_avg_sq.sqrt().add_(eps)`), 2 for torch's single-tensor AdamW (`sqrt() / c`, both alive
+  // at the division), which every code base but HF's Trainer runs.
+  int loop_temporaries = 2;
   // --- end implver ---
 };
 

@@ -53,6 +53,7 @@ ImplSpec hf() {
   s.not_modeled = "torch.compile";
   // --- implver: this release's key and its Trainer's optimizer ---
   s.version_key = "4.48";
+  s.loop_temporaries = 1;  // --optimizer adam-loop here means the Trainer's adamw_hf
   // The modeling file and commit read per family (docs/memory-model.md names each op row's);
   // Mistral and Qwen2 are modeled by Llama's op list; "unpinned": read in a copy not at a commit.
   s.family_sources =
