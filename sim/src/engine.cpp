@@ -802,7 +802,7 @@ RecomputeMode recompute_mode(const Graph& g) {
   // (tensor_parallel/random.py) is reentrant; torch.utils.checkpoint(use_reentrant=False) is not.
   if (g.profile == Profile::kPaper) return RecomputeMode::kReentrant;
   if (g.reentrant) return *g.reentrant ? RecomputeMode::kReentrant : RecomputeMode::kNonReentrant;
-  if (g.impl && spec(*g.impl).checkpoint == CheckpointApi::kReentrant)
+  if (g.impl && spec(*g.impl, g.impl_version).checkpoint == CheckpointApi::kReentrant)
     return RecomputeMode::kReentrant;
   return RecomputeMode::kNonReentrant;
 }

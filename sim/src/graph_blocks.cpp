@@ -214,6 +214,27 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     v = o.to_half(v, "v cast", "v cast");
     // census12: K/V with fewer heads and no enable_gqa (Falcon multi_query): the math kernel
     if (sdpa_math_kernel(dm)) return sdpa_math_attention(bld, dm, q, k, v);
+    // implver: a release that repeats K and V to every query head before SDPA (ImplSpec::
+    // flash_repeat_kv; torchtitan @ 9dec370 model.py:201-202): expand + reshape copies each, the
+    // copy saves nothing, and the kernel then sees a heads of K and V (and saves those).
+    int64_t kv_heads = dm.g;
+    if (dm.impl && dm.impl->flash_repeat_kv && dm.g != dm.a) {
+      auto repeat = [&](int32_t t, const char* name) {
+        OpDraft r = o.draft(OpKind::kCopy, name);
+        r.op.core_attention = true;
+        r.exec = Exec::kRepeatKv;
+        r.dim = {nf, dm.g, hd, dm.a / dm.g};
+        r.op.math16 = false;
+        r.inputs.push_back({t, GradRule::kNew});
+        const int32_t y = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "repeated kv");
+        r.outputs.push_back(y);
+        bld.add_op(std::move(r));
+        return y;
+      };
+      k = repeat(k, "repeat k");
+      v = repeat(v, "repeat v");
+      kv_heads = dm.a;
+    }
     // famdec: an additive 4-D mask (Gemma 2/3; Phi-3 at its window) makes SDPA run its
     // memory-efficient kernel, which saves the mask (attn_bias) beside q, k, v, out and lse
     const int32_t sdpa_mask = famdec_sdpa_mask(bld, dm);
@@ -223,7 +244,7 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     // time (issue 11): the kernel that runs it, timed from its table (sim/src/kernels.cpp)
     if (sdpa_mask >= 0) d.op.kernel = KernelChoice::kSdpaMemEfficient;
     else if (dm.impl) d.op.kernel = dm.impl->attention_kernel;
-    d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
+    d.dim = {dm.b, dm.a, dm.s, hd, dm.a / kv_heads, causal ? 1 : 0};  // implver: kv_heads
     d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;
     d.op.sac_save = true;  // SDPA is in torchtitan's save list
@@ -246,7 +267,7 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     const int64_t d32 = hd <= 128 ? (hd + 31) / 32 * 32 : (hd + 63) / 64 * 64;
     int64_t tr = bytes(mul(mul(dm.b, s128), mul(dm.a, d32)), DType::kF32) +
                  bytes(mul(mul(dm.b, dm.a), s128), DType::kF32);
-    if (dm.g != dm.a) tr += mul(2, bytes(mul(mul(dm.b, dm.s), nq), hdt));
+    if (kv_heads != dm.a) tr += mul(2, bytes(mul(mul(dm.b, dm.s), nq), hdt));  // implver
     d.op.bwd_transient_bytes = tr;
     // feat: context parallelism's ring (sim/src/cp.cpp)
     cp_ring_attention(d, dm, bld.tensor(q).bytes, bld.tensor(k).bytes + bld.tensor(v).bytes,

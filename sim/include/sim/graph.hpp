@@ -227,6 +227,8 @@ struct Graph {
   // The optimizer step's launches: multi_tensor_apply chunks (foreach, fused: true) or one
   // launch per parameter tensor and op (a per-parameter for-loop, --optimizer adam-loop: false).
   bool optimizer_multi_tensor = true;
+  // --- implver (issue 10): the release of `impl` (TrainSetup::impl_version; empty: default) ---
+  std::string_view impl_version;
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

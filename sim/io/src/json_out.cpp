@@ -29,7 +29,7 @@ std::string result_json(const Row& row) {
   j["sp"] = s.sp;
   j["dp"] = s.dp;
   j["zero"] = s.zero;
-  j["optimizer"] = sim::name(s.optimizer);
+  j["optimizer"] = sim::name(sim::resolved_optimizer(s));  // implver: the resolved kind
   j["allocator"] = sim::name(s.allocator);
   j["prefetch"] = s.prefetch;
   j["pp"] = s.pp;
@@ -46,6 +46,7 @@ std::string result_json(const Row& row) {
   j["qlora"] = s.qlora;
   j["cp"] = s.cp;
   j["fp8"] = std::string(sim::name(s.fp8));
+  j["impl_version"] = s.impl ? Json(std::string(s.impl_version)) : Json(nullptr);  // implver
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;
