@@ -116,7 +116,8 @@ TEST_CASE("the CSV header is the v1 contract") {
       "offload_bytes", "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
       "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns",
       "comm_wait_ns", "set_to_none", "reentrant", "target_seq", "ep", "moe_imbalance",
-      "lora_rank", "lora_targets", "qlora", "cp", "fp8"};  // famenc, moe, feat (issues 12, 13)
+      "lora_rank", "lora_targets", "qlora", "cp", "fp8",
+      "padding"};  // hfimpl  // famenc, moe, feat (issues 12, 13)
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 

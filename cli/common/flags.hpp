@@ -52,6 +52,7 @@ struct CommonFlags {
   std::string cp = "1";                // --cp (one value): context-parallel ranks
   std::string fp8 = "off";             // --fp8 (one value): the FP8 linear recipe
   // --- end feat ---
+  std::string padding = "off";         // hfimpl: --padding on|off (one value)
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
   // --- famenc (issue 12) ---
@@ -106,6 +107,7 @@ struct Axes {
   int64_t cp = 1;
   sim::Fp8Recipe fp8 = sim::Fp8Recipe::kOff;
   // --- end feat ---
+  bool padding = false;  // hfimpl: --padding (one value for the whole sweep)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

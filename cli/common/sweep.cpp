@@ -123,6 +123,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.lora_rank = a.lora_rank;  // feat
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
+  t.padding = a.padding;  // hfimpl
   t.cp = a.cp;
   t.fp8 = a.fp8;
   return p;

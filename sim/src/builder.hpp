@@ -130,6 +130,7 @@ class Builder {
   bool ignore_transients = false; // paper profile
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
+  int32_t hf_mask = -1;           // hfimpl: HF's model-level attention mask (blocks_hfmask.cpp)
   // feat (LoRA): param() makes frozen weights (persistent, no gradient, no optimizer state).
   bool freeze_params = false;
 
@@ -188,6 +189,7 @@ struct Dims {
   // --- implhf ---
   double p_classifier = 0;  // dropout before a classification head's classifier
   // --- end implhf ---
+  bool padding = false;     // hfimpl: --padding (HF's attention mask; sim/src/blocks_hfmask.cpp)
 
   // moe (sim/src/blocks_moe.cpp)
   int64_t ep = 1;              // expert-parallel ranks

@@ -396,6 +396,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // load-balanced, when causal): every token-wise shape is the local one.
   dm.cp = s.cp;
   dm.fp8 = s.fp8;
+  dm.padding = s.padding;  // hfimpl
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;

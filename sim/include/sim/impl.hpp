@@ -178,6 +178,10 @@ struct ImplSpec {
   bool fp8_te = false;       // --fp8 te-*: Transformer Engine's fp8 linears
   bool fp8_torchao = false;  // --fp8 torchao-*: torchao's Float8Linear
   // --- end feat ---
+  // --- hfimpl (issue 10): the code base takes a padding attention mask (--padding) and builds
+  // the masks of the model's own modeling code (ModelConfig "hfimpl" fields) ---
+  bool model_masks = false;
+  // --- end hfimpl ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 

@@ -86,6 +86,12 @@ struct TrainSetup {
   // --fp8: the FP8 linear recipe (sim/src/fp8.cpp); kOff: 16-bit linears.
   Fp8Recipe fp8 = Fp8Recipe::kOff;
   // --- end feat ---
+  // --- hfimpl (issue 10): --padding on: the batch carries a padding attention mask (HF's
+  // tokenizer pads, the collator passes `attention_mask` with zeros). HF then builds a 4-D
+  // additive mask once per forward and SDPA runs its memory-efficient kernel (the flash kernel
+  // takes no mask); off: no padding (packed or equal-length sequences; HF drops an all-ones mask).
+  bool padding = false;
+  // --- end hfimpl ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

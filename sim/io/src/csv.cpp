@@ -60,7 +60,9 @@ std::vector<std::string> make_columns() {
         // feat (issue 13): context-parallel ranks (a key column, appended)
         "cp",
         // feat (issue 13): the FP8 linear recipe (a key column, appended; "off" without)
-        "fp8"})
+        "fp8",
+        // hfimpl (issue 10): a padding attention mask (on/off; a key column, appended)
+        "padding"})
     c.emplace_back(name);
   return c;
 }
@@ -139,7 +141,8 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8
-  constexpr int kAfterError = 26;
+  // hfimpl: padding
+  constexpr int kAfterError = 27;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -232,6 +235,7 @@ std::string csv_row(const Row& row) {
   w.text(s.qlora ? "on" : "off");
   w.integer(s.cp);
   w.text(sim::name(s.fp8));
+  w.text(s.padding ? "on" : "off");  // hfimpl
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -158,6 +158,7 @@ sim::ModelConfig gpt2(const ObjectReader& in) {
   m.hidden_dropout = probability(in, "resid_pdrop", 0.1);
   m.embd_dropout = probability(in, "embd_pdrop", 0.1);
   read_head(in, m, "gpt2");  // implhf
+  m.causal_buffer_per_layer = true;  // hfimpl: GPT2Attention's `bias` buffer
   return m;
 }
 
@@ -202,6 +203,7 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type) {
   m.hidden_dropout = 0.0;
   m.embd_dropout = 0.0;
   read_head(in, m, type);  // implhf
+  m.additive_causal_mask = true;  // hfimpl: _update_causal_mask's 4-D additive mask
   return m;
 }
 
