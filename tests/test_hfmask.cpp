@@ -71,7 +71,7 @@ TEST_CASE("hf GPT-2: a bool [n_positions, n_positions] `bias` buffer per attenti
   CHECK(fixtures::run(m, nano, "none").weights_bytes == fixtures::run(plain, nano, "none").weights_bytes);
 }
 
-TEST_CASE("hf eager: Llama's additive mask replaces the bool buffer; padding is model-level") {
+TEST_CASE("hf eager: Llama's additive mask replaces the bool buffer, and padding is model-level") {
   // _update_causal_mask builds the 4-D mask once per forward (held by the model's forward, not
   // saved: no per-layer bytes change); the shared bool [s, s] buffer is gone.
   ModelConfig m = fixtures::tiny_llama();
