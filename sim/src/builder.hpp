@@ -107,6 +107,8 @@ class Builder {
   void hold_until_step_end(int32_t tensor) { step_end_holds.push_back(tensors_[tensor].storage); }
   // Autocast's weight-cast cache holds this tensor until the forward pass ends.
   void autocast_cache(int32_t tensor) { autocast_cached_.push_back(tensors_[tensor].storage); }
+  // hfimpl: the model's forward returns this tensor (HF's logits): held until forward ends.
+  void hold_until_forward_end(int32_t tensor) { forward_held_.push_back(tensors_[tensor].storage); }
   // The causal-mask buffer (bool [s, s]), made once, persistent.
   int32_t causal_mask(int64_t bytes);
   // Megatron's global memory buffer (workspace category), made once, persistent: the largest
@@ -153,6 +155,7 @@ class Builder {
   std::vector<OpDraft> drafts_;
   std::vector<int32_t> model_level_;  // storages attributed outside the blocks
   std::vector<int32_t> autocast_cached_;
+  std::vector<int32_t> forward_held_;  // hfimpl
   std::vector<bool> persistent_;      // per storage
   int32_t labels_ = -1;
   int32_t rope_tables_ = -1;

@@ -496,7 +496,10 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   // nanoGPT's train.py keeps `logits` (its `logits, loss = model(X, Y)`) until the next
   // iteration's forward returns: through backward and the optimizer step.
   if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);
-  const int64_t n = dm.n_full();
+  int64_t n = dm.n_full();
+  // hfimpl: HF's loss as the modeling file writes it (the forward returns the logits; GPT-2's
+  // shifted .contiguous() copy): blocks_hfmask.cpp
+  if (!dm.vocab_parallel_ce) logits = hf_lm_loss_input(bld, dm, logits, &n);
   const int64_t lv = bytes(mul(n, dm.v), DType::kF32);
   int32_t loss = bld.fresh(4, DType::kF32, "loss");
   if (dm.vocab_parallel_ce) {

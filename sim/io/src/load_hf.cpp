@@ -159,6 +159,7 @@ sim::ModelConfig gpt2(const ObjectReader& in) {
   m.embd_dropout = probability(in, "embd_pdrop", 0.1);
   read_head(in, m, "gpt2");  // implhf
   m.causal_buffer_per_layer = true;  // hfimpl: GPT2Attention's `bias` buffer
+  m.shift_logits_copy = true;        // hfimpl: GPT2LMHeadModel's shift_logits .contiguous()
   return m;
 }
 

@@ -52,6 +52,8 @@ ImplSpec hf() {
   // hfimpl: the tokenizer's attention_mask (--padding) and the modeling files' own masks
   // (GPT-2's per-layer `bias` buffer, Llama's 4-D additive mask): sim/src/blocks_hfmask.cpp
   s.model_masks = true;
+  // hfimpl: GPT2LMHeadModel.forward's shift_logits copy, the logits returned in the ModelOutput
+  s.model_losses = true;
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
   return s;
