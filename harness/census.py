@@ -32,9 +32,18 @@ LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
 # famdec (issue 12): Gemma 2 (GeGLU, (1 + w) RMSNorm in fp32, four norms, soft-capping), with
 # head_dim 12 != h / a as Gemma's 256 is.
 GEMMA2 = dict(DIMS, family="gemma2", g=2, f=88, d=12)
+# moe2 (issue 13): Mixtral (Llama's GQA attention, E = 4 SwiGLU experts of fe = 40, top-2,
+# renormalized) and Qwen2-MoE (q/k/v biases, top-2 not renormalized, a shared expert of 56 with
+# its sigmoid gate). N = 24 tokens: kN/E = 12 tokens per expert.
+MIXTRAL = dict(LLAMA, family="mixtral", e=4, k=2, fe=40, f=40, norm_topk=True)
+# moe2: PEFT LoRA of rank 3 on Llama's q_proj and v_proj (PEFT's default targets for llama),
+# the base frozen (lora_peft.py in harness/realcode runs the same on a whole model).
+LLAMA_LORA = dict(LLAMA, lora=3)
+QWEN2MOE = dict(LLAMA, family="qwen2_moe", e=4, k=2, fe=40, f=40, norm_topk=False, shared=56)
 
 DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
-               torch.bool: "bool", torch.int64: "int64"}
+               torch.bool: "bool", torch.int64: "int64",
+               torch.complex64: "c64"}  # moe2: DeepSeek-V2's freqs_cis
 
 CPU_AUTOCAST_LABEL = "cpu-autocast (differs from CUDA autocast; informational)"
 
@@ -337,6 +346,31 @@ def rms_norm(C, w, x, eps=1e-6):
         return r.out(w * hc)
 
 
+def lora_linear(C, P, name, key, x):
+    """moe2: `F.linear(x, P[key_w], P[key_b])`, and with a LoRA adapter on it PEFT's
+    Linear.forward (huggingface/peft src/peft/tuners/lora/layer.py @ 5d602fdb): result =
+    base_layer(x) (frozen), x = _cast_input_dtype(x, lora_A.weight.dtype) (tuners_utils.py: a
+    copy only when the dtypes differ), result = result + lora_B(lora_A(dropout(x))) * scaling
+    (lora_dropout 0: nn.Identity), result.to(torch_result_dtype)."""
+    with C.op(name, x) as r:
+        y = r.out(F.linear(x, P[key + "_w"], P.get(key + "_b")))
+    if ("lora_A_" + key) not in P:
+        return y
+    la, lb = P["lora_A_" + key], P["lora_B_" + key]
+    with C.op("lora input cast", x) as r:
+        xa = r.out(x.to(la.dtype))  # x itself when the dtypes agree (no op)
+    with C.op("lora_A", xa) as r:
+        ya = r.out(F.linear(xa, la))
+    with C.op("lora_B", ya) as r:
+        yb = r.out(F.linear(ya, lb))
+    with C.op("lora scaling", yb) as r:
+        sc = r.out(yb * P["lora_scaling"])
+    with C.op("lora add", y, sc) as r:
+        z = r.out(y + sc)
+    with C.op("lora result cast", z) as r:
+        return r.out(z.to(y.dtype))  # identity unless autocast made the sum fp32
+
+
 def rotate_half(t):
     half = t.shape[-1] // 2
     return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
@@ -347,12 +381,10 @@ def llama_block(C, P, x, cos, sin, mask, p):
     b, s, h = x.shape
     a, g, d = P["a"], P["g"], P["d"]
     y = rms_norm(C, P["ln1_w"], x)
-    with C.op("q proj", y) as r:
-        q = r.out(F.linear(y, P["q_w"]))
-    with C.op("k proj", y) as r:
-        k = r.out(F.linear(y, P["k_w"]))
-    with C.op("v proj", y) as r:
-        v = r.out(F.linear(y, P["v_w"]))
+    # q/k/v biases: Qwen2-MoE; LoRA adapters on q and v: PEFT (moe2)
+    q = lora_linear(C, P, "q proj", "q", y)
+    k = lora_linear(C, P, "k proj", "k", y)
+    v = lora_linear(C, P, "v proj", "v", y)
 
     def rope(name, t, heads):
         with C.op(name, t, cos, sin) as r:
@@ -382,18 +414,107 @@ def llama_block(C, P, x, cos, sin, mask, p):
     with C.op("residual 1", x, o) as r:
         x2 = r.out(x + o)
     y2 = rms_norm(C, P["ln2_w"], x2)
-    with C.op("gate proj", y2) as r:
-        gt = r.out(F.linear(y2, P["gate_w"]))
-    with C.op("up proj", y2) as r:
-        up = r.out(F.linear(y2, P["up_w"]))
-    with C.op("silu", gt) as r:
-        act = r.out(F.silu(gt))
-    with C.op("swiglu mul", act, up) as r:
-        prod = r.out(act * up)
-    with C.op("down proj", prod) as r:
-        m = r.out(F.linear(prod, P["down_w"]))
+    if "e" in P:  # moe2: the sparse MoE layer in place of the MLP (Mixtral, Qwen2-MoE)
+        m = sparse_moe(C, P, y2)
+    else:
+        with C.op("gate proj", y2) as r:
+            gt = r.out(F.linear(y2, P["gate_w"]))
+        with C.op("up proj", y2) as r:
+            up = r.out(F.linear(y2, P["up_w"]))
+        with C.op("silu", gt) as r:
+            act = r.out(F.silu(gt))
+        with C.op("swiglu mul", act, up) as r:
+            prod = r.out(act * up)
+        with C.op("down proj", prod) as r:
+            m = r.out(F.linear(prod, P["down_w"]))
     with C.op("residual 2", x2, m) as r:
         return r.out(x2 + m)
+
+
+def hf_swiglu(C, P, pre, x, shared):
+    """moe2: an HF expert / shared expert MLP, `w2(act_fn(w1(x)) * w3(x))` (MixtralBlockSparseTop2MLP;
+    Qwen2MoeMLP's down_proj(act_fn(gate_proj(x)) * up_proj(x))), in Python's order of evaluation:
+    w1, silu, w3, mul, w2."""
+    n1, n3, n2 = (("shared gate proj", "shared up proj", "shared down proj") if shared
+                  else ("expert w1", "expert w3", "expert w2"))
+    with C.op(n1, x) as r:
+        g = r.out(F.linear(x, P[pre + "w1"]))
+    with C.op("expert silu", g) as r:
+        act = r.out(F.silu(g))
+    with C.op(n3, x) as r:
+        u = r.out(F.linear(x, P[pre + "w3"]))
+    with C.op("expert swiglu mul", act, u) as r:
+        prod = r.out(act * u)
+    with C.op(n2, prod) as r:
+        return r.out(F.linear(prod, P[pre + "w2"]))
+
+
+def sparse_moe(C, P, y):
+    """moe2 (issue 13): HF's sparse MoE block, eager, as transformers writes it
+    (src/transformers/models/mixtral/modeling_mixtral.py @ 00d4b3d2142c MixtralSparseMoeBlock;
+    models/qwen2_moe/modeling_qwen2_moe.py @ 00a3f9386614 Qwen2MoeSparseMoeBlock: norm_topk_prob,
+    the routed loop, then the shared expert, its sigmoid gate and the sum). Region names are the simulator's (sim/src/blocks_moe.cpp)."""
+    b, s, h = y.shape
+    e, k = P["e"], P["k"]
+    n = b * s
+    with C.op("router", y) as r:
+        hidden = y.view(-1, h)
+        logits = r.out(F.linear(hidden, P["router_w"]))
+    # F.softmax(router_logits, dim=1, dtype=torch.float): ATen's softmax with a dtype converts
+    # first (aten/src/ATen/native/SoftMax.cpp softmax(): input_.toType(dtype)), then softmaxes
+    with C.op("router logits to fp32", logits) as r:
+        l32 = r.out(logits.to(torch.float32))
+    with C.op("router softmax", l32) as r:
+        probs = r.out(torch.softmax(l32, dim=1))
+    with C.op("router topk", probs) as r:
+        rw, sel = r.out(*torch.topk(probs, k, dim=-1))
+    if P["norm_topk"]:
+        with C.op("routing weight sum", rw) as r:
+            tot = r.out(rw.sum(dim=-1, keepdim=True))
+        with C.op("routing weights / sum", rw, tot) as r:
+            rw /= tot  # in place: the region's output is the same storage (a view, not new)
+            r.out(rw.view(rw.shape))
+    with C.op("routing weights cast", rw) as r:
+        rw = r.out(rw.to(hidden.dtype))
+    with C.op("moe output (zeros)") as r:
+        out = r.out(torch.zeros((n, h), dtype=hidden.dtype))
+    with C.op("expert mask (one-hot)", sel) as r:
+        mask = r.out(F.one_hot(sel, num_classes=e).permute(2, 1, 0))
+    # expert_hit: tiny no-grad [E] tensors (not a simulator op; nothing saved)
+    hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+    counts = [int(mask[i].sum()) for i in range(e)]
+    if counts != [n * k // e] * e:
+        raise RuntimeError("census routing is not balanced: %s" % counts)
+    for ex in hit:
+        ex = int(ex)
+        with C.op("expert token ids", mask) as r:
+            # torch.where(cond) is nonzero(cond).unbind(1): idx and top_x are views of one
+            # int64 [n_e, 2] storage (aten/src/ATen/native/TensorCompare.cpp where,
+            # nonzero_numpy)
+            idx, top_x = r.out(*torch.where(mask[ex].squeeze(0)))
+        with C.op("expert gather", hidden, top_x) as r:
+            cur = r.out(hidden[None, top_x].reshape(-1, h))
+        yx = hf_swiglu(C, P, "e%d_" % ex, cur, False)
+        with C.op("expert routing weight", rw, top_x, idx) as r:
+            we = r.out(rw[top_x, idx, None])
+        with C.op("expert * weight", yx, we) as r:
+            yw = r.out(yx * we)
+        with C.op("expert out cast", yw) as r:
+            yw = r.out(yw.to(hidden.dtype))
+        with C.op("expert index_add_", out, yw, top_x) as r:
+            out.index_add_(0, top_x, yw)  # in place: the output is the zeros' storage
+            r.out(out.view(out.shape))
+    if P.get("shared"):
+        sh = hf_swiglu(C, P, "sh_", hidden, True)
+        with C.op("shared expert gate", hidden) as r:
+            gl = r.out(F.linear(hidden, P["sh_gate_w"]))
+        with C.op("shared gate sigmoid", gl) as r:
+            sg = r.out(torch.sigmoid(gl))  # HF: F.sigmoid, the same op
+        with C.op("shared gate *", sg, sh) as r:
+            sh = r.out(sg * sh)
+        with C.op("routed + shared", out, sh) as r:
+            out = r.out(out + sh)
+    return out.view(b, s, h)
 
 
 def gemma_norm(C, name, w, x, eps=1e-6):
@@ -656,6 +777,171 @@ def run_t5_case(dims, p):
     }, **sections)
 
 
+# moe2 (issue 13): MLA as HF's DeepseekV2Attention runs it
+# (src/transformers/models/deepseek_v2/modeling_deepseek_v2.py @ 0233e509531a: forward,
+# apply_rotary_emb, DeepseekV2RotaryEmbedding, DeepseekV2RMSNorm), from the block's input norm to
+# the query and key concatenations. The attention after them is SDPA (the simulator refuses
+# eager MLA), which torch 1.13 lacks: this census stops before it.
+MLA = dict(DIMS, family="deepseek_v2", g=4, nope=6, rope=4, d=10, vd=8, r=12, ql=0, f=40)
+MLA_Q = dict(MLA, ql=16)  # with the q latent (q_a_proj, q_a_layernorm, q_b_proj)
+
+
+def run_mla_case(dims, regime):
+    dtype = REGIMES[regime][0]
+    gen = torch.Generator().manual_seed(2)
+    C = Census()
+    b, s, h, a = (dims[k] for k in ("b", "s", "h", "a"))
+    nope, rope, vd, r, ql = (dims[k] for k in ("nope", "rope", "vd", "r", "ql"))
+    qd = nope + rope
+
+    def prm(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
+
+    P = dict(ln1_w=prm(h), kv_a_w=prm(r + rope, h), kv_ln_w=prm(r), kv_b_w=prm(a * (nope + vd), r))
+    if ql:
+        P.update(q_a_w=prm(ql, h), q_ln_w=prm(ql), q_b_w=prm(a * qd, ql))
+    else:
+        P.update(q_w=prm(a * qd, h))
+    x = torch.randn(b, s, h, generator=gen).to(dtype).requires_grad_()
+    # DeepseekV2RotaryEmbedding.forward with position_ids = cache_position.unsqueeze(0) (batch
+    # 1: DeepseekV2Model.forward when the Trainer passes none): torch.polar in fp32, complex64
+    # [1, s, rope / 2], made once per forward (no gradient)
+    inv = 1.0 / (10000 ** (torch.arange(0, rope, 2, dtype=torch.float32) / rope))
+    freqs = torch.outer(torch.arange(s, dtype=torch.float32), inv)[None]
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t_: t_):
+        y = rms_norm(C, P["ln1_w"], x)
+        if ql:
+            with C.op("q_a proj", y) as rg:
+                qa = rg.out(F.linear(y, P["q_a_w"]))
+            qa = rms_norm(C, P["q_ln_w"], qa)
+            with C.op("q_b proj", qa) as rg:
+                q = rg.out(F.linear(qa, P["q_b_w"]))
+        else:
+            with C.op("q proj", y) as rg:
+                q = rg.out(F.linear(y, P["q_w"]))
+        with C.op("q_nope, q_pe split", q) as rg:
+            q_nope, q_pe = rg.out(*torch.split(q.view(b, s, -1, qd).transpose(1, 2),
+                                                [nope, rope], dim=-1))
+        with C.op("kv_a proj", y) as rg:
+            ckv = rg.out(F.linear(y, P["kv_a_w"]))
+        with C.op("kv latent split", ckv) as rg:
+            lat, k_pe = rg.out(*torch.split(ckv, [r, rope], dim=-1))
+        latn = rms_norm(C, P["kv_ln_w"], lat)
+        with C.op("kv_b proj", latn) as rg:
+            kvb = rg.out(F.linear(latn, P["kv_b_w"]))
+        with C.op("k_nope, value split", kvb) as rg:
+            k_nope, v = rg.out(*torch.split(kvb.view(b, s, -1, nope + vd).transpose(1, 2),
+                                             [nope, vd], dim=-1))
+        fc = freqs_cis.unsqueeze(1)
+
+        def complex_rope(name, t):  # apply_rotary_emb, one of its two tensors
+            with C.op(name, t, freqs_cis) as rg:
+                tc = torch.view_as_complex(t.float().reshape(*t.shape[:-1], -1, 2))
+                return rg.out(torch.view_as_real(tc * fc).flatten(3).type_as(t))
+
+        q_pe = complex_rope("rope q (complex)", q_pe)
+        k_pe = complex_rope("rope k (complex)", k_pe.view(b, 1, s, rope))
+        with C.op("query cat", q_nope, q_pe) as rg:
+            qs = rg.out(torch.cat((q_nope, q_pe), dim=-1))
+        with C.op("key cat", k_nope, k_pe) as rg:
+            ks = rg.out(torch.cat((k_nope, k_pe.expand(*k_nope.shape[:-1], -1)), dim=-1))
+    (qs.float().sum() + ks.float().sum() + v.float().sum()).backward()
+    return {
+        "family": "deepseek_v2",
+        "regime": regime,
+        "regime_label": REGIMES[regime][3],
+        "informational": False,
+        "sim_precision": REGIMES[regime][2],
+        "dropout": 0.0,
+        "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "nope", "rope",
+                                      "vd", "r", "ql")},
+        "mla": C.ops,
+    }
+
+
+# moe2: DeepSeek-V2's MoE layer (modeling_deepseek_v2.py @ 0233e509531a DeepseekV2Moe,
+# DeepseekV2Experts: the router in fp32, greedy top-k unsorted, routed_scaling_factor, the 3-D
+# gate_up_proj sliced per expert and chunked, shared experts added after), from its input.
+DSMOE = dict(DIMS, family="deepseek_v2", e=4, k=2, fe=40, shared=80, scaling=1.5)
+
+
+def run_deepseek_moe_case(dims, regime):
+    dtype = REGIMES[regime][0]
+    gen = torch.Generator().manual_seed(3)
+    C = Census()
+    b, s, h, e, k, fe, sf = (dims[x] for x in ("b", "s", "h", "e", "k", "fe", "shared"))
+    n = b * s
+
+    def prm(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
+
+    gw = torch.zeros(e, h)
+    for i in range(e):
+        gw[i, i] = 1.0  # the router reads the spiked columns (route_spikes): kN/E tokens each
+    P = dict(router_w=C.param(gw.to(dtype).requires_grad_()), gate_up=prm(e, 2 * fe, h),
+             down=prm(e, h, fe), sh_w1=prm(sf, h), sh_w3=prm(sf, h), sh_w2=prm(h, sf))
+    x = route_spikes(torch.randn(b, s, h, generator=gen), e).to(dtype).requires_grad_()
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t_: t_):
+        with C.op("router input fp32", x) as r:
+            x32 = r.out(x.type(torch.float32))
+        with C.op("router weight fp32", P["router_w"]) as r:
+            w32 = r.out(P["router_w"].type(torch.float32))
+        with C.op("router", x32, w32) as r:
+            logits = r.out(F.linear(x32, w32))
+        with C.op("router softmax", logits) as r:
+            probs = r.out(logits.view(-1, e).softmax(dim=-1, dtype=torch.float32))
+        with C.op("router topk", probs) as r:
+            tw, ti = r.out(*torch.topk(probs, k=k, dim=-1, sorted=False))
+        with C.op("routed scaling", tw) as r:
+            tw = r.out(tw * dims["scaling"])
+        hidden = x.view(-1, h)
+        with C.op("moe output (zeros)", hidden) as r:
+            out = r.out(torch.zeros_like(hidden))
+        with torch.no_grad():
+            with C.op("expert mask (one-hot)", ti) as r:
+                mask = r.out(F.one_hot(ti, num_classes=e).permute(2, 1, 0))
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        if [int(mask[i].sum()) for i in range(e)] != [n * k // e] * e:
+            raise RuntimeError("census routing is not balanced")
+        for ex in hit:
+            ex = int(ex[0])
+            with C.op("expert token ids", mask) as r:
+                pos, tok = r.out(*torch.where(mask[ex]))
+            with C.op("expert gather", hidden, tok) as r:
+                cur = r.out(hidden[tok])
+            with C.op("expert gate_up", cur) as r:
+                gu = r.out(F.linear(cur, P["gate_up"][ex]))
+            with C.op("expert gate_up chunk", gu) as r:
+                g, u = r.out(*gu.chunk(2, dim=-1))
+            with C.op("expert silu", g) as r:
+                act = r.out(F.silu(g))
+            with C.op("expert swiglu mul", act, u) as r:
+                prod = r.out(act * u)
+            with C.op("expert w2", prod) as r:
+                y = r.out(F.linear(prod, P["down"][ex]))
+            with C.op("expert routing weight", tw, tok, pos) as r:
+                we = r.out(tw[tok, pos, None])
+            with C.op("expert * weight", y, we) as r:
+                yw = r.out(y * we)
+            with C.op("expert out cast", yw) as r:
+                yw = r.out(yw.to(out.dtype))
+            with C.op("expert index_add_", out, yw, tok) as r:
+                out.index_add_(0, tok, yw)
+                r.out(out.view(out.shape))
+        sh = hf_swiglu(C, P, "sh_", x, True)
+        with C.op("routed + shared", out, sh) as r:
+            res = r.out(out.view(b, s, h) + sh)
+    res.float().sum().backward()
+    return {
+        "family": "deepseek_v2", "regime": regime, "regime_label": REGIMES[regime][3],
+        "informational": False, "sim_precision": REGIMES[regime][2], "dropout": 0.0,
+        "dims": {x_: dims[x_] for x_ in ("b", "s", "h", "a", "e", "k", "fe", "shared", "scaling",
+                                         "v")},
+        "moe": C.ops,
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 
 REGIMES = {
@@ -692,7 +978,45 @@ def make_params(C, dims, dtype):
         P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
                  o_w=p(h, a * d), ln2_w=p(h), gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
                  lm_w=p(v, h))  # untied lm head
+    if dims.get("lora"):  # moe2: PEFT LoRA, every base parameter frozen, adapters on q and v
+        for key in list(P):
+            if isinstance(P[key], torch.Tensor):
+                P[key].requires_grad_(False)
+        r_ = dims["lora"]
+        P["lora_scaling"] = 8 / r_  # LoraConfig lora_alpha 8, scaling = lora_alpha / r
+        # nn.Linear(in, r, bias=False) and (r, out), trainable, in fp32 whatever the base's
+        # dtype: get_peft_model(autocast_adapter_dtype=True) upcasts bf16 adapters
+        # (peft tuners_utils.py cast_adapter_dtype @ 5d602fdb)
+        for key, out in (("q", a * d), ("v", g * d)):
+            P["lora_A_" + key] = C.param((torch.randn(r_, h, generator=gen) * 0.05).requires_grad_())
+            P["lora_B_" + key] = C.param((torch.randn(out, r_, generator=gen) * 0.05).requires_grad_())
+    if dims.get("e"):  # moe2: routed experts (and Qwen2-MoE's shared expert, q/k/v biases)
+        e, fe = dims["e"], dims["fe"]
+        P.update(e=e, k=dims["k"], norm_topk=dims["norm_topk"], shared=dims.get("shared", 0))
+        for i in range(e):
+            P.update({"e%d_w1" % i: p(fe, h), "e%d_w3" % i: p(fe, h), "e%d_w2" % i: p(h, fe)})
+        # The router reads columns 0..E-1 of the normalized input, undoing the norm's weight, so
+        # that the spikes run_case puts into the block input route every token to experts
+        # t mod E and t + 1 mod E: kN/E tokens each, the simulator's balanced routing.
+        gw = torch.zeros(e, h)
+        for i in range(e):
+            gw[i, i] = 1.0 / P["ln2_w"].detach().float()[i]
+        P["router_w"] = C.param(gw.to(dtype).requires_grad_())
+        if P["shared"]:
+            sf = P["shared"]
+            P.update(sh_w1=p(sf, h), sh_w3=p(sf, h), sh_w2=p(h, sf), sh_gate_w=p(1, h),
+                     q_b=p(a * d), k_b=p(g * d), v_b=p(g * d))
     return P
+
+
+def route_spikes(x, e):
+    """moe2: token t (of the flattened [b s] tokens) gets +8 in column t mod E and +6 in column
+    t + 1 mod E: its top-2 experts, whatever the attention adds (weights of 0.05)."""
+    t = x.view(-1, x.shape[-1])
+    for i in range(t.shape[0]):
+        t[i, i % e] += 8.0
+        t[i, (i + 1) % e] += 6.0
+    return x
 
 
 def run_case(dims, regime, p, hf_layout=False):
@@ -707,7 +1031,10 @@ def run_case(dims, regime, p, hf_layout=False):
     gpt = dims["family"] == "gpt2"
     shape = (s, b, h) if gpt and not hf_layout else (b, s, h)
     # The block input: the previous layer's output (the embedding's, here a leaf that needs grad).
-    x = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()
+    x = torch.randn(*shape, generator=gen)
+    if dims.get("e"):
+        x = route_spikes(x, dims["e"])  # moe2
+    x = x.to(dtype).requires_grad_()
     y = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()  # the final norm's output
     labels = torch.randint(0, dims["v"], (b * s,), generator=gen)
     head = dims.get("head")
@@ -742,7 +1069,8 @@ def run_case(dims, regime, p, hf_layout=False):
         "informational": autocast or hf_layout,
         "sim_precision": sim_precision,
         "dropout": p,
-        "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v")},
+        "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "e", "k", "fe",
+                                      "shared", "norm_topk", "lora") if k in dims},
         "block": C.ops[:n_block],
         "loss": C.ops[n_block:],
     }
@@ -762,6 +1090,14 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
     ("gemma2-fp32", GEMMA2, "fp32", 0.0, False),             # famdec
     ("gemma2-bf16-mixed", GEMMA2, "bf16-mixed", 0.0, False),  # famdec
+    ("mixtral-fp32", MIXTRAL, "fp32", 0.0, False),                # moe2
+    ("mixtral-bf16-mixed", MIXTRAL, "bf16-mixed", 0.0, False),    # moe2
+    ("mixtral-cpu-autocast", MIXTRAL, "cpu-autocast", 0.0, False),  # moe2
+    ("qwen2moe-fp32", QWEN2MOE, "fp32", 0.0, False),              # moe2
+    ("qwen2moe-bf16-mixed", QWEN2MOE, "bf16-mixed", 0.0, False),  # moe2
+    ("llama-lora-fp32", LLAMA_LORA, "fp32", 0.0, False),          # moe2
+    ("llama-lora-bf16-mixed", LLAMA_LORA, "bf16-mixed", 0.0, False),     # moe2
+    ("llama-lora-cpu-autocast", LLAMA_LORA, "cpu-autocast", 0.0, False),  # moe2
     # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
     # against --impl hf)
     ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,
@@ -803,7 +1139,15 @@ def main():
                 "regenerate with harness/census.py (see harness/census/README.md)",
         "cases": dict({name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
                       **{"t5-fp32": run_t5_case(T5, 0.1),  # famenc
-                         "t5-fp32-nodropout": run_t5_case(T5, 0.0)}),
+                         "t5-fp32-nodropout": run_t5_case(T5, 0.0),
+                         # moe2: MLA up to the attention
+                         "mla-fp32": run_mla_case(MLA, "fp32"),
+                         "mla-bf16-mixed": run_mla_case(MLA, "bf16-mixed"),
+                         "mla-qlatent-fp32": run_mla_case(MLA_Q, "fp32"),
+                         "mla-qlatent-bf16-mixed": run_mla_case(MLA_Q, "bf16-mixed"),
+                         # moe2: DeepSeek-V2's MoE layer
+                         "deepseek-moe-fp32": run_deepseek_moe_case(DSMOE, "fp32"),
+                         "deepseek-moe-bf16-mixed": run_deepseek_moe_case(DSMOE, "bf16-mixed")}),
     }
     text = dump(doc) + "\n"
     if args.output == "-":

@@ -183,8 +183,10 @@ TEST_CASE("lora and qlora refusals: one line naming the flag") {
   h.lora_rank = 4;
   h.precision = Precision::kFp32;  // QLoRA computes in 16 bits
   CHECK(where(llama, h) == "--qlora");
+  h.precision = Precision::kBf16Mixed;  // moe2: QLoRA is modeled under autocast only
+  CHECK(where(llama, h) == "--qlora");
   h.qlora = false;
-  h.precision = Precision::kBf16Mixed;
+  h.precision = Precision::kFsdp2Bf16;  // moe2: FSDP2 would shard the frozen base
   CHECK(where(llama, h) == "--precision");
   h.precision.reset();
   h.lora_targets = 0;

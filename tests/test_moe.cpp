@@ -236,3 +236,37 @@ TEST_SUITE("moe mla") {
           parameter_count(mla_shaped(true)));
   }
 }
+
+// moe2: HF's load-balancing auxiliary loss (output_router_logits; docs/memory-model.md "Mixture of
+// experts"), after the LM loss: its saves derived by hand over the L MoE layers' N tokens.
+TEST_CASE("moe: HF's load_balancing_loss_func over every layer's router logits, to the byte") {
+  const int64_t b = 2, s = 512, N = b * s, L = 4, E = 8, k = 2;
+  ModelConfig with = mixtral_shaped(true), without = mixtral_shaped(true);
+  with.aux_loss = true;
+  const TrainSetup t = setup(Impl::kHf, b, s);  // bf16-amp
+  const Graph g = build_graph(with, t, fixtures::h100());
+  const Graph g0 = build_graph(without, t, fixtures::h100());
+  int64_t saved = 0, aux_ops = 0;
+  bool cat = false;
+  for (const Op& op : g.ops) {
+    const std::string name(op.name);
+    if (name.rfind("aux ", 0) != 0) continue;
+    ++aux_ops;
+    CHECK(op.block < 0);  // after the blocks, with the loss
+    cat = cat || name == "aux router logits cat";
+    for (const int32_t* p = g.begin(op.saves); p != g.end(op.saves); ++p) saved += g.storages[*p].bytes;
+  }
+  for (const Op& op : g0.ops) CHECK(std::string(op.name).rfind("aux ", 0) != 0);
+  CHECK(cat);
+  CHECK(aux_ops == 6);
+  // the fp32 softmax of [L N, E] (autocast's fp32 softmax), the int64 [L N, E] attention mask
+  // the product saves and its int64 [E] sum the division saves, tokens_per_expert [k, E] fp32
+  // saved by the last product
+  CHECK(saved == 4 * L * N * E + 8 * L * N * E + 8 * E + 4 * k * E);
+  // the loss is the sum: the last op is the loss's add, and backward still runs every block
+  CHECK(std::string(g.ops.back().name) == "loss + coef * aux");
+  const Result r = fixtures::run(with, t, "none"), r0 = fixtures::run(without, t, "none");
+  CHECK(r.activation_bytes_per_layer == r0.activation_bytes_per_layer);
+  CHECK(r.peak_allocated_bytes >= r0.peak_allocated_bytes);
+  CHECK(r.step_time_ns >= r0.step_time_ns);
+}

@@ -110,10 +110,13 @@ TEST_CASE("collectives: NCCL ring bus factors and latency, NVLink inside a node"
   const Device d = fixtures::h100();
   const CommGroup g8{8, 1};
   const double bytes = 1e9;
+  // NVLink at NCCL's effective 20 of 25 GB/s per link (128 B SM payloads, comm.cpp): 360 of the
+  // H100's 450 GB/s per direction (NCCL's maintainer: ~370 GB/s bus bandwidth with NCCL_ALGO=RING).
+  const double nvlink = 450e9 * 0.8;
   CHECK(collective_seconds(Collective::kAllReduce, 1'000'000'000, g8, d) ==
-        doctest::Approx(8.4e-6 + 14 * 3.4e-6 + bytes * 2 * 7 / 8 / 450e9));
+        doctest::Approx(8.4e-6 + 14 * 3.4e-6 + bytes * 2 * 7 / 8 / nvlink));
   CHECK(collective_seconds(Collective::kAllGather, 1'000'000'000, g8, d) ==
-        doctest::Approx(8.4e-6 + 7 * 3.4e-6 + bytes * 7 / 8 / 450e9));
+        doctest::Approx(8.4e-6 + 7 * 3.4e-6 + bytes * 7 / 8 / nvlink));
   // Placement: tp 8 fills a node, so the dp group of 4 has one rank per node: 4 nodes.
   CHECK(comm_group(4, 8, 8).nodes == 4);
   CHECK(comm_group(8, 1, 8).nodes == 1);
@@ -335,4 +338,47 @@ TEST_CASE("FSDP2 (issue 11): bf16 all-gathers of fp32 shards, copies on the comp
   const Result zero3 = simulate(m, amp, d, parse_strategy("none"));
   CHECK(fsdp2.dp_comm_ns < zero3.dp_comm_ns * 0.8);
   CHECK(fsdp2.dp_comm_ns > zero3.dp_comm_ns * 0.5);
+}
+
+TEST_CASE("fp8 GEMMs (time2): the device's dense fp8 peak at MAMF's fp8/bf16 share") {
+  Device d = fixtures::h100();
+  // kernels.hpp: 1,402.6/1,979 over 794.5/989 (stas00 MAMF, H100 SXM).
+  CHECK(fp8_gemm_relative_efficiency() == doctest::Approx(0.8822).epsilon(1e-4));
+  d.peak_fp8_flops_per_s = 1.979e15;
+  CHECK(fp8_gemm_peak_flops_per_s(d) == doctest::Approx(1.979e15 * 0.8822).epsilon(1e-4));
+  // A file with a different fp8 figure is read, not 2 x bf16.
+  d.peak_fp8_flops_per_s = 1.5e15;
+  CHECK(fp8_gemm_peak_flops_per_s(d) == doctest::Approx(1.5e15 * 0.8822).epsilon(1e-4));
+  // None given: twice the bf16 peak.
+  d.peak_fp8_flops_per_s = 0;
+  CHECK(fp8_gemm_peak_flops_per_s(d) ==
+        doctest::Approx(2 * d.peak_bf16_flops_per_s * 0.8822).epsilon(1e-4));
+}
+
+TEST_CASE("fp8 GEMMs (time2): the engine times fp8 linears at the device's fp8 rate") {
+  // tiny_llama widened so that the GEMMs, not the host, set the step time (as test_lora.cpp)
+  ModelConfig m = fixtures::tiny_llama();
+  m.hidden = 2048;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.head_dim = 128;
+  m.ffn_hidden = 5632;
+  TrainSetup t;
+  t.impl = Impl::kMegatron;
+  t.seq = 2048;
+  Device d = fixtures::h100();
+  const Result bf16 = simulate(m, t, d, parse_strategy("none"));
+  t.fp8 = Fp8Recipe::kTeDelayed;
+  d.peak_fp8_flops_per_s = 2 * d.peak_bf16_flops_per_s;
+  const Result fp8 = simulate(m, t, d, parse_strategy("none"));
+  CHECK(fp8.step_time_ns < bf16.step_time_ns);
+  // A larger fp8 peak in the device file makes the same step faster: the field is read.
+  Device faster = d;
+  faster.peak_fp8_flops_per_s = 4 * d.peak_bf16_flops_per_s;
+  CHECK(simulate(m, t, faster, parse_strategy("none")).step_time_ns < fp8.step_time_ns);
+  // An fp8 rate equal to the bf16 one (peak x 0.882 = bf16 peak): the GEMMs gain nothing and
+  // the recipe's casts cost extra, so the step is no faster than bf16's.
+  Device same = d;
+  same.peak_fp8_flops_per_s = d.peak_bf16_flops_per_s / fp8_gemm_relative_efficiency();
+  CHECK(simulate(m, t, same, parse_strategy("none")).step_time_ns >= bf16.step_time_ns);
 }

@@ -317,8 +317,11 @@ int cmd_run(const Invocation& inv) {
   }
   if (format == Format::kJson) text += "\n]\n";
   if (format == Format::kTable) {
-    text += "\nNot modeled: communication contending with compute for SMs and HBM, NCCL's tree and "
-            "NVLS algorithms (ring only), CPU-side optimizer work beyond op dispatch";
+    // Issue 11 (time2): overlapped compute is slowed by an average 18.9 % (sim/src/comm.hpp,
+    // arXiv 2507.03114); what varies with kernel and collective beyond that is not modeled.
+    text += "\nNot modeled: communication contending with compute for SMs and HBM beyond an "
+            "average slowdown, NCCL's tree and NVLS algorithms (ring only), CPU-side optimizer "
+            "work beyond op dispatch";
     for (const std::string& line : not_modeled) text += "; " + line;
     text += ".\n";
   }

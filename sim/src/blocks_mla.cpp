@@ -62,6 +62,12 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
     int32_t qn = oq.rms_norm(qa, "q_a_layernorm");
     q = o.linear(qn, ql, a * qd, false, Tp::kNone, "q_b proj", "q");
   }
+  // q.view(...).transpose(1, 2) split into q_nope and q_pe (views), right after the projection
+  // as forward writes it (census: harness/census.py run_mla_case)
+  const DType qdt = bld.tensor(q).dtype;
+  int32_t qv[2];
+  split_views(bld, dm, q, {bytes(mul(nf, a * nope), qdt), bytes(mul(nf, a * rope), qdt)}, qv,
+              "q_nope, q_pe split");
   // compressed_kv = kv_a_proj_with_mqa(x): [tokens, r + rope]; split into the latent and k_pe
   int32_t ckv = o.linear(attn_in, h, r + rope, m.qkv_bias, Tp::kNone, "kv_a proj", "kv latent");
   const DType cdt = bld.tensor(ckv).dtype;
@@ -76,12 +82,9 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
   // kv_b_proj: [tokens, a x (nope + v)], split into k_nope and the values (views)
   int32_t kvb = o.linear(latn, r, a * (nope + vd), false, Tp::kNone, "kv_b proj", "kv up");
   const DType bdt = bld.tensor(kvb).dtype;
-  int32_t kv[2], qv[2];
+  int32_t kv[2];
   split_views(bld, dm, kvb, {bytes(mul(nf, a * nope), bdt), bytes(mul(nf, a * vd), bdt)}, kv,
               "k_nope, value split");
-  const DType qdt = bld.tensor(q).dtype;
-  split_views(bld, dm, q, {bytes(mul(nf, a * nope), qdt), bytes(mul(nf, a * rope), qdt)}, qv,
-              "q_nope, q_pe split");
   int32_t k_nope = kv[0], v = kv[1], q_nope = qv[0], q_pe = qv[1];
   // the decoupled rotary part: q_pe per head, k_pe once (shared by the heads), then expanded
   q_pe = complex_rope(bld, o, q_pe, "rope q (complex)");

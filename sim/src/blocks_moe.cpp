@@ -77,10 +77,11 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
     split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
     g = v[0], u = v[1];
   } else {
+    // moe2: Python evaluates `act_fn(w1(x)) * w3(x)` left to right: w1, silu, w3 (census)
     g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out");
-    u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
   }
   int32_t a = o.unary_saving_input(OpKind::kSilu, g, "expert silu", "expert silu out");
+  if (u < 0) u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
   const Tensor ta = bld.tensor(a);
   int32_t p = o.mul_op(a, u, ta.bytes, ta.dtype, "expert swiglu mul", "expert swiglu out", true,
                        true, Exec::kNone, 0, 0);
@@ -88,12 +89,24 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
 }
 
 // The router of HF's blocks: gate logits, softmax in fp32, top-k (and the renormalization).
-// Returns the routing weights [N, k] in the hidden states' dtype; *mask the one-hot expert mask.
-int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* mask) {
+// Returns the routing weights [N, k] in the hidden states' dtype; *sel the selected experts.
+int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* sel) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
   const int64_t e = m.experts, k = m.experts_per_token;
-  int32_t logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits");
+  int32_t logits = -1;
+  const bool deepseek = m.family == "deepseek_v2";
+  if (deepseek && !dm.amp && bld.tensor(x).dtype != DType::kF32) {
+    // moe2: DeepseekV2Moe.forward (modeling_deepseek_v2.py @ 0233e509): F.linear(hidden_states.
+    // type(torch.float32), self.gate.weight.type(torch.float32)): without autocast (bf16-mixed)
+    // both are fp32 copies the linear saves; under autocast the linear undoes them (census)
+    const int32_t x32 = o.cast(x, DType::kF32, "router input fp32", "router input fp32");
+    const int32_t w = bld.param(mul(dm.h, e), dm.param_dt, "router");
+    const int32_t w32 = o.cast(w, DType::kF32, "router weight fp32", "router weight fp32");
+    logits = o.linear(x32, dm.h, e, false, Tp::kNone, "router", "router logits", w32);
+  } else {
+    logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits");
+  }
   // F.softmax(logits, dim=1, dtype=torch.float): a copy to fp32 (ToCopyBackward saves nothing),
   // then softmax saves its fp32 output (SoftMax.cpp softmax() with a dtype)
   int32_t l32 = o.cast(logits, DType::kF32, "router logits to fp32", "router logits fp32");
@@ -111,6 +124,8 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* m
   if (m.norm_topk) {
     // routing_weights /= routing_weights.sum(-1, keepdim=True): SumBackward saves sizes only;
     // the in-place DivBackward0 saves other (the sum) and the original self (census, torch 1.13)
+    // moe2: in place, the result is topk's values storage (a view); the clone of the original
+    // self is the op's new storage (census)
     int32_t sum = op(bld, o, OpKind::kAdd, "routing weight sum", {{w, GradRule::kNew}}, n,
                      DType::kF32, {});
     int32_t orig = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights before div");
@@ -118,7 +133,7 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* m
     d.op.math16 = false;
     d.inputs.push_back({w, GradRule::kNew});
     d.inputs.push_back({sum, GradRule::kNew});
-    int32_t y = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
+    int32_t y = bld.view(w, bytes(mul(n, k), DType::kF32), DType::kF32);
     d.outputs = {y, orig};
     d.saves = {sum, orig};
     bld.add_op(std::move(d));
@@ -129,10 +144,10 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* m
   if (m.family == "deepseek_v2")
     w = op(bld, o, OpKind::kMul, "routed scaling", {{w, GradRule::kNew}}, mul(n, k), DType::kF32, {});
   // .to(hidden_states.dtype): a copy when the hidden states are 16-bit (bf16-mixed)
-  w = o.cast(w, bld.tensor(x).dtype, "routing weights cast", "routing weights");
-  // one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, N], no gradient; alive until
-  // the loop over experts ends (it is read by every iteration)
-  *mask = no_grad_op(bld, o, idx, mul(mul(n, k), e), DType::kI64, "expert mask (one-hot)");
+  // (DeepSeek keeps its fp32 top-k weights: route_tokens_to_experts returns them uncast, and
+  // the expert output times them is promoted, then cast back for index_add_; census)
+  if (!deepseek) w = o.cast(w, bld.tensor(x).dtype, "routing weights cast", "routing weights");
+  *sel = idx;
   return w;
 }
 
@@ -147,13 +162,21 @@ int32_t hf_loop(Builder& bld, const Dims& dm, int32_t x) {
   const ModelConfig& m = *dm.model;
   const int64_t h = dm.h, n = dm.n_full();
   const DType xdt = bld.tensor(x).dtype;
-  int32_t mask = -1;
-  int32_t w = hf_router(bld, dm, x, n, &mask);
+  int32_t sel = -1;
+  int32_t w = hf_router(bld, dm, x, n, &sel);
   int32_t out = no_grad_op(bld, o, -1, mul(n, h), xdt, "moe output (zeros)");
+  // one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, N], no gradient; alive until
+  // the loop over experts ends (it is read by every iteration). Made after the zeros (census).
+  const int32_t mask = no_grad_op(bld, o, sel, mul(mul(n, m.experts_per_token), m.experts),
+                                  DType::kI64, "expert mask (one-hot)");
   for (int64_t ne : expert_tokens(dm, n)) {
     if (ne == 0) continue;  // expert_hit: experts with no token are skipped
-    int32_t top_x = no_grad_op(bld, o, mask, ne, DType::kI64, "expert token ids");
-    int32_t slot = no_grad_op(bld, o, mask, ne, DType::kI64, "expert top-k slots");
+    // moe2: torch.where(cond) is nonzero(cond).unbind(1) (ATen TensorCompare.cpp where,
+    // nonzero_numpy): idx and top_x are views of one int64 [n_e, 2] storage, which every save of
+    // either keeps alive whole (census)
+    const int32_t ids = no_grad_op(bld, o, mask, mul(2, ne), DType::kI64, "expert token ids");
+    const int32_t top_x = bld.view(ids, bytes(ne, DType::kI64), DType::kI64);
+    const int32_t slot = bld.view(ids, bytes(ne, DType::kI64), DType::kI64);
     int32_t xe = op(bld, o, OpKind::kCopy, "expert gather", {{x, GradRule::kNew}, {top_x, GradRule::kNone}},
                     mul(ne, h), xdt, {top_x});
     int32_t y = hf_swiglu(bld, dm, xe, m.expert_ffn, true);
@@ -281,6 +304,77 @@ int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) 
 }
 
 }  // namespace
+
+// moe2: HF's load-balancing auxiliary loss (MixtralForCausalLM.forward and
+// load_balancing_loss_func, src/transformers/models/mixtral/modeling_mixtral.py @ 00d4b3d2142c;
+// Qwen2MoeForCausalLM the same), computed after the LM loss when output_router_logits is set:
+// every MoE layer's router logits [N, E] (16-bit under autocast) are returned in the model output
+// (OutputRecorder) and held to the end of forward; torch.cat of them [L N, E]; softmax (fp32 under
+// CUDA autocast, whose fp32 list has softmax; saves its output); topk's indices and their one_hot
+// [L N, k, E] int64 (no gradient); with the Trainer's attention_mask, the expanded masks
+// [L N, k, E] and [L N, E] (int64: the tokenizer's) and the products: tokens_per_expert has no
+// gradient (transients), `routing_weights * router_per_expert_attention_mask` saves the mask
+// (MulBackward0: other, as self requires grad), the division its int64 [E] sum; sums to [E] and
+// [k, E]; `loss += coef * aux`. Saves checked on torch 1.13 (CPU, saved_tensors_hooks on the
+// function written from the source): softmax output, the [L N, E] mask, its [E] sum,
+// tokens_per_expert (and topk's indices, whose node dies with the discarded values).
+// Approximation: the per-layer logits are made here as one [L N, E] tensor (they exist from each
+// layer's router on: at most L N E 16-bit bytes more before the head), and the aux gradient into
+// each layer's router logits ([N, E] per layer) is not added to the layers' backward.
+int32_t build_hf_aux_loss(Builder& bld, const Dims& dm, int32_t loss) {
+  const ModelConfig& m = *dm.model;
+  Ops o(bld, dm);
+  const int64_t layers = m.layers - m.dense_layers, e = m.experts, k = m.experts_per_token;
+  const int64_t rows = mul(layers, dm.n_full());  // L N
+  const DType ldt = dm.amp ? dm.half_dt : dm.resid_dt;  // the gate linear's output dtype
+  int32_t held = no_grad_op(bld, o, -1, mul(rows, e), ldt, "router logits (every layer)");
+  int32_t cat = op(bld, o, OpKind::kCopy, "aux router logits cat", {{held, GradRule::kNew}},
+                   mul(rows, e), ldt, {});
+  // autocast's fp32 softmax on CUDA: a cast, then the softmax saving its output
+  const DType sdt = dm.amp ? DType::kF32 : ldt;
+  cat = o.cast(cat, sdt, "softmax input cast", "aux router logits fp32");
+  int32_t probs = op(bld, o, OpKind::kSoftmax, "aux softmax", {{cat, GradRule::kNew}},
+                     mul(rows, e), sdt, {}, true);
+  int32_t sel = no_grad_op(bld, o, probs, mul(rows, k), DType::kI64, "aux topk indices");
+  // one_hot int64 [L N, k, E], the expanded attention mask int64 [L N, k, E], the float copy and
+  // the product fp32 [L N, k, E]: temporaries of the mean (no gradient)
+  OpDraft t = o.draft(OpKind::kCopy, "aux tokens per expert");
+  t.op.math16 = false;
+  t.inputs.push_back({sel, GradRule::kNone});
+  const int64_t lke = mul(rows, mul(k, e));
+  t.op.fwd_transient_bytes = mul(lke, 8 + 8 + 4 + 4);
+  int32_t tpe = bld.fresh(bytes(mul(k, e), DType::kF32), DType::kF32, "aux tokens per expert");
+  t.outputs.push_back(tpe);
+  bld.add_op(std::move(t));
+  // routing_weights * router_per_expert_attention_mask (int64 [L N, E], saved), the product's
+  // sum over tokens / the mask's sum: [E]
+  OpDraft p = o.draft(OpKind::kMul, "aux router prob per expert");
+  p.op.math16 = false;
+  p.inputs.push_back({probs, GradRule::kNew});
+  int32_t mask = bld.fresh(bytes(mul(rows, e), DType::kI64), DType::kI64, "aux attention mask [L N, E]");
+  int32_t ppe = bld.fresh(bytes(e, DType::kF32), DType::kF32, "aux router prob per expert");
+  // the division by torch.sum(mask, dim=0) (int64 [E]): DivBackward0 saves it (other)
+  int32_t msum = bld.fresh(bytes(e, DType::kI64), DType::kI64, "aux attention mask sum");
+  p.outputs = {ppe, mask, msum};
+  p.saves = {mask, msum};
+  p.op.fwd_transient_bytes = bytes(mul(rows, e), DType::kF32);  // the product
+  p.op.bwd_transient_bytes = bytes(mul(rows, e), DType::kF32);
+  bld.add_op(std::move(p));
+  // sum(tokens_per_expert * prob.unsqueeze(0)) * E; loss += coef * aux (MulBackward0 saves
+  // tokens_per_expert)
+  int32_t aux = op(bld, o, OpKind::kMul, "aux loss", {{ppe, GradRule::kNew}, {tpe, GradRule::kNone}},
+                   1, DType::kF32, {tpe});
+  OpDraft d = o.draft(OpKind::kAdd, "loss + coef * aux");
+  d.op.math16 = false;
+  // the root of backward: each input gets a new (scalar) gradient (a root's output has none to
+  // pass on)
+  d.inputs.push_back({loss, GradRule::kNew});
+  d.inputs.push_back({aux, GradRule::kNew});
+  const int32_t total = bld.fresh(bld.tensor(loss).bytes, bld.tensor(loss).dtype, "loss");
+  d.outputs.push_back(total);
+  bld.add_op(std::move(d));
+  return total;
+}
 
 int32_t build_moe(Builder& bld, const Dims& dm, int32_t mlp_in) {
   const MoeDispatch how = dm.impl ? dm.impl->moe : MoeDispatch::kNone;

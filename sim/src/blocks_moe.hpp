@@ -11,6 +11,10 @@ namespace sim::detail {
 // implementation dispatches them, plus the shared experts): blocks_moe.cpp.
 int32_t build_moe(Builder& bld, const Dims& dm, int32_t mlp_in);
 
+// moe2: HF's load-balancing auxiliary loss over every MoE layer's router logits, after the LM
+// loss `loss` (output_router_logits); returns the total loss: blocks_moe.cpp.
+int32_t build_hf_aux_loss(Builder& bld, const Dims& dm, int32_t loss);
+
 // torch.split / chunk / slicing of `base` into views of the given bytes, as one op whose
 // backward gathers the views' gradients into a new gradient of base (SplitBackward); *out[i]
 // the views. Views must come out of an op for their gradients to reach base's producer.

@@ -23,10 +23,26 @@ CommGroup comm_group(int64_t size, int64_t stride, int64_t gpus_per_node) {
 // Bus bandwidth: NVLink one direction inside a node; across nodes each member of a node drives
 // its own NIC in its own ring channel (one NIC per GPU on DGX A100/H100), so the bus bandwidth is
 // members per node x the per-GPU network bandwidth, at most NVLink's.
+//
+// NVLink as NCCL drives it (time2): NCCL's kernels move data from the SMs, whose NVLink writes
+// carry 128 B payloads, so a link delivers about 20 of its 25 GB/s line rate per direction:
+// "Each NVLink has a line rate of 25GB/s (in each direction) which converts to ~20GB/s effective
+// bandwidth with a 128B payload size ... 240GB/s on A100, but some other bottlenecks on the GPUs
+// limits it to ~230GB/s" (NCCL maintainer S. Jeaugey, NVIDIA/nccl-tests issue 149, 2023-07-05);
+// on H100 "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an effective
+// NVLink bandwidth of 370GB/s, which you can observe as BusBw ... with NCCL_ALGO=RING" (same,
+// nccl-tests issue 212, 2024-05-06). kNvlinkPayloadEfficiency = 20/25 = 0.8: A100 240 GB/s
+// (measured ~230: -4 %), H100 360 GB/s (measured ~370: +3 %). The network's bandwidth is taken
+// as the device file states it.
+namespace {
+constexpr double kNvlinkPayloadEfficiency = 20.0 / 25.0;
+}  // namespace
+
 double collective_seconds(Collective c, int64_t bytes, CommGroup g, const Device& d) {
   const double n = static_cast<double>(g.ranks), nodes = static_cast<double>(g.nodes);
+  const double nvlink = d.nvlink_bytes_per_s * kNvlinkPayloadEfficiency;
   if (c == Collective::kSendRecv) {
-    const double bw = g.nodes > 1 ? d.internode_bytes_per_s : d.nvlink_bytes_per_s;
+    const double bw = g.nodes > 1 ? d.internode_bytes_per_s : nvlink;
     const double lat = g.nodes > 1 ? 8.4e-6 + 9.6e-6 : 8.4e-6 + 3.4e-6;
     return lat + static_cast<double>(bytes) / bw;
   }
@@ -37,14 +53,14 @@ double collective_seconds(Collective c, int64_t bytes, CommGroup g, const Device
     // its `bytes` buffer, over NVLink inside a node, and the network share of it across nodes at
     // the per-GPU network bandwidth. One latency of a send/recv.
     const double share = (n - 1) / n;
-    const double bw = g.nodes > 1 ? d.internode_bytes_per_s : d.nvlink_bytes_per_s;
+    const double bw = g.nodes > 1 ? d.internode_bytes_per_s : nvlink;
     const double lat = g.nodes > 1 ? 8.4e-6 + 9.6e-6 : 8.4e-6 + 3.4e-6;
     return lat + static_cast<double>(bytes) * share / bw;
   }
   const double nsteps = c == Collective::kAllReduce ? 2 * (n - 1) : n - 1;
   const double inter = c == Collective::kAllReduce ? 2 * (nodes - 1) : nodes - 1;
   const double lat = 8.4e-6 + (nsteps - inter) * 3.4e-6 + inter * 9.6e-6;
-  double busbw = d.nvlink_bytes_per_s;
+  double busbw = nvlink;
   if (g.nodes > 1)
     busbw = std::min(busbw, d.internode_bytes_per_s * std::max(1.0, n / nodes));
   const double algbw = busbw * n / nsteps;

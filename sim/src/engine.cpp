@@ -76,9 +76,9 @@ int64_t op_ns(const Op& op, bool backward, const Device& d, Precision prec, Effi
   if (k.cls == KernelClass::kAttention && prec != Precision::kFp32) {
     compute_s = attention_seconds(op, backward, d);
   } else if (k.cls == KernelClass::kGemm) {
-    // feat: fp8 GEMMs (sim/src/fp8.cpp) at the fp8 dense peak, twice the bf16 one on every fp8
-    // GPU (H100 SXM datasheet: 1,979 against 989 TFLOPS; H200, L40S, B200 likewise)
-    const double peak = peak_for(op.math16, d, prec) * (op.fp8 ? 2.0 : 1.0);
+    // feat: fp8 GEMMs (sim/src/fp8.cpp) at the device's fp8 rate (time2: kernels.hpp
+    // fp8_gemm_peak_flops_per_s, the device file's dense fp8 peak and MAMF's fp8/bf16 share)
+    const double peak = op.fp8 ? fp8_gemm_peak_flops_per_s(d) : peak_for(op.math16, d, prec);
     compute_s = gemm_seconds(op, backward, d, peak, e.compute);
   } else {
     compute_s = static_cast<double>(c.flops) / (peak_for(op.math16, d, prec) * e.compute);

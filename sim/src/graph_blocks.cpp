@@ -28,8 +28,10 @@ void build_rope_tables(Builder& bld, const Dims& dm) {
   const int64_t rw = famdec_rotary_width(dm), tables = famdec_rotary_tables(*dm.model);
   if (rw != dm.d || tables != 1) d.exec = Exec::kNone;
   int64_t table = bytes(mul(mul(2 * tables, dm.b), mul(dm.s, rw)), dm.resid_dt);
-  // moe: DeepSeek-V2's freqs_cis, complex64 [b, s, rope/2] (torch.polar, not cast): fp32 pairs
-  if (is_mla(*dm.model)) table = bytes(mul(mul(dm.b, dm.s), dm.model->qk_rope_dim), DType::kF32);
+  // moe: DeepSeek-V2's freqs_cis, complex64 [1, s, rope/2] (torch.polar, not cast): fp32 pairs.
+  // moe2: batch 1, as position_ids = cache_position.unsqueeze(0) when the Trainer passes none
+  // (DeepseekV2Model.forward @ 0233e509; census: harness/census.py run_mla_case)
+  if (is_mla(*dm.model)) table = bytes(mul(dm.s, dm.model->qk_rope_dim), DType::kF32);
   const DType tdt = is_mla(*dm.model) ? DType::kF32 : dm.resid_dt;
   if (is_mla(*dm.model)) d.exec = Exec::kNone;  // the executor has no complex rotary
   int32_t cs = bld.fresh(table, tdt, "rotary cos+sin");
@@ -547,6 +549,10 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     nll.saves = {logp, bld.labels(), total_weight};
     bld.add_op(std::move(nll));
   }
+  // moe2: HF's load-balancing auxiliary loss over every MoE layer's router logits
+  if (is_moe(m) && m.aux_loss && m.family != "deepseek_v2" && dm.impl &&
+      dm.impl->moe == MoeDispatch::kHfLoop)
+    loss = build_hf_aux_loss(bld, dm, loss);
   bld.set_loss(loss);
 }
 

@@ -555,7 +555,8 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   // Optimizer state, per parameter: Adam m and v (8 B), SGD momentum (4 B), plus fp32 master
   // weights when the parameters are bf16 (bf16-mixed).
   int64_t per_param = s.optimizer == Optimizer::kSgd ? 4 : 8;
-  if (prec == Precision::kBf16Mixed) per_param += 4;
+  // moe2: LoRA's trainable adapters are fp32 under bf16-mixed (PEFT upcasts them): no master copy
+  if (prec == Precision::kBf16Mixed && g.lora_rank == 0) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
   const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16;
   if (sharded && s.ep > 1) {
@@ -617,7 +618,7 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   // and writes p, m, v and reads g: 28 B; SGD with momentum: 20 B; bf16 params add a 2 B copy.
   int64_t moved = s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 80
                   : s.optimizer == Optimizer::kAdamFused ? 28 : 20;
-  if (prec == Precision::kBf16Mixed) moved += 2;
+  if (prec == Precision::kBf16Mixed && g.lora_rank == 0) moved += 2;  // moe2: LoRA's are fp32
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
   // time (issue 11): adam-loop launches these 8 per parameter tensor (HF's adamw_hf, transformers
   // optimization.py AdamW.step: mul_, add_, mul_, addcmul_, sqrt, add_, addcdiv_, add_ per p);

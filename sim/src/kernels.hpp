@@ -41,6 +41,19 @@ double gemm_seconds(const Op& op, bool backward, const Device& d, double peak,
 // Seconds of a fused attention op's kernel.
 double attention_seconds(const Op& op, bool backward, const Device& d);
 
+// Issue 11 (time2): the rate fp8 GEMMs (sim/src/fp8.cpp's Float8/TE linears) run at, as the
+// `peak` gemm_seconds takes before the device's large-GEMM efficiency: the device file's dense
+// fp8 tensor-core peak (peak_fp8_flops_per_s; twice the bf16 peak where the file has none, the
+// datasheet ratio on every fp8 GPU) times the share an fp8 GEMM reaches of its peak relative to
+// a bf16 one (fp8_gemm_relative_efficiency).
+double fp8_gemm_peak_flops_per_s(const Device& d);
+
+// Large fp8 GEMMs reach a smaller share of their peak than bf16 ones: stas00/ml-engineering's
+// MAMF table (research/kernel_throughput.md §14a), H100 SXM, torch 2.7.0+cu126, best shapes of a
+// sweep: fp8 e4m3 1,402.6 of 1,979 TFLOP/s (0.709) against bf16 794.5 of 989 (0.803): 0.882.
+// (H200 SXM: fp8 1,453.4 of 1,979, 0.734, against the same bf16 share: 0.914.)
+double fp8_gemm_relative_efficiency();
+
 // Kernel launches of an optimizer step over `tensors` parameter tensors of `numel` elements in
 // all (PyTorch multi_tensor_apply chunking for foreach and fused; one per tensor and op for the
 // for-loop), `ops` kernels per launch group.

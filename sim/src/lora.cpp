@@ -221,15 +221,19 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   if (quant)  // bnb.py Linear4bit.forward: "defensively clone"
     result = pointwise(bld, o, OpKind::kCopy, result, tr.bytes, tr.dtype, "lora base clone",
                        out_role, true);
-  // The adapter's own parameters are trainable: built as ordinary linears.
+  // The adapter's own parameters are trainable: built as ordinary linears. moe2: in fp32 under
+  // every regime: get_peft_model's autocast_adapter_dtype=True upcasts bf16/fp16 adapter weights
+  // to fp32 (peft tuners_utils.py cast_adapter_dtype @ 5d602fdb), so under bf16-mixed (a bf16
+  // base, no autocast) the adapters are fp32 and compute in fp32.
   Dims plain = dm;
   plain.lora_rank = 0;
+  plain.param_dt = DType::kF32;
   Ops po(bld, plain);
   bld.freeze_params = false;
   int32_t xa = x;
   // _cast_input_dtype(x, lora_A.weight.dtype): the plain layer casts x to the adapter's dtype;
   // bnb's Linear4bit layer does not under autocast (requires_conversion = not autocast).
-  if (!quant || !dm.amp) xa = o.cast(x, dm.param_dt, "lora input cast", "lora input cast");
+  if (!quant || !dm.amp) xa = o.cast(x, DType::kF32, "lora input cast", "lora input cast");
   // lora_dropout: nn.Identity (LoraConfig lora_dropout = 0.0, the default)
   const int32_t a = po.linear(xa, in_f, dm.lora_rank, false, Ops::Tp::kNone, "lora_A", "lora_A out");
   const int32_t bo = po.linear(a, dm.lora_rank, out_f, false, Ops::Tp::kNone, "lora_B", "lora_B out");
@@ -246,7 +250,9 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   const int32_t z = bld.fresh(bytes(mul(n, out_f), dt), dt, out_role);
   d.outputs.push_back(z);
   bld.add_op(std::move(d));
-  return z;
+  // result.to(torch_result_dtype): a copy back when the sum was promoted (bf16-mixed: a bf16
+  // base result plus the fp32 adapter path); a no-op otherwise
+  return o.cast(z, tr.dtype, "lora result cast", out_role);
 }
 
 }  // namespace detail
@@ -268,11 +274,14 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     throw Unsupported("--lora-rank", "lora_rank",
                       "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
   const Precision p = resolved_precision(s);
-  if (p == Precision::kBf16Mixed || p == Precision::kFsdp2Bf16)
+  // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear)
+  if (p == Precision::kFsdp2Bf16)
     throw Unsupported("--precision", "precision",
                       "LoRA under " + std::string(name(p)) +
-                          " (PEFT's adapters are modeled under the Trainer's autocast, bf16-amp or "
-                          "fp16-amp, and fp32)");
+                          " (FSDP2 shards the frozen base with the adapters: not modeled)");
+  if (s.qlora && p == Precision::kBf16Mixed)
+    throw Unsupported("--qlora", "qlora",
+                      "QLoRA under bf16-mixed (modeled under autocast: bf16-amp or fp16-amp)");
   if (s.qlora && p == Precision::kFp32)
     throw ConfigError("--qlora", "qlora",
                       "QLoRA computes in 16 bits (bnb_4bit_compute_dtype) under autocast: "

@@ -54,10 +54,8 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
     if (s.moe_capacity)
       throw Unsupported("--moe-capacity", "moe_capacity",
                         "a capacity factor" + in + " (HF's loop is dropless)");
-    if (m.aux_loss && m.family != "deepseek_v2")
-      throw Unsupported(m.source, "output_router_logits",
-                        "the auxiliary loss over every layer's router logits" + in +
-                            " (load_balancing_loss_func is not modeled yet)");
+    // moe2: output_router_logits adds HF's load_balancing_loss_func after the LM loss
+    // (blocks_moe.cpp build_hf_aux_loss)
   }
 }
 

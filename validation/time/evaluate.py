@@ -23,6 +23,10 @@ def flags(r):
         f += ["--impl", r["impl"]]
     if r.get("microbatches"):
         f += ["--num-microbatches", r["microbatches"]]
+    if r.get("pp"):  # appended column: pipeline stages (--pp)
+        f += ["--pp", r["pp"]]
+    if r.get("vpp"):  # appended column: model chunks per stage (--vpp, interleaved 1F1B)
+        f += ["--vpp", r["vpp"]]
     return f
 
 
@@ -75,3 +79,7 @@ for s, errs in per.items():
     worst = max(errs, key=abs)
     print("# %s: %d rows, mean |error| %.1f %%, worst %+.1f %%" % (s, len(errs), 100 * mean,
                                                                    100 * worst), file=sys.stderr)
+errs = [e for r, p, m, e in results]
+print("# all rows: %d rows, mean |error| %.1f %%, worst %+.1f %%"
+      % (len(errs), 100 * sum(abs(e) for e in errs) / len(errs), 100 * max(errs, key=abs)),
+      file=sys.stderr)

@@ -46,7 +46,7 @@ struct Device {
 
   // Issue 11 (time): the dense FP8 (e4m3/e5m2) tensor-core peak, FLOP/s; 0 where the GPU has no
   // FP8 tensor cores (V100, A100) or the device file does not say (optional field
-  // "peak_fp8_flops_per_s"). The FP8 work reads it; nothing else does yet.
+  // "peak_fp8_flops_per_s"). sim/src/kernels.cpp fp8_gemm_peak_flops_per_s reads it (fp8 GEMMs).
   double peak_fp8_flops_per_s = 0;
 };
 
