@@ -62,7 +62,7 @@ void hf_model_masks(Builder& bld, const Dims& dm) {
                              : mask_op(bld, dm, mul(dm.s, dm.s), dt, 0, "4-D causal mask");
     return;
   }
-  if (dm.padding || !m.causal) {
+  if (dm.padding || m.extended_mask_always) {
     // GPT2Model.forward (eager): attention_mask[:, None, None, :].to(self.dtype), then
     // (1.0 - mask) * finfo.min: [b, 1, 1, s]. BertModel.get_extended_attention_mask makes the
     // same [b, 1, 1, s] mask always (from ones when no mask is passed), and BertSelfAttention

@@ -172,6 +172,10 @@ struct ModelConfig {
   // dtype, then CrossEntropyLoss. Llama @ 5dd4a635 (ForCausalLMLoss, loss_utils.py @ d0fed636)
   // pads and shifts the labels instead and upcasts the whole logits with `.float()`.
   bool shift_logits_copy = false;
+  // BertModel.forward (modeling_bert.py @ 8ec58104): get_extended_attention_mask makes a
+  // [b, 1, 1, s] additive mask from ones when no mask is passed, which every eager
+  // BertSelfAttention adds to its scores.
+  bool extended_mask_always = false;
   // --- end hfimpl ---
 };
 

@@ -246,6 +246,7 @@ sim::ModelConfig bert(const ObjectReader& in) {
   m.hidden_dropout = probability(in, "hidden_dropout_prob", 0.1);
   m.embd_dropout = m.hidden_dropout;  // BertEmbeddings uses hidden_dropout_prob
   read_head(in, m, "bert");  // implhf
+  m.extended_mask_always = true;  // hfimpl: BertModel's extended attention mask
   return m;
 }
 
