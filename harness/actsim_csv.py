@@ -29,7 +29,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # feat (issue 13): LoRA key columns
               "lora_rank", "lora_targets", "qlora", "cp", "fp8",
               # implver (issue 10): the implementation's release (empty: its default)
-              "impl_version"])
+              "impl_version",
+              # hfimpl (issue 10): a padding attention mask (on/off)
+              "padding"])
 
 
 def csv_field(v):

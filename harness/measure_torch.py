@@ -450,7 +450,8 @@ def measure(args):
                  target_seq=int(args.target_seq) if args.target_seq else "",
                  ep=1, moe_imbalance="1.00",
                  lora_rank=args.lora_rank,
-                 lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off")
+                 lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off",
+                 padding="off")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

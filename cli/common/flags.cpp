@@ -73,6 +73,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--fp8", f.fp8,
       "FP8 linears: off, te-delayed, te-current (Transformer Engine: megatron, bf16-mixed), "
       "torchao-tensorwise, torchao-rowwise (Float8Linear: torchtitan, fsdp2-bf16); needs fp8 GPUs");
+  // hfimpl (issue 10): a padding attention mask (HF only)
+  add("--padding", f.padding,
+      "on|off: the batch is padded and HF gets an attention mask (4-D additive mask; SDPA runs "
+      "its memory-efficient kernel; GQA K/V repeated); off: no padding (default)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -197,6 +201,11 @@ Axes parse_axes(const CommonFlags& f) {
     const std::vector<bool> v = parse_switch_axis(f.qlora, "--qlora");
     if (v.size() != 1) throw sim::ConfigError("--qlora", f.qlora, "takes one value, not a list");
     a.qlora = v.front();
+  }
+  {  // hfimpl
+    const std::vector<bool> v = parse_switch_axis(f.padding, "--padding");
+    if (v.size() != 1) throw sim::ConfigError("--padding", f.padding, "takes one value, not a list");
+    a.padding = v.front();
   }
   return a;
 }

@@ -52,6 +52,7 @@ struct CommonFlags {
   std::string cp = "1";                // --cp (a list): context-parallel ranks
   std::string fp8 = "off";             // --fp8 (a list): the FP8 linear recipe
   // --- end feat ---
+  std::string padding = "off";         // hfimpl: --padding on|off (one value)
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
   // --- famenc (issue 12) ---
@@ -107,6 +108,7 @@ struct Axes {
   std::vector<int64_t> cps{1};
   std::vector<sim::Fp8Recipe> fp8s{sim::Fp8Recipe::kOff};
   // --- end feat ---
+  bool padding = false;  // hfimpl: --padding (one value for the whole sweep)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

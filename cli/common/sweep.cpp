@@ -135,6 +135,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.moe_capacity = a.moe_capacity;
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
+  t.padding = a.padding;  // hfimpl
   return p;
 }
 

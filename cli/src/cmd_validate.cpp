@@ -234,6 +234,10 @@ int cmd_validate(const Invocation& inv) {
       if (v != "on" && v != "off") throw sim::ConfigError(where, "qlora", "'" + v + "' is not on or off");
       s.qlora = v == "on";
     }
+    if (const std::string v = optional("padding"); !v.empty()) {  // hfimpl
+      if (v != "on" && v != "off") throw sim::ConfigError(where, "padding", "'" + v + "' is not on or off");
+      s.padding = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -135,6 +135,10 @@ bool setup_panel(AppState& st) {
   } else if (s.qlora) {
     s.qlora = false, changed = true;
   }
+  // hfimpl (issue 10): a padding attention mask (--padding; refused outside --impl hf, shown as
+  // any other error)
+  form_label("padding mask");
+  changed |= ImGui::Checkbox("##padding", &s.padding);
   return changed;
 }
 

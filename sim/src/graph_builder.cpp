@@ -352,6 +352,7 @@ void Builder::finalize() {
   }
   g_.autocast_cached.clear();
   for (int32_t s : autocast_cached_) g_.autocast_cached.push_back(s);
+  g_.forward_held.assign(forward_held_.begin(), forward_held_.end());  // hfimpl
   for (int32_t s : step_end_holds) g_.step_end_frees.push_back(s);
 }
 
@@ -396,6 +397,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // load-balanced, when causal): every token-wise shape is the local one.
   dm.cp = s.cp;
   dm.fp8 = s.fp8;
+  dm.padding = s.padding;  // hfimpl
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
@@ -758,6 +760,7 @@ void recycle(Graph& g) {
   keep(fresh.param_storages, g.param_storages);
   keep(fresh.step_end_frees, g.step_end_frees);
   keep(fresh.autocast_cached, g.autocast_cached);
+  keep(fresh.forward_held, g.forward_held);  // hfimpl
   keep(fresh.initial_uses, g.initial_uses);
   keep(fresh.consumers, g.consumers);
   keep(fresh.args, g.args);
@@ -902,6 +905,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   extend(g3.param_storages, out.param_storages);
   extend(g3.step_end_frees, out.step_end_frees);
   extend(g3.autocast_cached, out.autocast_cached);
+  extend(g3.forward_held, out.forward_held);  // hfimpl
   out.optimizer_transient_bytes = g3.optimizer_transient_bytes;
   out.optimizer_cost = g3.optimizer_cost;
   out.optimizer_multi_tensor = g3.optimizer_multi_tensor;  // time (issue 11)

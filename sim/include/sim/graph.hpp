@@ -184,6 +184,9 @@ struct Graph {
   std::vector<int32_t> param_storages;  // the parameters among them
   std::vector<int32_t> step_end_frees;  // lazily allocated param grads, freed by zero_grad
   std::vector<int32_t> autocast_cached; // weight casts held by autocast's cache until forward ends
+  // hfimpl: tensors the model's forward returns (HF's logits in its ModelOutput), held until the
+  // forward pass (the loss included) ends
+  std::vector<int32_t> forward_held;
   std::vector<int32_t> initial_uses;    // per storage: forward consumers (refcount start)
   std::vector<IdxRange> consumers;      // per storage: its forward consumer ops, ascending
 

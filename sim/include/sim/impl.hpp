@@ -202,6 +202,13 @@ struct ImplSpec {
   bool fp8_torchao = false;  // --fp8 torchao-*: torchao's Float8Linear
   // --- end feat ---
   CpRing cp_ring = CpRing::kTeP2p;  // feat2: the ring's algorithm under --cp
+  // --- hfimpl (issue 10): the code base takes a padding attention mask (--padding) and builds
+  // the masks of the model's own modeling code (ModelConfig "hfimpl" fields) ---
+  bool model_masks = false;
+  // The LM loss as the model's modeling file computes it: the forward returns the logits (held
+  // until it ends), and a file that shifts the logits copies them (ModelConfig::shift_logits_copy).
+  bool model_losses = false;
+  // --- end hfimpl ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 

@@ -91,6 +91,12 @@ struct TrainSetup {
   // ImplSpec row's version_key (static storage); empty: the default release (resolve_setup
   // makes it explicit).
   std::string_view impl_version;
+  // --- hfimpl (issue 10): --padding on: the batch carries a padding attention mask (HF's
+  // tokenizer pads, the collator passes `attention_mask` with zeros). HF then builds a 4-D
+  // additive mask once per forward and SDPA runs its memory-efficient kernel (the flash kernel
+  // takes no mask); off: no padding (packed or equal-length sequences; HF drops an all-ones mask).
+  bool padding = false;
+  // --- end hfimpl ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

@@ -63,7 +63,9 @@ std::vector<std::string> make_columns() {
         "fp8",
         // implver (issue 10): the release of the implementation (--impl NAME@VERSION; a key
         // column, appended); empty under the paper profile.
-        "impl_version"})
+        "impl_version",
+        // hfimpl (issue 10): a padding attention mask (on/off; a key column, appended)
+        "padding"})
     c.emplace_back(name);
   return c;
 }
@@ -142,8 +144,8 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version
-  constexpr int kAfterError = 27;
+  // implver: impl_version; hfimpl: padding
+  constexpr int kAfterError = 28;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -237,6 +239,7 @@ std::string csv_row(const Row& row) {
   w.integer(s.cp);
   w.text(sim::name(s.fp8));
   w.text(s.impl ? s.impl_version : std::string_view());  // implver
+  w.text(s.padding ? "on" : "off");  // hfimpl
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

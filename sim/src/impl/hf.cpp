@@ -49,6 +49,11 @@ ImplSpec hf() {
   s.gelu = GeluVariant::kConfig;  // modeling_gpt2.py GPT2MLP: ACT2FN[config.activation_function]
   // feat: PEFT (huggingface/peft tuners/lora/layer.py, bnb.py @ 5d602fdb) runs on this code.
   s.lora = true;
+  // hfimpl: the tokenizer's attention_mask (--padding) and the modeling files' own masks
+  // (GPT-2's per-layer `bias` buffer, Llama's 4-D additive mask): sim/src/blocks_hfmask.cpp
+  s.model_masks = true;
+  // hfimpl: GPT2LMHeadModel.forward's shift_logits copy, the logits returned in the ModelOutput
+  s.model_losses = true;
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
   // --- implver: this release's key and its Trainer's optimizer ---

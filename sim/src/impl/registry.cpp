@@ -126,6 +126,9 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     if (s.lora_rank > 0 || s.qlora)  // feat
       throw ConfigError("--lora-rank", "lora_rank",
                         "the paper profile is full training; LoRA applies to the pytorch profile");
+    if (s.padding)  // hfimpl
+      throw ConfigError("--padding", "padding",
+                        "the paper profile has no padding mask; --padding applies to --impl hf");
     if (s.reentrant && !*s.reentrant)
       throw ConfigError("--reentrant", "reentrant",
                         "the paper profile recomputes as Megatron does, reentrant");
@@ -190,6 +193,19 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     throw Unsupported("--cp", "cp",
                       "context parallelism under --impl " + std::string(sp.name) +
                           " (megatron and torchtitan have it)");
+  if (s.padding) {  // hfimpl (issue 10)
+    if (!sp.model_masks)
+      throw Unsupported("--padding", "padding",
+                        "a padding mask under --impl " + std::string(sp.name) + " (" +
+                            std::string(sp.code) +
+                            " trains on packed sequences and takes no attention mask)");
+    if (is_vision(model) || model.decoder_layers > 0)
+      throw Unsupported("--padding", "padding",
+                        "a padding mask for the " + model.family +
+                            " family (" + (is_vision(model) ? "ViT takes no attention mask"
+                                                            : "T5's masks are not modeled yet") +
+                            ")");
+  }
   return s;
 }
 
