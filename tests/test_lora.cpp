@@ -292,10 +292,28 @@ TEST_CASE("context parallelism: local shapes, the ring's work and the dp x cp gr
 TEST_CASE("context parallelism under torchtitan: torch's all-gather ring (feat2)") {
   // docs/memory-model.md "Context parallelism", torch's ring: tiny_llama, s 1024, cp 4 (local
   // 256), a 8, g 2, head dim 32, bf16: q = 8 x 256 x 32 x 2 = 131,072 B; the repeated k + v
-  // kv = 2 x 131,072 = 262,144 B; lse = 8 x 256 x 4 = 8,192 B.
+  // kv = 2 x 131,072 = 262,144 B; lse = 8 x 256 x 4 = 8,192 B. The release of the CP table,
+  // 9dec370, repeats k and v before SDPA (implver), so the ring carries a heads; v0.2.2 passes
+  // enable_gqa and the ring carries the g = 2 heads: a quarter of the gathered bytes.
   const ModelConfig m = fixtures::tiny_llama();
   TrainSetup t;
   t.impl = Impl::kTorchtitan;
+  {
+    TrainSetup v022 = t;
+    v022.seq = 1024;
+    v022.cp = 4;
+    v022.zero = 3;
+    const Graph g022 = build_graph(m, v022, fixtures::h100());
+    int seen = 0;
+    for (const Op& op : g022.ops) {
+      if (op.kind != OpKind::kFlashAttention) continue;
+      ++seen;
+      CHECK(op.cp_gather_bytes == 4 * 65'536);
+      CHECK(op.cp_dkv_bytes == 2 * 65'536);
+    }
+    CHECK(seen == 4);
+  }
+  t.impl_version = "9dec370";
   t.seq = 1024;
   t.cp = 4;
   t.zero = 3;  // FSDP2 over dp x cp
@@ -317,6 +335,7 @@ TEST_CASE("context parallelism under torchtitan: torch's all-gather ring (feat2)
   CHECK(tt.comm_time_ns > 0);
   TrainSetup mg = t;
   mg.impl = Impl::kMegatron;
+  mg.impl_version = {};  // Megatron's default release
   mg.zero = 0;
   for (const Op& op : build_graph(m, mg, fixtures::h100()).ops) {
     CHECK(op.cp_gather_bytes == 0);

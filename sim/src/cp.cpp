@@ -38,8 +38,9 @@
 //     into the fp32 accumulators (_partial_update: chunk add + torch.cat), `torch.cat([grad_key
 //     .flatten(), grad_value.flatten()])` sent on by _AllToAllRotater (ft_c.permute_tensor) at
 //     every step, the last one waited after the loop; then the fp32 grads cast back.
-//   torchtitan's attention (models/llama/model.py:201-202 @ 9dec370) repeats K and V to the
-//   query heads (repeat_kv) before SDPA: the ring carries a / g times the graph's k, v.
+//   The ring carries the k, v SDPA is given: torchtitan @ 9dec370 repeats them to the query
+//   heads first (models/llama/model.py:201-202, repeat_kv; the graph's k, v are then the repeated
+//   ones, ImplSpec::flash_repeat_kv), v0.2.2 passes enable_gqa (g heads).
 //   What runs after each step's attention are memory-bound kernels, timed from their bytes
 //   (Op::fwd_serial_bytes); the slowest rank, cp - 1, merges full-length outputs every step.
 #include "ops.hpp"
@@ -51,7 +52,7 @@ namespace {
 
 void torch_allgather_ring(OpDraft& d, const Dims& dm, int64_t q, int64_t kv16, int64_t lse) {
   const int64_t cp = dm.cp;
-  const int64_t kv = mul(kv16, dm.g > 0 ? dm.a / dm.g : 1);  // repeat_kv: a heads
+  const int64_t kv = kv16;  // the k, v SDPA sees (repeated under flash_repeat_kv)
   const int64_t q32 = mul(2, q), lse32 = lse;                // fp32 copies (lse is fp32)
   // forward: the cat(k, v), the gathered cp chunks; the merger's fp32 out and lse, and one
   // step's output, its fp32 copy, (out - block_out), the product, the new out
