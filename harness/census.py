@@ -32,6 +32,13 @@ LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
 # famdec (issue 12): Gemma 2 (GeGLU, (1 + w) RMSNorm in fp32, four norms, soft-capping), with
 # head_dim 12 != h / a as Gemma's 256 is.
 GEMMA2 = dict(DIMS, family="gemma2", g=2, f=88, d=12)
+# census12 (issue 12): GPT-NeoX (fused query_key_value, rotary on 2 of 8 channels as Pythia's
+# rotary_pct 0.25, parallel residual, exact GeLU), Phi-3 (fused qkv_proj and gate_up_proj, GQA),
+# OLMo 2 (q/k norms over whole projections, post-norms).
+NEOX = dict(DIMS, family="gpt_neox", g=4, f=128, rot=2)
+PHI3 = dict(DIMS, family="phi3", g=2, f=88)
+OLMO2 = dict(DIMS, family="olmo2", g=4, f=88)
+FALCON = dict(DIMS, family="falcon", g=1, f=128)  # falcon-7b's MQA, one shared LayerNorm
 # moe2 (issue 13): Mixtral (Llama's GQA attention, E = 4 SwiGLU experts of fe = 40, top-2,
 # renormalized) and Qwen2-MoE (q/k/v biases, top-2 not renormalized, a shared expert of 56 with
 # its sigmoid gate). N = 24 tokens: kN/E = 12 tokens per expert.
@@ -593,6 +600,228 @@ def gemma2_block(C, P, x, cos, sin, mask, p):
         return r.out(x2 + m)
 
 
+# census12 (issue 12): GPT-NeoX, Phi-3, OLMo 2 and Falcon blocks, written op for op from
+# transformers' modeling files (commits in docs/memory-model.md "Decoder families"); region names
+# are the simulator's (sim/src/blocks_famdec.cpp, graph_blocks.cpp build_attention).
+
+def hf_rope(C, name, tv, cos, sin):
+    """apply_rotary_pos_emb on a [b, heads, s, width] tensor: t * cos + rotate_half(t) * sin."""
+    with C.op(name, tv, cos, sin) as r:
+        c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+        return r.out(tv * c + rotate_half(tv) * sn)
+
+
+def partial_rope(C, name, t, cos, sin, rot):
+    """GPTNeoXAttention / Phi3Attention with a partial rotary factor: rotate the first `rot`
+    channels of each head, concatenate the rest (query_rot = query[..., :rot]; cat)."""
+    with C.op("rotary slice", t) as r:
+        t_rot = r.out(t[..., :rot])
+    rotated = hf_rope(C, name, t_rot, cos, sin)
+    with C.op("rotary cat", rotated, t) as r:
+        return r.out(torch.cat((rotated, t[..., rot:]), dim=-1))
+
+
+def hf_eager(C, qr, kk, vv, b, s, a, d, mask, p):
+    """The shared eager row (HF eager_attention_forward): qk, `* scaling`, mask, softmax,
+    dropout, av, the [b, s, a*d] output copy."""
+    to3 = lambda t: t.reshape(b * a, s, d)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, scale_op=True)
+    with C.op("attention out copy", ctx) as r:
+        return r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
+
+
+def repeat_kv_region(C, name, t, b, s, g, a, d):
+    with C.op(name, t) as r:  # HF repeat_kv: expand + reshape materializes a heads
+        return r.out(t[:, :, None].expand(b, g, a // g, s, d).reshape(b, a, s, d))
+
+
+def neox_block(C, P, x, cos, sin, mask, p):
+    """GPTNeoXLayer (modeling_gpt_neox.py @ 006bd23dd0ce), use_parallel_residual: fused
+    query_key_value viewed as [b, s, a, 3d] and split per head (views), partial rotary on
+    rotary_ndims channels, two LayerNorms of x, GeLU MLP, x + attn + mlp."""
+    b, s, h = x.shape
+    a, d, rot = P["a"], P["d"], P["rot"]
+    with C.op("norm1", x) as r:
+        ln1 = r.out(F.layer_norm(x, (h,), P["ln1_w"], P["ln1_b"]))
+    with C.op("qkv", ln1) as r:
+        qkv = r.out(F.linear(ln1, P["qkv_w"], P["qkv_b"]))
+    with C.op("qkv split", qkv) as r:
+        # qkv.view(b, s, a, 3d).transpose(1, 2).chunk(3, dim=-1): views of the fused output
+        q, k, v = r.out(*qkv.view(b, s, a, 3 * d).transpose(1, 2).chunk(3, dim=-1))
+    qr = partial_rope(C, "rope q", q, cos, sin, rot)
+    kr = partial_rope(C, "rope k", k, cos, sin, rot)
+    c = hf_eager(C, qr, kr, v, b, s, a, d, mask, p)
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["proj_w"], P["proj_b"]))
+    o = dropout(C, "proj dropout", o, p)
+    with C.op("norm2", x) as r:
+        ln2 = r.out(F.layer_norm(x, (h,), P["ln2_w"], P["ln2_b"]))
+    with C.op("fc1", ln2) as r:
+        u = r.out(F.linear(ln2, P["fc1_w"], P["fc1_b"]))
+    with C.op("gelu", u) as r:
+        gu = r.out(F.gelu(u))  # hidden_act "gelu": the exact GeLU
+    with C.op("fc2", gu) as r:
+        m = r.out(F.linear(gu, P["fc2_w"], P["fc2_b"]))
+    m = dropout(C, "mlp dropout", m, p)
+    with C.op("mlp + attention", m, o) as r:
+        mo = r.out(m + o)
+    with C.op("residual", mo, x) as r:
+        return r.out(mo + x)
+
+
+def phi3_block(C, P, x, cos, sin, mask, p):
+    """Phi3DecoderLayer (modeling_phi3.py): fused qkv_proj sliced into q, k, v (views), rotary,
+    repeat_kv, eager attention, resid_pdrop after both sub-layers, fused gate_up_proj chunked
+    (views), up * silu(gate)."""
+    b, s, h = x.shape
+    a, g, d = P["a"], P["g"], P["d"]
+    y = rms_norm(C, P["ln1_w"], x)
+    with C.op("qkv", y) as r:
+        qkv = r.out(F.linear(y, P["qkv_w"]))
+    with C.op("qkv split", qkv) as r:
+        q, k, v = r.out(qkv[..., :a * d], qkv[..., a * d:(a + g) * d], qkv[..., (a + g) * d:])
+    heads = lambda t, n: t.view(b, s, n, d).transpose(1, 2)
+    qr = hf_rope(C, "rope q", heads(q, a), cos, sin)
+    kr = hf_rope(C, "rope k", heads(k, g), cos, sin)
+    kk, vv = kr, heads(v, g)
+    if g != a:
+        kk = repeat_kv_region(C, "repeat k", kr, b, s, g, a, d)
+        vv = repeat_kv_region(C, "repeat v", heads(v, g), b, s, g, a, d)
+    c = hf_eager(C, qr, kk, vv, b, s, a, d, mask, p)
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["o_w"]))
+    o = dropout(C, "proj dropout", o, p)
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    y2 = rms_norm(C, P["ln2_w"], x2)
+    with C.op("gate_up proj", y2) as r:
+        gu = r.out(F.linear(y2, P["gate_up_w"]))
+    with C.op("gate_up chunk", gu) as r:
+        gate, up = r.out(*gu.chunk(2, dim=-1))
+    with C.op("silu", gate) as r:
+        act = r.out(F.silu(gate))
+    with C.op("gated mul", up, act) as r:
+        prod = r.out(up * act)
+    with C.op("down proj", prod) as r:
+        m = r.out(F.linear(prod, P["down_w"]))
+    m = dropout(C, "mlp dropout", m, p)
+    with C.op("residual 2", x2, m) as r:
+        return r.out(x2 + m)
+
+
+def olmo2_norm(C, name, w, x, eps=1e-6):
+    """Olmo2RMSNorm.forward (modeling_olmo2.py @ 000c33fdfde1): x.to(fp32); x * rsqrt(mean(x^2)
+    + eps); (self.weight * x).to(input_dtype): the weight multiplied in directly (no 1 + w)."""
+    in_dtype = x.dtype
+    with C.op("rmsnorm to fp32", x) as r:
+        hs = r.out(x.to(torch.float32))
+    with C.op(name, hs) as r:
+        var = r.out(hs.pow(2).mean(-1, keepdim=True))
+    with C.op("rmsnorm rsqrt", var) as r:
+        rs = r.out(torch.rsqrt(var + eps))
+    with C.op("rmsnorm scale", hs, rs) as r:
+        hn = r.out(hs * rs)
+    with C.op("rmsnorm weight", hn) as r:
+        y = r.out(w * hn)
+    with C.op("rmsnorm to input dtype", y) as r:
+        return r.out(y.to(in_dtype))
+
+
+def olmo2_block(C, P, x, cos, sin, mask, p):
+    """Olmo2DecoderLayer (modeling_olmo2.py @ 000c33fdfde1): no pre-norms; q_norm and k_norm
+    over the whole q and k projections; post_attention_layernorm and post_feedforward_layernorm
+    on the sub-layer outputs before the residual adds."""
+    b, s, h = x.shape
+    a, g, d = P["a"], P["g"], P["d"]
+    with C.op("q proj", x) as r:
+        q = r.out(F.linear(x, P["q_w"]))
+    with C.op("k proj", x) as r:
+        k = r.out(F.linear(x, P["k_w"]))
+    with C.op("v proj", x) as r:
+        v = r.out(F.linear(x, P["v_w"]))
+    q = olmo2_norm(C, "q norm", P["qn_w"], q)
+    k = olmo2_norm(C, "k norm", P["kn_w"], k)
+    heads = lambda t, n: t.view(b, s, n, d).transpose(1, 2)
+    qr = hf_rope(C, "rope q", heads(q, a), cos, sin)
+    kr = hf_rope(C, "rope k", heads(k, g), cos, sin)
+    kk, vv = kr, heads(v, g)
+    if g != a:
+        kk = repeat_kv_region(C, "repeat k", kr, b, s, g, a, d)
+        vv = repeat_kv_region(C, "repeat v", heads(v, g), b, s, g, a, d)
+    c = hf_eager(C, qr, kk, vv, b, s, a, d, mask, p)
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["o_w"]))
+    o = olmo2_norm(C, "post-attention norm", P["post_attn_w"], o)
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    with C.op("gate proj", x2) as r:
+        gt = r.out(F.linear(x2, P["gate_w"]))
+    with C.op("up proj", x2) as r:
+        up = r.out(F.linear(x2, P["up_w"]))
+    with C.op("silu", gt) as r:
+        act = r.out(F.silu(gt))
+    with C.op("swiglu mul", act, up) as r:
+        prod = r.out(act * up)
+    with C.op("down proj", prod) as r:
+        m = r.out(F.linear(prod, P["down_w"]))
+    m = olmo2_norm(C, "post-feedforward norm", P["post_ff_w"], m)
+    with C.op("residual 2", x2, m) as r:
+        return r.out(x2 + m)
+
+
+def falcon_block(C, P, x, cos, sin, mask, p):
+    """FalconDecoderLayer, eager attention (modeling_falcon.py @ 00dcc6dda6f6), falcon-7b's
+    layout: multi_query (one K/V head), parallel_attn with one input_layernorm, no biases.
+    _split_heads: fused_qkv.view(b, s, a + 2, d); query [..., :-2, :] (a view), key [..., [-2], :]
+    and value [..., [-1], :] (advanced indexing: copies); query.transpose(1, 2).reshape(b, a, s, d)
+    (a copy), key and value's the same (views: one head). Eager: scores = q @ k^T (k broadcast
+    over the heads), `/= sqrt(d)` in place, softmax(scores + mask), probs @ v (v broadcast),
+    view/permute/reshape, dense. mlp_output += attention_output; dropout_add."""
+    b, s, h = x.shape
+    a, d = P["a"], P["d"]
+    with C.op("norm1", x) as r:
+        ln = r.out(F.layer_norm(x, (h,), P["ln1_w"], P["ln1_b"]))
+    with C.op("qkv", ln) as r:
+        qkv = r.out(F.linear(ln, P["qkv_w"]))
+    with C.op("qkv split", qkv) as r:
+        f = qkv.view(b, s, a + 2, d)
+        q, k, v = f[..., :-2, :], f[..., [-2], :], f[..., [-1], :]
+        q = q.transpose(1, 2).reshape(b, a, s, d)
+        k = k.transpose(1, 2).reshape(b, 1, s, d)
+        v = v.transpose(1, 2).reshape(b, 1, s, d)
+        r.out(q, k, v)
+    qr = hf_rope(C, "rope q", q, cos, sin)
+    kr = hf_rope(C, "rope k", k, cos, sin)
+    with C.op("qk", qr, kr) as r:
+        scores = r.out(qr @ kr.transpose(-1, -2))
+    with C.op("attention scale", scores) as r:
+        scores /= math.sqrt(d)
+        scores = r.out(scores.view(scores.shape))
+    with C.op("causal mask", scores) as r:
+        # HF's additive 4-D mask (0 / finfo.min), made outside the layer
+        masked = r.out(scores + P["add_mask"])
+    with C.op("softmax", masked) as r:
+        probs = r.out(F.softmax(masked, dim=-1, dtype=x.dtype))
+    with C.op("av", probs, v) as r:
+        ctx = r.out(probs @ v)
+    with C.op("attention out copy", ctx) as r:
+        c = r.out(ctx.view(b, a, s, d).permute(0, 2, 1, 3).reshape(b, s, a * d))
+    with C.op("proj", c) as r:
+        o = r.out(F.linear(c, P["proj_w"]))
+    with C.op("fc1", ln) as r:
+        u = r.out(F.linear(ln, P["fc1_w"]))
+    with C.op("gelu", u) as r:
+        gu = r.out(F.gelu(u))
+    with C.op("fc2", gu) as r:
+        m = r.out(F.linear(gu, P["fc2_w"]))
+    with C.op("attention + mlp", m, o) as r:
+        m += o  # in place: mlp_output += attention_output
+        m = r.out(m.view(m.shape))
+    m = dropout(C, "dropout_add", m, p)
+    with C.op("residual", x, m) as r:
+        return r.out(x + m)
+
+
 def hf_loss(C, P, y, labels, cap=None):
     """HF causal-LM loss: lm head, logits.float(), cross_entropy = log_softmax + nll_loss
     (the labels already shifted by the data pipeline). `cap`: Gemma 2's final soft-capping."""
@@ -953,6 +1182,68 @@ REGIMES = {
 }
 
 
+# census12 (issue 12): ViT's embedding and head (modeling_vit.py; sim/src/blocks_encdec.cpp
+# vit_embedding, vit_head), in each regime. Its encoder blocks are the shared pre-LN rows.
+VIT = dict(b=2, image=8, patch=4, c=3, h=32, a=4, d=8, f=128, labels=3)  # 4 patches + class = 5
+
+
+def run_vit_case(dims, regime, p):
+    dtype, autocast, sim_precision, label = REGIMES[regime]
+    gen = torch.Generator().manual_seed(2)
+    C = Census()
+    b, img, pt, ch, h, n_lab = (dims[k] for k in ("b", "image", "patch", "c", "h", "labels"))
+    n = (img // pt) ** 2 + 1
+
+    def prm(*shape):
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
+
+    P = dict(patch_w=prm(h, ch, pt, pt), patch_b=prm(h), cls=prm(1, 1, h), pos=prm(1, n, h),
+             ln_w=prm(h), ln_b=prm(h), cls_w=prm(n_lab, h), cls_b=prm(n_lab))
+    pixels = torch.randn(b, ch, img, img, generator=gen)  # fp32 from the data loader, no grad
+    y = torch.randn(b, n, h, generator=gen).to(dtype).requires_grad_()  # the encoder's output
+    labels = torch.randint(0, n_lab, (b,), generator=gen)
+    sections = {}
+    with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t: t):
+        # ViTModel.forward: pixel_values.to(projection.weight.dtype) when they differ
+        with C.op("pixel cast", pixels) as r:
+            px = r.out(pixels.to(P["patch_w"].dtype))
+        # ViTPatchEmbeddings.forward: projection(pixel_values).flatten(2).transpose(1, 2)
+        with C.op("patch conv", px) as r:
+            pe = r.out(F.conv2d(px, P["patch_w"], P["patch_b"], stride=pt))
+        # ViTEmbeddings.forward: torch.cat((cls_tokens.expand(b, -1, -1), embeddings), dim=1)
+        with C.op("cat class token", pe) as r:
+            x = r.out(torch.cat((P["cls"].expand(b, -1, -1), pe.flatten(2).transpose(1, 2)),
+                                dim=1))
+        with C.op("+ position embeddings", x) as r:
+            x = r.out(x + P["pos"])
+        x = dropout(C, "embedding dropout", x, p)
+        sections["embedding"], k = C.ops[:], len(C.ops)
+        # ViTModel.layernorm; ViTForImageClassification: classifier(sequence_output[:, 0, :]),
+        # loss_fct = CrossEntropyLoss() on logits.view(-1, num_labels)
+        with C.op("final norm", y) as r:
+            yn = r.out(F.layer_norm(y, (h,), P["ln_w"], P["ln_b"]))
+        with C.op("class token slice", yn) as r:
+            c = r.out(yn[:, 0, :])
+        with C.op("classifier", c) as r:
+            logits = r.out(F.linear(c, P["cls_w"], P["cls_b"]))
+        # CrossEntropyLoss on the logits as they are (no upcast: ForSequenceClassificationLoss)
+        with C.op("log softmax", logits) as r:
+            logp = r.out(F.log_softmax(logits.view(-1, n_lab), dim=-1))
+        with C.op("nll loss", logp, labels) as r:
+            loss = r.out(F.nll_loss(logp, labels))
+        sections["head"] = C.ops[k:]
+    (x.float().sum() + loss).backward()
+    return dict({
+        "family": "vit",
+        "regime": regime,
+        "regime_label": label,
+        "informational": False,
+        "sim_precision": sim_precision,
+        "dropout": p,
+        "dims": dict(dims, s=n, g=dims["a"], v=0),
+    }, **sections)
+
+
 def make_params(C, dims, dtype):
     gen = torch.Generator().manual_seed(0)
     h, a, g, d, f, v = (dims[k] for k in "hagdfv")
@@ -974,6 +1265,23 @@ def make_params(C, dims, dtype):
                  o_w=p(h, a * d), post_attn_w=p(h), ln2_w=p(h), post_ff_w=p(h),
                  gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
                  lm_w=p(v, h))  # tied: the word-embedding table
+    elif dims["family"] == "gpt_neox":  # census12: biases everywhere, untied embed_out
+        P.update(rot=dims["rot"], ln1_w=p(h), ln1_b=p(h), qkv_w=p(3 * h, h), qkv_b=p(3 * h),
+                 proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
+                 fc1_w=p(f, h), fc1_b=p(f), fc2_w=p(h, f), fc2_b=p(h), lm_w=p(v, h))
+    elif dims["family"] == "falcon":  # census12: MQA fused qkv, no biases, tied head
+        s = dims["s"]
+        P.update(ln1_w=p(h), ln1_b=p(h), qkv_w=p((a + 2) * d, h), proj_w=p(h, a * d),
+                 fc1_w=p(f, h), fc2_w=p(h, f), lm_w=p(v, h),
+                 add_mask=C.buffer(torch.full((s, s), torch.finfo(dtype).min, dtype=dtype)
+                                   .triu(1)))
+    elif dims["family"] == "phi3":  # census12: fused qkv_proj and gate_up_proj, untied head
+        P.update(ln1_w=p(h), qkv_w=p((a + 2 * g) * d, h), o_w=p(h, a * d), ln2_w=p(h),
+                 gate_up_w=p(2 * f, h), down_w=p(h, f), lm_w=p(v, h))
+    elif dims["family"] == "olmo2":  # census12: q/k norms over a*d and g*d, post norms
+        P.update(q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h), qn_w=p(a * d),
+                 kn_w=p(g * d), o_w=p(h, a * d), post_attn_w=p(h), gate_w=p(f, h),
+                 up_w=p(f, h), down_w=p(h, f), post_ff_w=p(h), lm_w=p(v, h))
     else:
         P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
                  o_w=p(h, a * d), ln2_w=p(h), gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
@@ -1050,11 +1358,14 @@ def run_case(dims, regime, p, hf_layout=False):
             out = gpt_block(C, P, x, mask, p, hf_layout, mmask)
         else:
             # HF LlamaRotaryEmbedding: cos, sin [b, s, d], made once per forward in x's dtype
-            inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+            # census12: partial rotary (GPT-NeoX): tables rotary_ndims wide
+            rd = dims.get("rot", d)
+            inv = 1.0 / (10000 ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd))
             fr = torch.outer(torch.arange(s, dtype=torch.float32), inv)
-            emb = torch.cat((fr, fr), dim=-1)[None].expand(b, s, d)
+            emb = torch.cat((fr, fr), dim=-1)[None].expand(b, s, rd)
             cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-            block = gemma2_block if dims["family"] == "gemma2" else llama_block
+            block = {"gemma2": gemma2_block, "gpt_neox": neox_block, "phi3": phi3_block,
+                     "olmo2": olmo2_block, "falcon": falcon_block}.get(dims["family"], llama_block)
             out = block(C, P, x, cos, sin, mask, p)
         n_block = len(C.ops)
         loss = hf_cls_head(C, P, y, labels, head, p) if head else \
@@ -1070,7 +1381,7 @@ def run_case(dims, regime, p, hf_layout=False):
         "sim_precision": sim_precision,
         "dropout": p,
         "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "e", "k", "fe",
-                                      "shared", "norm_topk", "lora") if k in dims},
+                                      "shared", "norm_topk", "lora", "rot") if k in dims},
         "block": C.ops[:n_block],
         "loss": C.ops[n_block:],
     }
@@ -1090,6 +1401,14 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
     ("gemma2-fp32", GEMMA2, "fp32", 0.0, False),             # famdec
     ("gemma2-bf16-mixed", GEMMA2, "bf16-mixed", 0.0, False),  # famdec
+    ("gpt-neox-fp32", NEOX, "fp32", 0.1, False),              # census12
+    ("gpt-neox-bf16-mixed", NEOX, "bf16-mixed", 0.0, False),  # census12
+    ("phi3-fp32", PHI3, "fp32", 0.1, False),                  # census12
+    ("phi3-bf16-mixed", PHI3, "bf16-mixed", 0.0, False),      # census12
+    ("olmo2-fp32", OLMO2, "fp32", 0.0, False),                # census12
+    ("olmo2-bf16-mixed", OLMO2, "bf16-mixed", 0.0, False),    # census12
+    ("falcon-fp32", FALCON, "fp32", 0.1, False),              # census12
+    ("falcon-bf16-mixed", FALCON, "bf16-mixed", 0.0, False),  # census12
     ("mixtral-fp32", MIXTRAL, "fp32", 0.0, False),                # moe2
     ("mixtral-bf16-mixed", MIXTRAL, "bf16-mixed", 0.0, False),    # moe2
     ("mixtral-cpu-autocast", MIXTRAL, "cpu-autocast", 0.0, False),  # moe2
@@ -1140,6 +1459,8 @@ def main():
         "cases": dict({name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
                       **{"t5-fp32": run_t5_case(T5, 0.1),  # famenc
                          "t5-fp32-nodropout": run_t5_case(T5, 0.0),
+                         "vit-fp32": run_vit_case(VIT, "fp32", 0.1),  # census12
+                         "vit-bf16-mixed": run_vit_case(VIT, "bf16-mixed", 0.0),
                          # moe2: MLA up to the attention
                          "mla-fp32": run_mla_case(MLA, "fp32"),
                          "mla-bf16-mixed": run_mla_case(MLA, "bf16-mixed"),

@@ -112,6 +112,69 @@ ModelConfig census_model(const std::string& name, const json& c) {
     m.attn_softcap = 50.0;
     m.final_softcap = 30.0;
   }
+  // census12 (issue 12): the HF loaders' fields for these families (sim/io/src/hf_decoders.cpp)
+  if (m.family == "gpt_neox") {  // harness/census.py neox_block: Pythia's layout
+    m.mlp = MlpKind::kGelu;
+    m.activation = Activation::kGelu;
+    m.norm = NormKind::kLayerNorm;
+    m.positions = PosEmbedding::kRope;
+    m.rotary_dim = dim(c, "rot");
+    m.residual = ModelConfig::Residual::kParallel;
+    m.tied_embeddings = false;
+    m.qkv_bias = m.linear_bias = m.norm_bias = true;
+    m.fused_qkv = true;
+  }
+  if (m.family == "vit") {  // census12: harness/census.py run_vit_case (sim_io vit_from_hf)
+    m.layers = 1;
+    m.image_size = dim(c, "image");
+    m.patch_size = dim(c, "patch");
+    m.channels = dim(c, "c");
+    m.max_positions = dim(c, "s");
+    m.num_labels = dim(c, "labels");
+    m.vocab = 0;
+    m.mlp = MlpKind::kGelu;
+    m.activation = Activation::kGelu;
+    m.norm = NormKind::kLayerNorm;
+    m.positions = PosEmbedding::kLearned;
+    m.causal = false;
+    m.tied_embeddings = true;
+    m.qkv_bias = m.linear_bias = m.norm_bias = true;
+  }
+  if (m.family == "falcon") {  // harness/census.py falcon_block: falcon-7b (RW config)
+    m.mlp = MlpKind::kGelu;
+    m.activation = Activation::kGelu;
+    m.norm = NormKind::kLayerNorm;
+    m.positions = PosEmbedding::kRope;
+    m.residual = ModelConfig::Residual::kParallelOneNorm;
+    m.tied_embeddings = true;
+    m.qkv_bias = m.linear_bias = false;
+    m.norm_bias = true;
+    m.fused_qkv = true;
+    m.embd_dropout = 0.0;
+    m.kv_index_split = true;
+    m.no_attention_dropout = true;
+    m.eager_inplace = true;
+  }
+  if (m.family == "phi3") {  // harness/census.py phi3_block
+    m.mlp = MlpKind::kSwiglu;
+    m.norm = NormKind::kRmsNorm;
+    m.positions = PosEmbedding::kRope;
+    m.tied_embeddings = false;
+    m.qkv_bias = m.linear_bias = m.norm_bias = false;
+    m.fused_qkv = true;
+    m.fused_gate_up = true;
+  }
+  if (m.family == "olmo2") {  // harness/census.py olmo2_block
+    m.mlp = MlpKind::kSwiglu;
+    m.norm = NormKind::kRmsNorm;
+    m.positions = PosEmbedding::kRope;
+    m.tied_embeddings = false;
+    m.qkv_bias = m.linear_bias = m.norm_bias = false;
+    m.sub_norms = ModelConfig::SubNorms::kPost;
+    m.qk_norm = ModelConfig::QkNorm::kFull;
+    m.norm_weight_fp32 = true;
+    m.norm_weight_plain = true;
+  }
   return m;
 }
 
@@ -414,6 +477,7 @@ TEST_CASE("census: the simulator's declared saves equal what PyTorch saves, per 
   for (const auto& [name, c] : census.at("cases").items()) {
     if (c.at("informational").get<bool>()) continue;
     if (c.at("family").get<std::string>() == "t5") continue;  // its own test below (famenc)
+    if (c.at("family").get<std::string>() == "vit") continue;  // its own test below (census12)
     if (c.contains("mla") || c.contains("moe")) continue;  // moe2: their own tests below
     ++cases;
     std::map<const Reported*, int> hits;
@@ -477,6 +541,32 @@ TEST_CASE("census: T5's encoder and decoder blocks save what PyTorch saves, per 
         FAIL_CHECK(m.where << ": " << m.op << ": " << m.check << " differ: " << m.message);
       ++b;
     }
+  }
+  CHECK(cases == 2);
+}
+
+// census12 (issue 12): ViT's embedding (pixel cast, patch Conv2d, flatten/transpose and the class
+// token's cat, position embeddings, dropout) and head (final norm, the class token's slice, the
+// classifier, the loss) against harness/census.py run_vit_case, op by op.
+TEST_CASE("census: ViT's embedding and head save what PyTorch saves, per op") {
+  const json census = load_census();
+  int cases = 0;
+  for (const auto& [name, c] : census.at("cases").items()) {
+    if (c.at("family").get<std::string>() != "vit") continue;
+    ++cases;
+    const Graph g = build_graph(census_model(name, c), census_setup(c), census_device());
+    REQUIRE(g.n_blocks == 1);
+    const IdxRange blk = g.block_ops[0];
+    // the embedding: after the batch's copy to the device, up to the first block
+    int32_t first = 0;
+    while (first < blk.begin && std::string_view(g.ops[first].name) == "batch to device") ++first;
+    for (const Mismatch& m :
+         compare(name + " embedding", census_ops(c.at("embedding")), sim_ops(g, first, blk.begin)))
+      FAIL_CHECK(m.where << ": " << m.op << ": " << m.check << " differ: " << m.message);
+    for (const Mismatch& m : compare(name + " head", census_ops(c.at("head")),
+                                     sim_ops(g, blk.begin + blk.count,
+                                             static_cast<int32_t>(g.ops.size()))))
+      FAIL_CHECK(m.where << ": " << m.op << ": " << m.check << " differ: " << m.message);
   }
   CHECK(cases == 2);
 }

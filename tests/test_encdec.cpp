@@ -2,6 +2,7 @@
 // counts, and what the simulator builds from them (blocks, sequence meaning, strategies).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -14,6 +15,7 @@
 #include "sim/setup.hpp"
 #include "sim/simulate.hpp"
 #include "sim/strategy.hpp"
+#include "sim/valley.hpp"
 #include "sim_io/load.hpp"
 
 namespace fs = std::filesystem;
@@ -168,6 +170,35 @@ TEST_SUITE("famenc: T5 and ViT graphs") {
     const sim::TrainSetup r = sim::resolve_setup(m, setup(2, 64));
     REQUIRE(r.target_seq.has_value());
     CHECK(*r.target_seq == 64);
+  }
+
+  // census12 (issue 12): M(m) = m*c + ceil(n/m)*A + baseline holds for n identical blocks; T5's
+  // stacks differ (it gave a baseline of -479 MiB at batch 8, seq 512), so the closed form is
+  // refused with its reason and only the simulated points stand.
+  TEST_CASE("t5: the valley refuses Chen's closed form (blocks differ) and keeps the simulated peaks") {
+    const sim::ModelConfig m = load("t5-small");
+    const sim::Device d = sim_io::load_device("h100-sxm", kDirs);
+    const sim::Graph g = sim::build_graph(m, setup(8, 512), d);
+    const sim::Valley v = sim::compute_valley(g, d);
+    CHECK_FALSE(v.closed_form);
+    CHECK(v.why.find("differs from block 0") != std::string::npos);
+    CHECK(v.baseline_bytes == 0);
+    CHECK(v.m_star == 0);
+    REQUIRE(v.points.size() == 12);
+    int64_t least = INT64_MAX;
+    for (const sim::ValleyPoint& p : v.points) {
+      CHECK(p.model_bytes == 0);
+      CHECK(p.simulated_bytes > 0);
+      least = std::min(least, p.simulated_bytes);
+    }
+    CHECK(v.points[static_cast<size_t>(v.m_star_simulated - 1)].simulated_bytes == least);
+    // a ViT's blocks are identical: the closed form stands, with a non-negative baseline
+    const sim::ModelConfig vit = load("vit-base-patch16-224");
+    const sim::Graph gv = sim::build_graph(vit, setup(8, 197), d);
+    const sim::Valley vv = sim::valley_head(gv, d);
+    CHECK(vv.closed_form);
+    CHECK(vv.baseline_bytes >= 0);
+    CHECK(vv.m_star >= 1);
   }
 
   TEST_CASE("t5: strategies over both stacks; selective recomputes each core attention only") {

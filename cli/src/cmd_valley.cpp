@@ -18,8 +18,10 @@ std::string render_csv(const std::string& model, const std::string& device,
       "model,device,n,m,chen_units,model_bytes,simulated_bytes,step_time_ns,recompute_flops,"
       "is_m_star,is_m_star_simulated,is_sqrt_n\n";
   for (const sim::ValleyPoint& p : v.points) {
+    // census12: model_bytes is empty where the closed form is refused (blocks differ)
     out += fmt::format("{},{},{},{},{:.6f},{},{},{},{},{},{},{}\n", sim_io::csv_quote(model),
-                       sim_io::csv_quote(device), v.n, p.m, p.chen_units, p.model_bytes,
+                       sim_io::csv_quote(device), v.n, p.m, p.chen_units,
+                       v.closed_form ? std::to_string(p.model_bytes) : std::string(),
                        p.simulated_bytes, p.step_time_ns, p.recompute_flops,
                        p.m == v.m_star ? 1 : 0, p.m == v.m_star_simulated ? 1 : 0,
                        p.m == v.sqrt_n ? 1 : 0);
@@ -33,14 +35,20 @@ std::string render_table(const std::string& model, const sim::Device& device,
       "Valley of {} on {}: n = {} blocks, micro-batch {}, seq {}, {} profile, {}\n", model,
       device.name, v.n, setup.micro_batch, setup.seq, sim::name(setup.profile),
       sim::name(sim::resolved_precision(setup)));
-  out += fmt::format(
-      "  one checkpoint c = {} (a block's input), one block's activations A = {}, "
-      "baseline {}\n",
-      Bytes{v.c_bytes}, Bytes{v.a_bytes}, Bytes{v.baseline_bytes});
-  out += fmt::format(
-      "  Chen et al. assume c = A: m + n/m is least at sqrt(n) = {}; with these c and A, M(m) = "
-      "m*c + ceil(n/m)*A + baseline is least at m* = {} (simulated: {})\n\n",
-      v.sqrt_n, v.m_star, v.m_star_simulated);
+  if (v.closed_form) {
+    out += fmt::format(
+        "  one checkpoint c = {} (a block's input), one block's activations A = {}, "
+        "baseline {}\n",
+        Bytes{v.c_bytes}, Bytes{v.a_bytes}, Bytes{v.baseline_bytes});
+    out += fmt::format(
+        "  Chen et al. assume c = A: m + n/m is least at sqrt(n) = {}; with these c and A, M(m) "
+        "= m*c + ceil(n/m)*A + baseline is least at m* = {} (simulated: {})\n\n",
+        v.sqrt_n, v.m_star, v.m_star_simulated);
+  } else {  // census12: heterogeneous blocks
+    out += fmt::format("  no closed form: {}; the simulated peaks stand alone (least at m = {})\n",
+                       v.why, v.m_star_simulated);
+    out += fmt::format("  Chen et al.'s m + n/m is least at sqrt(n) = {}\n\n", v.sqrt_n);
+  }
   TextTable table({"m", "Chen m+n/m", "M(m)", "simulated peak", "step time", "recompute", ""},
                   "rrrrrrl");
   for (const sim::ValleyPoint& p : v.points) {
@@ -55,7 +63,8 @@ std::string render_table(const std::string& model, const sim::Device& device,
     mark(p.m == v.m_star_simulated,
          p.m == v.sqrt_n || p.m == v.m_star ? "m* (simulated)" : "<- m* (simulated)");
     table.add({fmt::format("{}", p.m), fmt::format("{:.2f}", p.chen_units),
-               fmt::format("{}", Bytes{p.model_bytes}), fmt::format("{}", Bytes{p.simulated_bytes}),
+               v.closed_form ? fmt::format("{}", Bytes{p.model_bytes}) : std::string("-"),
+               fmt::format("{}", Bytes{p.simulated_bytes}),
                human_time_ns(p.step_time_ns), human_flops(p.recompute_flops), marks});
   }
   out += table.render("  ");

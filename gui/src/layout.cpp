@@ -8,6 +8,7 @@
 #include "panels.hpp"
 #include "sim/error.hpp"
 #include "sim/impl.hpp"
+#include "sim/setup.hpp"
 
 namespace gui {
 namespace {
@@ -21,12 +22,24 @@ void status_line(const AppState& st) {
     // the graph error below says why
   }
   const std::string impl = s.impl ? std::string(sim::name(*s.impl)) + ", " : std::string();
-  ImGui::Text("%s on %s:  micro-batch %lld, seq %lld, tp %lld%s, dp %lld, ZeRO %d, %s%s, %s",
+  // census12 (issue 12): the decoder length (T5) and issue 13's features, as `run`'s setup line
+  const std::string tseq = s.target_seq && st.inputs.model.decoder_layers > 0
+                               ? ", target-seq " + std::to_string(*s.target_seq)
+                               : std::string();
+  std::string extra;
+  if (s.cp > 1) extra += ", cp " + std::to_string(s.cp);
+  if (s.ep > 1) extra += ", ep " + std::to_string(s.ep);
+  if (s.fp8 != sim::Fp8Recipe::kOff) extra += ", fp8 " + std::string(sim::name(s.fp8));
+  if (s.lora_rank > 0)
+    extra += ", LoRA rank " + std::to_string(s.lora_rank) +
+             (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +
+             (s.qlora ? ", QLoRA (NF4 base)" : "");
+  ImGui::Text("%s on %s:  micro-batch %lld, seq %lld%s, tp %lld%s, dp %lld, ZeRO %d, %s%s, %s%s",
               st.inputs.model_label.c_str(), st.inputs.device_label.c_str(),
-              static_cast<long long>(s.micro_batch), static_cast<long long>(s.seq),
+              static_cast<long long>(s.micro_batch), static_cast<long long>(s.seq), tseq.c_str(),
               static_cast<long long>(s.tp), s.sp ? " + sp" : "", static_cast<long long>(s.dp),
               s.zero, impl.c_str(), std::string(sim::name(s.profile)).c_str(),
-              std::string(sim::name(sim::resolved_precision(s))).c_str());
+              std::string(sim::name(sim::resolved_precision(s))).c_str(), extra.c_str());
   if (!st.graph_error.empty()) {
     ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%s", st.graph_error.c_str());
   } else {

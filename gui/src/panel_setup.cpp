@@ -28,6 +28,17 @@ bool setup_panel(AppState& st) {
     s.seq_default = false;  // famenc: the user's sequence, even for a ViT (refused unless its tokens)
     changed = true;
   }
+  // census12 (issue 12): T5's decoder length (--target-seq; by default the encoder's --seq)
+  if (st.inputs.model.decoder_layers > 0) {
+    form_label("decoder sequence");
+    bool own = s.target_seq.has_value();
+    if (ImGui::Checkbox("own length##targetseq", &own)) {
+      if (own) s.target_seq = s.seq;
+      else s.target_seq.reset();
+      changed = true;
+    }
+    if (s.target_seq) changed |= edit_i64("  target-seq", *s.target_seq, 1, int64_t{1} << 24, 256);
+  }
   int profile = static_cast<int>(s.profile);
   if (edit_choice("profile", profile, kProfiles))
     s.profile = static_cast<sim::Profile>(profile), changed = true;

@@ -32,10 +32,12 @@ void tooltip(const sim::Valley& v, const sim::ValleyPoint& p, bool simulated) {
   ImGui::BeginTooltip();
   ImGui::Text("m = %lld segments of about %lld blocks", static_cast<long long>(p.m),
               static_cast<long long>((v.n + p.m - 1) / p.m));
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kChen), "Chen m + n/m = %.2f units: %s",
-                     p.chen_units, gui_plot::human_bytes(static_cast<int64_t>(chen_bytes(v, p))).c_str());
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kModel), "M(m) = %s",
-                     gui_plot::human_bytes(p.model_bytes).c_str());
+  if (v.closed_form) {  // census12: no curves where the blocks differ
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kChen), "Chen m + n/m = %.2f units: %s",
+                       p.chen_units, gui_plot::human_bytes(static_cast<int64_t>(chen_bytes(v, p))).c_str());
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kModel), "M(m) = %s",
+                       gui_plot::human_bytes(p.model_bytes).c_str());
+  }
   if (!simulated) {
     ImGui::TextDisabled("not simulated yet");
     ImGui::EndTooltip();
@@ -78,13 +80,19 @@ void valley_view(const AppState& st, ViewState& view) {
     return;
   }
   const sim::Valley& v = vd->valley;
-  ImGui::Text("checkpoint c = %s, block activations A = %s, baseline %s:  m* = %lld (simulated %lld%s), sqrt(n) = %lld",
-              gui_plot::human_bytes(v.c_bytes).c_str(), gui_plot::human_bytes(v.a_bytes).c_str(),
-              gui_plot::human_bytes(v.baseline_bytes).c_str(), static_cast<long long>(v.m_star),
-              static_cast<long long>(v.m_star_simulated), vd->complete ? "" : " so far",
-              static_cast<long long>(v.sqrt_n));
-  legend_item(kChen, "Chen m + n/m (c = A)");
-  legend_item(kModel, "M(m) = m c + ceil(n/m) A + baseline");
+  if (v.closed_form) {
+    ImGui::Text("checkpoint c = %s, block activations A = %s, baseline %s:  m* = %lld (simulated %lld%s), sqrt(n) = %lld",
+                gui_plot::human_bytes(v.c_bytes).c_str(), gui_plot::human_bytes(v.a_bytes).c_str(),
+                gui_plot::human_bytes(v.baseline_bytes).c_str(), static_cast<long long>(v.m_star),
+                static_cast<long long>(v.m_star_simulated), vd->complete ? "" : " so far",
+                static_cast<long long>(v.sqrt_n));
+    legend_item(kChen, "Chen m + n/m (c = A)");
+    legend_item(kModel, "M(m) = m c + ceil(n/m) A + baseline");
+  } else {  // census12: heterogeneous blocks: the simulated points alone
+    ImGui::TextWrapped("No closed form: %s. Simulated least at m = %lld%s, sqrt(n) = %lld.",
+                       v.why.c_str(), static_cast<long long>(v.m_star_simulated),
+                       vd->complete ? "" : " so far", static_cast<long long>(v.sqrt_n));
+  }
   legend_item(kSim, "simulated peak");
   legend_item(kBlock, "simulated block-phase peak");
   legend_item(kTime, "step time (right axis)");
@@ -92,7 +100,8 @@ void valley_view(const AppState& st, ViewState& view) {
   if (v.n <= 0) return;
   // The analytic curves are whole from the head on; simulated points fill in (a prefix of m).
   std::vector<sim::ValleyPoint> curve;
-  for (int64_t m = 1; m <= v.n; ++m) curve.push_back(sim::valley_model_point(v, m));
+  if (v.closed_form)  // census12
+    for (int64_t m = 1; m <= v.n; ++m) curve.push_back(sim::valley_model_point(v, m));
 
   int64_t capacity = 0;
   for (const Run& r : st.runs)
@@ -116,6 +125,7 @@ void valley_view(const AppState& st, ViewState& view) {
   // Step times differ little between plans: at least a quarter of the time is shown, so small
   // differences look small.
   if (v.points.empty()) tmin = 0, tmax = 1;
+  if (ymax <= 0) ymin = 0, ymax = 1;  // census12: no curve and no point yet
   const double tpad = 0.5 * std::max(tmax - tmin, 0.25 * tmax) - 0.5 * (tmax - tmin);
   const AxisSpec xs{{0.5, static_cast<double>(v.n) + 0.5}, gui_plot::Unit::kPlain, "m: evenly spaced checkpoints (segments)"};
   const AxisSpec ys{{std::max(0.0, ymin - ypad), ymax + ypad}, gui_plot::Unit::kBytes, "peak memory"};
@@ -136,7 +146,7 @@ void valley_view(const AppState& st, ViewState& view) {
     time.push_back(ImVec2(px(static_cast<double>(p.m)), static_cast<float>(ta.to_px(static_cast<double>(p.step_time_ns)))));
   vline(a, static_cast<double>(v.sqrt_n), kChen, ("sqrt(n) = " + std::to_string(v.sqrt_n)).c_str(), 1.0f);
   const std::string mstar = "m* = " + std::to_string(v.m_star);
-  {
+  if (v.closed_form) {
     // Label m* below sqrt(n)'s label when they are close.
     const float x = px(static_cast<double>(v.m_star));
     a.draw->AddLine(ImVec2(x, a.min.y), ImVec2(x, a.max.y), kModel, 1.0f);

@@ -34,14 +34,19 @@ int32_t constant(Builder& bld, const Dims& dm, OpKind kind, const char* name, in
 // fp32, log_softmax (saves its fp32 output), nll_loss (saves the target and total_weight); the
 // same ops as graph_blocks.cpp build_head's float cross entropy.
 void cross_entropy(Builder& bld, const Dims& dm, int32_t logits, int32_t labels, int64_t n,
-                   int64_t classes) {
+                   int64_t classes, bool upcast = true) {
   Ops o(bld, dm);
-  const int64_t lv = bytes(mul(n, classes), DType::kF32);
-  int32_t l32 = o.cast(logits, DType::kF32, "logits to fp32", "logits upcast");
+  // census12: without `upcast` (ViT's CrossEntropyLoss on the logits as they are; autocast still
+  // runs log_softmax in fp32) a bf16-mixed loss stays in bf16
+  const int32_t l32 = upcast || dm.amp
+                          ? o.cast(logits, DType::kF32, "logits to fp32", "logits upcast")
+                          : logits;
+  const DType ldt = bld.tensor(l32).dtype;
+  const int64_t lv = bytes(mul(n, classes), ldt);
   OpDraft ls = o.draft(OpKind::kLogSoftmax, "log softmax");
   ls.op.math16 = false;
   ls.inputs.push_back({l32, GradRule::kNew});
-  int32_t logp = bld.fresh(lv, DType::kF32, "log-probabilities");
+  int32_t logp = bld.fresh(lv, ldt, "log-probabilities");
   ls.outputs = {logp};
   ls.saves = {logp};
   bld.add_op(std::move(ls));
@@ -49,8 +54,8 @@ void cross_entropy(Builder& bld, const Dims& dm, int32_t logits, int32_t labels,
   nll.op.math16 = false;
   nll.inputs.push_back({logp, GradRule::kNew});
   nll.inputs.push_back({labels, GradRule::kNone});
-  int32_t loss = bld.fresh(4, DType::kF32, "loss");
-  int32_t total_weight = bld.fresh(4, DType::kF32, "nll total weight");
+  int32_t loss = bld.fresh(bytes(1, ldt), ldt, "loss");
+  int32_t total_weight = bld.fresh(bytes(1, ldt), ldt, "nll total weight");
   nll.outputs = {loss, total_weight};
   nll.saves = {logp, labels, total_weight};
   bld.add_op(std::move(nll));
@@ -361,8 +366,12 @@ int32_t vit_embedding(Builder& bld, const Dims& dm, int32_t* labels_out) {
   const int64_t kernel = mul(m.channels, mul(m.patch_size, m.patch_size));
   int32_t bias_cast = -1;
   int32_t w = o.weight(mul(dm.h, kernel), dm.h, "patch embedding", -1, &bias_cast);
-  int32_t xin = o.to_half(px, "pixel cast", "pixel values cast");
-  const DType cdt = dm.amp ? dm.half_dt : DType::kF32;
+  // ViTModel.forward: pixel_values.to(projection.weight.dtype) (bf16-mixed: a bf16 copy, which
+  // the conv saves; census12: harness/census.py run_vit_case); under autocast the conv's own cast
+  int32_t xin = dm.amp ? o.to_half(px, "pixel cast", "pixel values cast")
+                       : o.cast(px, dm.param_dt, "pixel cast", "pixel values cast");
+  // census12: the conv runs in the weight's dtype (bf16-mixed: bf16), autocast's under amp
+  const DType cdt = dm.amp ? dm.half_dt : dm.param_dt;
   OpDraft conv = o.draft(OpKind::kLinear, "patch conv");
   conv.inputs.push_back({xin, GradRule::kNone});
   conv.inputs.push_back({w, GradRule::kNew});
@@ -412,7 +421,7 @@ void vit_head(Builder& bld, const Dims& dm, int32_t x, int32_t labels) {
   sl.outputs = {c};
   bld.add_op(std::move(sl));
   int32_t logits = o.linear(c, dm.h, m.num_labels, true, Tp::kNone, "classifier", "logits");
-  cross_entropy(bld, dm, logits, labels, dm.b, m.num_labels);
+  cross_entropy(bld, dm, logits, labels, dm.b, m.num_labels, false);  // census12: no upcast
 }
 
 }  // namespace

@@ -148,7 +148,22 @@ int32_t famdec_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, 
                                "rmsnorm rstd");
   const int32_t hn = o.mul_op(x32, rs, bytes(mul(n, width), DType::kF32), DType::kF32,
                               "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kNone, 0, 0);
-  // (1 + w.float()) / w.float(): a [width] fp32 tensor from the parameter (needs grad)
+  if (dm.model->norm_weight_plain) {
+    // census12: Olmo2RMSNorm `(self.weight * hidden_states).to(input_dtype)`: the parameter
+    // itself is the other operand (promoted to fp32 by the fp32 input); MulBackward0 saves the
+    // weight (a parameter) and the fp32 normalized tensor; no weight term.
+    OpDraft d = o.draft(OpKind::kMul, "rmsnorm weight");
+    d.op.math16 = false;
+    d.exec = Exec::kNone;
+    d.inputs.push_back({hn, GradRule::kNew});
+    d.inputs.push_back({w, GradRule::kNew});
+    const int32_t y = bld.fresh(bytes(mul(n, width), DType::kF32), DType::kF32, "rmsnorm weighted");
+    d.outputs.push_back(y);
+    d.saves.push_back(hn);
+    bld.add_op(std::move(d));
+    return o.cast(y, tx.dtype, "rmsnorm to input dtype", "norm out");
+  }
+  // (1 + w.float()): a [width] fp32 tensor from the parameter (needs grad), Gemma
   const int32_t wf = pointwise(bld, dm, w, OpKind::kAdd, DType::kF32, false, "rmsnorm weight term",
                                "rmsnorm weight term");
   const int32_t y = o.mul_op(hn, wf, bytes(mul(n, width), DType::kF32), DType::kF32,
@@ -292,7 +307,20 @@ int32_t build_block_famdec(Builder& bld, const Dims& dm, int32_t x, int32_t bloc
   const int32_t ln2 = m.residual == Residual::kParallelOneNorm ? ln1 : o.norm(x, "norm2");
   const int32_t mlp_out = build_mlp(bld, dm, ln2);
   if (m.family == "falcon") {
-    const int32_t sum = o.add(mlp_out, d1, "attention + mlp");
+    int32_t sum = -1;
+    if (m.eager_inplace) {
+      // census12: `mlp_output += attention_output` in place (AddBackward0 saves nothing)
+      OpDraft d = o.draft(OpKind::kAdd, "attention + mlp");
+      d.op.math16 = false;
+      d.inputs.push_back({mlp_out, GradRule::kPass, 0});
+      d.inputs.push_back({d1, GradRule::kPass, 0});
+      const Tensor t = bld.tensor(mlp_out);
+      sum = bld.view(mlp_out, t.bytes, t.dtype);
+      d.outputs.push_back(sum);
+      bld.add_op(std::move(d));
+    } else {
+      sum = o.add(mlp_out, d1, "attention + mlp");
+    }
     return o.add(x, o.dropout(sum, dm.p_hidden, "dropout_add"), "residual");
   }
   const int32_t d2 = o.dropout(mlp_out, dm.p_hidden, "mlp dropout");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "blocks_famdec.hpp"  // famdec (issue 12)
+#include "blocks_census12.hpp"  // census12 (issue 12): SDPA math kernel
 #include "blocks_moe.hpp"
 #include "ops.hpp"
 
@@ -127,6 +128,19 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
     k = bld.view(qkv, bytes(mul(nf, nkv), hdt), hdt, wq, wkv, w);
     v = bld.view(qkv, bytes(mul(nf, nkv), hdt), hdt, wq + wkv, wkv, w);
     d.outputs = {q, k, v};
+    if (m.kv_index_split) {
+      // census12: Falcon's `fused_qkv[..., [-2], :]`, `[..., [-1], :]`: K and V are copies (one
+      // head each; census: harness/census.py falcon_block), each IndexBackward0 saving its
+      // one-element int64 index; q stays a view
+      d.exec = Exec::kNone;
+      k = bld.fresh(bytes(mul(nf, nkv), hdt), hdt, "key (indexed)");
+      v = bld.fresh(bytes(mul(nf, nkv), hdt), hdt, "value (indexed)");
+      d.outputs = {q, k, v};
+      // (the two 8-byte indices as one 16-byte storage: the op's lists are short)
+      const int32_t idx = bld.fresh(16, DType::kI64, "split indices");
+      d.outputs.push_back(idx);
+      d.saves.push_back(idx);
+    }
     bld.add_op(std::move(d));
   } else {
     q = o.linear(attn_in, h, nq, m.qkv_bias, Tp::kColumn, "q proj", "q");
@@ -188,6 +202,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     q = o.to_half(q, "q cast", "q cast");
     k = o.to_half(k, "k cast", "k cast");
     v = o.to_half(v, "v cast", "v cast");
+    // census12: K/V with fewer heads and no enable_gqa (Falcon multi_query): the math kernel
+    if (sdpa_math_kernel(dm)) return sdpa_math_attention(bld, dm, q, k, v);
     // famdec: an additive 4-D mask (Gemma 2/3; Phi-3 at its window) makes SDPA run its
     // memory-efficient kernel, which saves the mask (attn_bias) beside q, k, v, out and lse
     const int32_t sdpa_mask = famdec_sdpa_mask(bld, dm);
@@ -229,7 +245,10 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     ctx = out;  // [b, s, a, d] already: transpose(1, 2).contiguous() copies nothing
   } else {
     int32_t kk = k, vv = v;
-    if (dm.g != dm.a) {
+    // census12: Falcon's one K/V head goes to torch.matmul as it is; matmul's broadcast
+    // (expand + reshape to [b*a, ...]) copies it inside qk and av (saved there), no repeat_kv
+    const bool kv_bcast = m.kv_index_split && dm.g != dm.a;
+    if (dm.g != dm.a && !kv_bcast) {
       // GQA without flash: repeat_kv materializes a/g copies of K and V (expand + reshape)
       auto repeat = [&](int32_t t, const char* name) {
         OpDraft d = o.draft(OpKind::kCopy, name);
@@ -278,7 +297,12 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     // famdec: partial rotary's torch.cat makes q and k contiguous [b, a, s, d] (no copy)
     const bool catted = famdec_partial_rotary(dm);
     const int32_t q_op = operand(qk, q, catted, "q for bmm");
-    const int32_t k_op = operand(qk, kk, dm.g != dm.a || catted, "k for bmm");
+    int32_t k_op = operand(qk, kk, dm.g != dm.a || catted, "k for bmm");
+    if (kv_bcast) {  // census12: the broadcast K, a copy with every query head
+      k_op = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "k for bmm (broadcast)");
+      qk.outputs.push_back(k_op);
+      qk.exec = Exec::kNone;
+    }
     qk.saves = {q_op, k_op};
     // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's)
     qk.dim = {dm.b, dm.a, dm.s, hd, 1, (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0)};
@@ -304,7 +328,10 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       // the executor's qk kernel already scales: it runs this op as the identity (same bytes)
       sc.exec = Exec::kCopy;
       sc.inputs.push_back({scores, GradRule::kNew});
-      int32_t scaled = o.fresh_like(scores, "scaled scores");
+      // census12: Falcon's `/=` in place: the scores themselves
+      int32_t scaled = m.eager_inplace ? bld.view(scores, bld.tensor(scores).bytes,
+                                                  bld.tensor(scores).dtype)
+                                       : o.fresh_like(scores, "scaled scores");
       sc.outputs.push_back(scaled);
       bld.add_op(std::move(sc));
       scores = scaled;
@@ -381,6 +408,11 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     int32_t out = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "attention out");
     av.outputs = {out};
     av.saves = {pv_in, operand(av, vv, dm.g != dm.a, "v for bmm")};
+    if (kv_bcast) {  // census12: the broadcast V, a copy with every query head
+      av.saves[1] = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "v for bmm (broadcast)");
+      av.outputs.push_back(av.saves[1]);
+      av.exec = Exec::kNone;
+    }
     av.dim = {dm.b, dm.a, dm.s, hd, 1, av.saves[1] != vv ? 2 : 0};  // dim[5] bit 1: v's copy
     av.op.fwd.flops = fl;
     av.op.bwd.flops = mul(2, fl);

@@ -428,6 +428,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
       break;
   }
   dm.p_attn = s.dropout ? *s.dropout : m.attn_dropout;
+  if (m.no_attention_dropout) dm.p_attn = 0.0;  // census12: Falcon's rotary attention
   dm.p_hidden = s.dropout ? *s.dropout : m.hidden_dropout;
   dm.p_embd = s.dropout ? *s.dropout : m.embd_dropout;
   dm.p_classifier = s.dropout ? *s.dropout : m.classifier_dropout;  // implhf

@@ -156,6 +156,21 @@ struct ModelConfig {
   bool classifier_bias = true;   // the classifier/score linear's bias
   double classifier_dropout = 0.0;  // before the classifier (HF classifier_dropout or its default)
   // --- end implhf ---
+  // --- census12 (issue 12): Olmo2RMSNorm multiplies its weight in directly, `(w * x).to(dt)`
+  // (modeling_olmo2.py); Gemma's `x * (1.0 + w.float())` makes a [width] weight term first. The
+  // harness/census.py olmo2 cases found the term where OLMo 2 has none.
+  bool norm_weight_plain = false;  // with norm_weight_fp32: no (1 + w) term (OLMo 2)
+  // Falcon's multi_query layout (FalconAttention._split_heads, modeling_falcon.py): key and value
+  // are indexed out of the fused output (`fused_qkv[..., [-2], :]`: copies of one head, each
+  // IndexBackward0 keeping its int64 index), and the one K/V head reaches eager attention's
+  // torch.matmul (which broadcasts it over the query heads: no repeat_kv) and SDPA as it is.
+  bool kv_index_split = false;
+  // Falcon's rotary attention applies no dropout to the probabilities (eager: none; SDPA:
+  // dropout_p=0.0); attention_dropout is used only on its ALiBi path.
+  bool no_attention_dropout = false;
+  // Falcon's eager code works in place: `attention_scores /= math.sqrt(head_dim)` and
+  // `mlp_output += attention_output` make no new tensors.
+  bool eager_inplace = false;
 };
 
 // famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the

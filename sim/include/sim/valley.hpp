@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sim/device.hpp"
@@ -30,6 +31,12 @@ struct Valley {
   int64_t m_star_simulated = 0;  // argmin of the simulated peaks of `points` (0 while none)
   int64_t sqrt_n = 0;         // round(sqrt(n)), the argmin of Chen's curve
   std::vector<ValleyPoint> points;  // m = 1..n (a prefix while being filled in)
+  // census12 (issue 12): M(m) holds for n identical blocks only. Where the blocks differ (T5's
+  // encoder and decoder stacks, DeepSeek's dense first layers, Gemma's local and global layers
+  // under SDPA) it is refused: closed_form false, `why` says how they differ, model_bytes,
+  // baseline_bytes and m_star stay 0, and only the simulated points are shown.
+  bool closed_form = true;
+  std::string why;
   friend bool operator==(const Valley&, const Valley&) = default;
 };
 

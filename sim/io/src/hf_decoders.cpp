@@ -144,6 +144,11 @@ sim::ModelConfig falcon(const ObjectReader& in, const std::string& type) {
   m.attn_dropout = probability(in, "attention_dropout", 0.0);
   m.hidden_dropout = probability(in, "hidden_dropout", 0.0);
   m.embd_dropout = 0.0;  // FalconModel has no embedding dropout
+  // census12: multi_query without new_decoder_architecture indexes K/V (copies) and passes one
+  // K/V head on; the rotary path never drops attention probabilities
+  m.kv_index_split = !new_arch && multi_query;
+  m.no_attention_dropout = true;
+  m.eager_inplace = true;
   return m;
 }
 
@@ -280,6 +285,7 @@ sim::ModelConfig olmo2(const ObjectReader& in) {
   m.sub_norms = SubNorms::kPost;
   m.qk_norm = QkNorm::kFull;
   m.norm_weight_fp32 = true;
+  m.norm_weight_plain = true;  // census12: Olmo2RMSNorm `self.weight * hidden_states`
   m.attn_dropout = probability(in, "attention_dropout", 0.0);
   return m;
 }
