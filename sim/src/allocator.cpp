@@ -50,6 +50,7 @@ void CachingAllocator::reset(int64_t capacity_bytes, bool expandable) {
   next_address_ = 0;
   whole_free_.clear();
   whole_free_count_ = 0;
+  whole_free_low_ = 0;
 }
 
 void CachingAllocator::set_whole_free(int32_t segment, bool on) {
@@ -60,6 +61,7 @@ void CachingAllocator::set_whole_free(int32_t segment, bool on) {
   if (was == on) return;
   whole_free_[word] ^= bit;
   whole_free_count_ += on ? 1 : -1;
+  if (on && word < whole_free_low_) whole_free_low_ = word;
 }
 
 int32_t CachingAllocator::new_block() {
@@ -85,7 +87,8 @@ void CachingAllocator::insert_free(int32_t b) {
 
 void CachingAllocator::erase_free(int32_t b) {
   const Block& k = blocks_[b];
-  free_[pool_index(segments_[k.segment].small)].erase({k.size, k.addr, b});
+  auto& pool = free_[pool_index(segments_[k.segment].small)];
+  pool.erase(pool.find({k.size, k.addr, b}));  // a free block is always in its pool's set
   if (!expandable_ && k.prev < 0 && k.next < 0) set_whole_free(k.segment, false);
 }
 
@@ -250,7 +253,9 @@ void CachingAllocator::free(int32_t handle) {
 // interior free pages more than PyTorch.)
 void CachingAllocator::release_cached() {
   // Every segment that is one free block, in the order of their ids (as the scan below would).
-  for (size_t w = 0; !expandable_ && whole_free_count_ > 0 && w < whole_free_.size(); ++w) {
+  // Words below whole_free_low_ are all zero (set_whole_free lowers it when it sets a bit).
+  for (size_t w = whole_free_low_; !expandable_ && whole_free_count_ > 0 && w < whole_free_.size();
+       ++w) {
     while (whole_free_[w] != 0) {
       const int32_t sid = static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(whole_free_[w])));
       Segment& seg = segments_[sid];
@@ -262,7 +267,10 @@ void CachingAllocator::release_cached() {
       spare_blocks_.push_back(tail);
     }
   }
-  if (!expandable_) return;
+  if (!expandable_) {
+    whole_free_low_ = whole_free_.size();  // every bit is clear now
+    return;
+  }
   for (int32_t sid = 0; sid < static_cast<int32_t>(segments_.size()); ++sid) {
     Segment& seg = segments_[sid];
     if (!seg.live || seg.last < 0) continue;

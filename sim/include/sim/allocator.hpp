@@ -153,6 +153,7 @@ class CachingAllocator {
   // (planner3: a bitmap instead of a std::set, visited in id order by release_cached).
   std::vector<uint64_t> whole_free_;
   int64_t whole_free_count_ = 0;
+  size_t whole_free_low_ = 0;  // no bit is set in the words below it
   void set_whole_free(int32_t segment, bool on);
 };
 
