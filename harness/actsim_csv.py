@@ -27,7 +27,11 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "target_seq",  # famenc: T5's decoder length (empty: not an encoder-decoder)
               "ep", "moe_imbalance",  # moe
               # feat (issue 13): LoRA key columns
-              "lora_rank", "lora_targets", "qlora", "cp", "fp8"])
+              "lora_rank", "lora_targets", "qlora", "cp", "fp8",
+              # implver (issue 10): the implementation's release (empty: its default)
+              "impl_version",
+              # hfimpl (issue 10): a padding attention mask (on/off)
+              "padding"])
 
 
 def csv_field(v):

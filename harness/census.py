@@ -336,6 +336,56 @@ def gpt_block(C, P, x, mask, p, hf_layout=False, megatron_mask=None):
         return r.out(x2 + m)
 
 
+def nanogpt_block(C, P, x, bias, p):
+    """implver (issue 10): karpathy/nanoGPT model.py @ 3adf61e1 Block as written, its slow
+    attention path (model.py:45-50, 56-71: torch < 2.0, no SDPA): [b, s, h] layout, c_attn split
+    into q, k, v viewed [b, a, s, d] by transpose, `(q @ k.transpose(-2, -1)) * (1 / sqrt(d))`,
+    `masked_fill(self.bias[:, :, :T, :T] == 0, -inf)` on the block's persistent fp32 buffer
+    [1, 1, block_size, block_size] (here block_size = s), softmax, attn_dropout, `att @ v`,
+    transpose + contiguous, c_proj, resid_dropout; nn.GELU() (exact) in the MLP (model.py:83)."""
+    h = x.shape[-1]
+    a, d = P["a"], P["d"]
+    b, s, _ = x.shape
+    with C.op("norm1", x) as r:
+        ln1 = r.out(F.layer_norm(x, (h,), P["ln1_w"], P["ln1_b"], 1e-5))
+    with C.op("qkv", ln1) as r:
+        qkv = r.out(F.linear(ln1, P["qkv_w"], P["qkv_b"]))
+    with C.op("qkv split", qkv) as r:
+        q, k, v = qkv.split(h, dim=2)
+        q, k, v = r.out(*(t.view(b, s, a, h // a).transpose(1, 2) for t in (q, k, v)))
+    with C.op("qk", q, k) as r:
+        att = r.out(q @ k.transpose(-2, -1))
+    with C.op("attention scale", att) as r:
+        att = r.out(att * (1.0 / math.sqrt(k.size(-1))))
+    with C.op("mask == 0", bias) as r:
+        m = r.out(bias[:, :, :s, :s] == 0)
+    with C.op("masked fill", att, m) as r:
+        att = r.out(att.masked_fill(m, float("-inf")))
+    with C.op("softmax", att) as r:
+        att = r.out(F.softmax(att, dim=-1))
+    att = dropout(C, "attention dropout", att, p)
+    with C.op("av", att, v) as r:
+        y = r.out(att @ v)
+    with C.op("attention out copy", y) as r:
+        y = r.out(y.transpose(1, 2).contiguous().view(b, s, h))
+    with C.op("proj", y) as r:
+        o = r.out(F.linear(y, P["proj_w"], P["proj_b"]))
+    o = dropout(C, "proj dropout", o, p)
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    with C.op("norm2", x2) as r:
+        ln2 = r.out(F.layer_norm(x2, (h,), P["ln2_w"], P["ln2_b"], 1e-5))
+    with C.op("fc1", ln2) as r:
+        u = r.out(F.linear(ln2, P["fc1_w"], P["fc1_b"]))
+    with C.op("gelu", u) as r:
+        gu = r.out(F.gelu(u))
+    with C.op("fc2", gu) as r:
+        m2 = r.out(F.linear(gu, P["fc2_w"], P["fc2_b"]))
+    m2 = dropout(C, "mlp dropout", m2, p)
+    with C.op("residual 2", x2, m2) as r:
+        return r.out(x2 + m2)
+
+
 def rms_norm(C, w, x, eps=1e-6):
     """HF LlamaRMSNorm.forward, eager, one region per op of the simulator."""
     in_dtype = x.dtype
@@ -1337,7 +1387,8 @@ def run_case(dims, regime, p, hf_layout=False):
     P = make_params(C, dims, dtype)
     mask = C.buffer(torch.ones(s, s, dtype=torch.bool).tril())  # persistent causal-mask buffer
     gpt = dims["family"] == "gpt2"
-    shape = (s, b, h) if gpt and not hf_layout else (b, s, h)
+    nano = dims.get("impl") == "nanogpt"  # implver: nanoGPT's own block, [b, s, h]
+    shape = (s, b, h) if gpt and not hf_layout and not nano else (b, s, h)
     # The block input: the previous layer's output (the embedding's, here a leaf that needs grad).
     x = torch.randn(*shape, generator=gen)
     if dims.get("e"):
@@ -1352,7 +1403,11 @@ def run_case(dims, regime, p, hf_layout=False):
         labels = torch.randint(0, dims["num_labels"], (b * s,), generator=gen)
     ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t: t), ctx:
-        if gpt:
+        if nano:
+            # model.py:49-50: each block's persistent fp32 tril buffer [1, 1, block_size, block_size]
+            bias = C.buffer(torch.tril(torch.ones(s, s)).view(1, 1, s, s))
+            out = nanogpt_block(C, P, x, bias, p)
+        elif gpt:
             # Megatron's get_default_causal_mask (transformer/utils.py: triu(diagonal=1), cached)
             mmask = C.buffer(torch.ones(s, s, dtype=torch.bool).triu(diagonal=1))
             out = gpt_block(C, P, x, mask, p, hf_layout, mmask)
@@ -1372,6 +1427,8 @@ def run_case(dims, regime, p, hf_layout=False):
             hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
     (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
     extra = {"head": head, "num_labels": dims["num_labels"]} if head else {}
+    if nano:
+        extra["impl"] = "nanogpt"
     return {
         **extra,
         "family": dims["family"],
@@ -1423,6 +1480,10 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
      False),
     ("gpt2-seqcls-pooler-fp32", dict(GPT, head="sequence-classification", num_labels=3), "fp32",
      0.1, False),
+    # implver (issue 10): nanoGPT's slow attention path (model.py @ 3adf61e1), held against
+    # --impl nanogpt --attention standard; its loss part against --impl hf as the others
+    ("nanogpt-slow-fp32", dict(GPT, impl="nanogpt"), "fp32", 0.1, False),
+    ("nanogpt-slow-fp32-nodropout", dict(GPT, impl="nanogpt"), "fp32", 0.0, False),
 ]
 
 

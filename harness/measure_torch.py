@@ -109,7 +109,7 @@ def parse_args(argv):
     p.add_argument("--model", required=True,
                    help="the model as actsim loads it (a models/*.json stem or path, or an HF "
                    "config.json path): written to the row")
-    p.add_argument("--impl", default="", help="actsim implementation the code is (row's impl)")
+    p.add_argument("--impl", default="", help="actsim implementation the code is, NAME or NAME@VERSION (row's impl, impl_version)")
     p.add_argument("--batch", required=True, help="micro-batch (written to the row)")
     p.add_argument("--seq", required=True, help="sequence length (written to the row)")
     p.add_argument("--target-seq", default="",
@@ -443,12 +443,15 @@ def measure(args):
                  peak_phase=phase, weights_bytes=weights, grads_bytes=grads,
                  optimizer_bytes=opt_state, workspace_bytes=0, peak_requested_bytes=peak,
                  peak_reserved_bytes=peak, prefetch=1, pp=1, vpp=1, num_microbatches=1,
-                 pp_stage=0, pp_in_flight=1, impl=args.impl, set_to_none=args.set_to_none,
+                 pp_stage=0, pp_in_flight=1, impl=args.impl.partition("@")[0],
+                 impl_version=args.impl.partition("@")[2],  # implver: NAME@VERSION
+                 set_to_none=args.set_to_none,
                  reentrant="on" if args.reentrant else "off",
                  target_seq=int(args.target_seq) if args.target_seq else "",
                  ep=1, moe_imbalance="1.00",
                  lora_rank=args.lora_rank,
-                 lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off")
+                 lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off",
+                 padding="off")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

@@ -102,7 +102,7 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off$'  # then feat's lora_rank ... fp8
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding
 ]=])
 
 # sweep: writes the file, rows in order, no .partial left behind.
@@ -122,9 +122,10 @@ rm -f e.csv
 test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
-# famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off$'
+# famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
+# implver: impl_version (the release, resolved); hfimpl: padding
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -594,5 +595,53 @@ for bad in "sweep --fp8 off,te-maybe" "sweep --cp 1,,2" "valley --cp 1,2" "trace
   "$actsim" $bad --model llama-2-7b > out.txt 2> err.txt || status=$?
   test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
   grep -q -- '--fp8\|--cp\|--lora-rank' err.txt
+done
+]=])
+
+# implver (issue 10): --impl NAME@VERSION picks a release (a row of data); a bad release is one
+# line listing the valid ones, exit 2, no output; run names the release and the optimizer's
+# source; the CSV's optimizer and impl_version columns are the resolved ones.
+actsim_cli_test(impl_versions [=[
+rc=0
+"$1" run --model llama-3-8b --impl torchtitan@v9 > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2 && test ! -s out.txt && test "$(wc -l < err.txt)" -eq 1
+grep -q "^actsim: error: --impl: torchtitan@v9: 'v9' is not a release of torchtitan modeled here: v0.2.2 (default), 9dec370$" err.txt
+"$1" run --model llama-3-8b --impl torchtitan@9dec370 --seq 256 > out.txt
+grep -q "torchtitan@9dec370 (pytorch/torchtitan 9dec370" out.txt
+grep -q "optimizer adam (torchtitan default: " out.txt
+"$1" run --model korthikanti-22b --batch 1 --seq 256 > out.txt
+grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam" out.txt
+"$1" run --model t5-small --seq 64 > out.txt
+grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
+"$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding$'
+test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
+test "$(awk -F, 'NR > 1 { print $(NF-1) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+"$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
+grep -q "; optimizer sgd, exact allocator" out.txt
+]=])
+
+# hfimpl (issue 10): --padding (HF's attention mask) through the CLI: the key column, a larger
+# SDPA layer for a GQA model (repeat_kv, the mask cast), refusals as one line, exit 2, no output.
+actsim_cli_test(padding_flag [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" run --model llama-3-8b --seq 1024 --format csv > off.csv
+"$actsim" run --model llama-3-8b --seq 1024 --padding on --format csv > on.csv
+test "$(col off.csv padding)" = off && test "$(col on.csv padding)" = on
+test "$(col on.csv activation_bytes_per_layer)" -gt "$(col off.csv activation_bytes_per_layer)"
+"$actsim" sweep --model gpt2-small --seq 512 --padding on --strategy none,full -o sweep.csv
+test "$(col sweep.csv padding | sort -u)" = on
+status=0
+"$actsim" run --model gpt2-small --padding on --impl nanogpt > out.txt 2> err.txt || status=$?
+test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+grep -q -- '--padding.*nanogpt' err.txt
+for bad in "--padding maybe" "--padding on --impl megatron" "--padding on --impl torchtitan" \
+           "--padding on --profile paper" "--padding on,off"
+do
+  status=0
+  "$actsim" run --model llama-3-8b --seq 1024 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--padding' err.txt
 done
 ]=])

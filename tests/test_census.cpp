@@ -201,6 +201,12 @@ TrainSetup census_setup(const json& c) {
   // The census's GPT is Megatron's op list (fused QKV views, baddbmm on strided views); its
   // Llama is HF's eager one.
   s.impl = c.at("family").get<std::string>() == "gpt2" ? Impl::kMegatron : Impl::kHf;
+  // implver: a case written from another code base's block (nanoGPT's slow path) names it
+  if (c.contains("impl")) {
+    const auto im = parse_impl(c.at("impl").get<std::string>());
+    REQUIRE(im.has_value());
+    s.impl = *im;
+  }
   if (c.at("family").get<std::string>() == "t5") s.target_seq = dim(c, "t");  // famenc
   s.attention = AttentionKind::kStandard;
   if (c.at("dims").contains("lora")) {  // moe2: PEFT LoRA on q_proj and v_proj (census.py)
@@ -651,6 +657,29 @@ TEST_CASE("census: DeepSeek-V2's MoE layer saves what PyTorch saves, per op") {
     REQUIRE_MESSAGE((begin >= 0 && end > begin), name << ": no MoE ops in the simulator's block 0");
     for (const Mismatch& mm : compare(name, census_ops(c.at("moe")), sim_ops(g, begin, end)))
       FAIL_CHECK(mm.where << ": " << mm.op << ": " << mm.check << " differ: " << mm.message);
+  }
+  CHECK(cases == 2);
+}
+
+// implver (issue 10): nanoGPT's slow attention path (model.py @ 3adf61e1, written op for op in
+// harness/census.py nanogpt_block) against --impl nanogpt --attention standard: present, held
+// op by op by the test above, and its per-block mask is what masked_fill saves (bool [s, s]
+// from `bias[:, :, :T, :T] == 0`), the fp32 buffer itself persistent.
+TEST_CASE("census: nanoGPT's slow path is held op by op") {
+  const json census = load_census();
+  int cases = 0;
+  for (const char* name : {"nanogpt-slow-fp32", "nanogpt-slow-fp32-nodropout"}) {
+    REQUIRE(census.at("cases").contains(name));
+    const json& c = census.at("cases").at(name);
+    CHECK_FALSE(c.at("informational").get<bool>());
+    CHECK(census_setup(c).impl == Impl::kNanogpt);
+    CHECK(check_case(name, c).empty());
+    const int64_t s = dim(c, "s");
+    bool mask_saved = false;
+    for (const OpView& v : census_ops(c.at("block")))
+      if (v.name == "masked fill") mask_saved = v.saved == Bytes{{"bool", s * s}};
+    CHECK(mask_saved);
+    ++cases;
   }
   CHECK(cases == 2);
 }

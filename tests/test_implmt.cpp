@@ -213,3 +213,63 @@ TEST_CASE("torchtitan's AC options are refused under another implementation") {
   tt.impl = Impl::kTorchtitan;
   CHECK_THROWS_AS(fixtures::run(fixtures::gpt2_small(), tt, "none"), Unsupported);
 }
+
+// time3 (issue 11): torchtitan's apply_rotary_emb runs x.float(), a complex64 multiply and
+// .type_as(x): three kernels that move x (bf16), the tables and the output, plus four passes over
+// the fp32 copy (16 bytes per element). HF's rotary keeps its one-pass timing.
+TEST_CASE("torchtitan: the complex rotary moves its fp32 copy through three kernels") {
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.micro_batch = 1;
+  t.seq = 64;
+  t.impl = Impl::kTorchtitan;
+  const Graph g = build_graph(m, t, fixtures::h100());
+  const int64_t table = 2 * 1 * 64 * 32 * 2;  // cos and sin, [b, s, d] bf16 each
+  int found = 0;
+  for (const Op& op : g.ops) {
+    const std::string_view name(op.name);
+    if (name != "rope q" && name != "rope k") continue;
+    const int64_t n = 64 * (name == "rope q" ? 8 : 2) * 32;  // s x heads x head_dim elements
+    CHECK(op.fwd.bytes == 2 * n + table + 2 * n + 16 * n);
+    CHECK(op.fwd.kernels == 3);
+    CHECK(op.bwd.kernels == 3);
+    CHECK(op.bwd.bytes >= 16 * n + 2 * 2 * n);
+    ++found;
+  }
+  CHECK(found == 2 * m.layers);
+  TrainSetup h = t;
+  h.impl = Impl::kHf;
+  for (const Op& op : build_graph(m, h, fixtures::h100()).ops)
+    if (std::string_view(op.name) == "rope q") CHECK(op.fwd.kernels == 1);
+}
+
+// time3 (issue 11): eager RMSNorm's x.pow(2).mean(-1) is two kernels forward (the fp32 square
+// written and read back) and four backward (MeanBackward1's div, PowBackward0's pow, mul, mul;
+// torch 1.13's CPU profiler lists them), under HF and torchtitan alike.
+TEST_CASE("rmsnorm pow+mean moves its fp32 square through its own kernels") {
+  const ModelConfig m = fixtures::tiny_llama();
+  for (Impl impl : {Impl::kHf, Impl::kTorchtitan}) {
+    TrainSetup t;
+    t.micro_batch = 2;
+    t.seq = 64;
+    t.impl = impl;
+    const int64_t n = 2 * 64, h = 256;
+    int found = 0;
+    for (const Op& op : build_graph(m, t, fixtures::h100()).ops) {
+      if (std::string_view(op.name) != "rmsnorm pow+mean") continue;
+      CHECK(op.fwd.bytes == 4 * n * h + 4 * n + 8 * n * h);  // x fp32, the variance, the square
+      CHECK(op.bwd.bytes >= 20 * n * h);
+      CHECK(op.fwd.kernels == 2);
+      CHECK(op.bwd.kernels == 4);
+      ++found;
+    }
+    CHECK(found == 2 * m.layers + 1);  // two per block and the final norm
+    // the broadcast multiplies (x * rstd, weight * x̂) reduce a full product for the small
+    // operand's gradient: mul, mul, sum
+    for (const Op& op : build_graph(m, t, fixtures::h100()).ops) {
+      const std::string_view name(op.name);
+      if (name == "rmsnorm scale" || name == "rmsnorm weight") CHECK(op.bwd.kernels == 3);
+      if (name == "rmsnorm scale") CHECK(op.bwd.bytes >= 8 * n * h + 4 * n * h);
+    }
+  }
+}

@@ -102,7 +102,7 @@ TEST_CASE("the CSV header is the v1 contract") {
       "optimizer", "allocator", "layers", "params", "params_per_rank", "peak_allocated_bytes",
       "peak_time_ns", "peak_phase", "activation_bytes_per_layer", "activation_peak_bytes",
       "weights_bytes", "grads_bytes", "optimizer_bytes", "workspace_bytes"};
-  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 45);  // famenc 1, moe 2, feat 5
+  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 47);  // famenc 1, moe 2, feat 5, implver 1, hfimpl 1
   for (std::size_t i = 0; i < key.size(); ++i) CHECK(cols[i] == key[i]);
   for (int c = 0; c < sim::kCategoryCount; ++c) {
     CHECK(cols[key.size() + static_cast<std::size_t>(c)] ==
@@ -116,7 +116,9 @@ TEST_CASE("the CSV header is the v1 contract") {
       "offload_bytes", "pinned_host_bytes", "offload_stall_ns", "pp", "vpp", "num_microbatches",
       "pp_stage", "pp_in_flight", "impl", "tokens_per_s_per_gpu", "host_wait_ns", "dp_comm_ns",
       "comm_wait_ns", "set_to_none", "reentrant", "target_seq", "ep", "moe_imbalance",
-      "lora_rank", "lora_targets", "qlora", "cp", "fp8"};  // famenc, moe, feat (issues 12, 13)
+      "lora_rank", "lora_targets", "qlora", "cp", "fp8",  // famenc, moe, feat (issues 12, 13)
+      "impl_version",                                     // implver (issue 10)
+      "padding"};                                         // hfimpl (issue 10)
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 

@@ -197,8 +197,17 @@ std::vector<bool> parse_switch_axis(std::string_view text, std::string_view flag
 std::vector<sim::Profile> parse_profile_axis(std::string_view text) {
   return parse_named_axis(text, "--profile", &sim::parse_profile, "pytorch, paper");
 }
-std::vector<sim::Impl> parse_impl_axis(std::string_view text) {
-  return parse_named_axis(text, "--impl", &sim::parse_impl, sim::impl_names());
+// implver: NAME or NAME@VERSION (a release of that code base, sim/src/impl/registry.cpp)
+std::vector<sim::ImplChoice> parse_impl_axis(std::string_view text) {
+  std::vector<sim::ImplChoice> out;
+  for (std::string_view item : items(text, "--impl")) {
+    std::string version_error;
+    const auto value = sim::parse_impl_choice(item, &version_error);
+    if (!value && !version_error.empty()) fail("--impl", item, version_error);
+    if (!value) fail("--impl", item, "unknown value; expected one of " + sim::impl_names());
+    out.push_back(*value);
+  }
+  return out;
 }
 std::vector<sim::Precision> parse_precision_axis(std::string_view text) {
   return parse_named_axis(text, "--precision", &sim::parse_precision,
@@ -208,7 +217,8 @@ std::vector<sim::AttentionKind> parse_attention_axis(std::string_view text) {
   return parse_named_axis(text, "--attention", &sim::parse_attention, "standard, flash");
 }
 std::vector<sim::Optimizer> parse_optimizer_axis(std::string_view text) {
-  return parse_named_axis(text, "--optimizer", &sim::parse_optimizer, "adam, adam-fused, sgd");
+  return parse_named_axis(text, "--optimizer", &sim::parse_optimizer,
+                          "adam, adam-fused, adam-loop, sgd");
 }
 std::vector<sim::AllocatorKind> parse_allocator_axis(std::string_view text) {
   return parse_named_axis(text, "--allocator", &sim::parse_allocator,

@@ -42,7 +42,7 @@ std::vector<bool> parse_switch_axis(std::string_view text, std::string_view flag
 
 // Named-value axes; an unknown name lists the accepted ones.
 std::vector<sim::Profile> parse_profile_axis(std::string_view text);          // --profile
-std::vector<sim::Impl> parse_impl_axis(std::string_view text);                // --impl
+std::vector<sim::ImplChoice> parse_impl_axis(std::string_view text);  // implver: NAME[@VERSION]                // --impl
 std::vector<sim::Precision> parse_precision_axis(std::string_view text);      // --precision
 std::vector<sim::AttentionKind> parse_attention_axis(std::string_view text);  // --attention
 std::vector<sim::Optimizer> parse_optimizer_axis(std::string_view text);      // --optimizer

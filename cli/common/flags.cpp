@@ -24,7 +24,13 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--profile", f.profile, "pytorch or paper (Korthikanti et al. exactly)");
   add("--impl", f.impl,
       "the code base simulated: " + sim::impl_names() +
-          " (default: hf for HuggingFace configs, megatron for actsim GPT files)");
+          " (default: hf for HuggingFace configs, megatron for actsim GPT files); NAME@VERSION "
+          "picks a release (the first of each is its default): " + [] {
+            std::string r;  // implver: every row of the implementation table
+            for (const sim::ImplSpec& s : sim::implementations())
+              r += (r.empty() ? "" : ", ") + std::string(s.name) + "@" + std::string(s.version_key);
+            return r;
+          }());
   add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32, fsdp2-bf16 (default: the implementation's)");
   add("--attention", f.attention,
       "standard (eager) or flash (SDPA / fused kernels); default: the implementation's");
@@ -43,7 +49,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--dp", f.dp, "data-parallel ranks");
   add("--zero", f.zero, "ZeRO stage 0-3 over the data-parallel ranks");
   add("--optimizer", f.optimizer,
-      "adam (foreach), adam-fused, adam-loop (per-parameter: HF adamw_hf, single-tensor), sgd");
+      "adam (foreach), adam-fused, adam-loop (per-parameter: HF adamw_hf, single-tensor), sgd "
+      "(default: the implementation's)");
   add("--set-to-none", f.set_to_none,
       "on: zero_grad frees the gradients between steps (torch >= 2.0); off: zeroed and kept "
       "(torch < 2.0, HF's Trainer of early 2022)");
@@ -66,6 +73,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--fp8", f.fp8,
       "FP8 linears: off, te-delayed, te-current (Transformer Engine: megatron, bf16-mixed), "
       "torchao-tensorwise, torchao-rowwise (Float8Linear: torchtitan, fsdp2-bf16); needs fp8 GPUs");
+  // hfimpl (issue 10): a padding attention mask (HF only)
+  add("--padding", f.padding,
+      "on|off: the batch is padded and HF gets an attention mask (4-D additive mask; SDPA runs "
+      "its memory-efficient kernel; GQA K/V repeated); off: no padding (default)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -111,7 +122,7 @@ Axes parse_axes(const CommonFlags& f) {
   if (f.impl.empty()) {
     a.impls = {std::nullopt};
   } else {
-    for (sim::Impl i : parse_impl_axis(f.impl)) a.impls.emplace_back(i);
+    for (const sim::ImplChoice& i : parse_impl_axis(f.impl)) a.impls.emplace_back(i);
   }
   if (f.attention.empty()) {
     a.attentions = {std::nullopt};
@@ -134,7 +145,11 @@ Axes parse_axes(const CommonFlags& f) {
   a.sps = parse_switch_axis(f.sp, "--sp");
   a.dps = parse_int_axis(f.dp, "--dp", false, 1);
   a.zeros = parse_int_axis(f.zero, "--zero", false, 0, 3);
-  a.optimizers = parse_optimizer_axis(f.optimizer);
+  if (f.optimizer.empty()) {  // implver: the implementation's default
+    a.optimizers = {std::nullopt};
+  } else {
+    for (sim::Optimizer o : parse_optimizer_axis(f.optimizer)) a.optimizers.emplace_back(o);
+  }
   a.allocators = parse_allocator_axis(f.allocator);
   const auto one = [](const std::string& text, const char* flag, int64_t min) {
     const std::vector<int64_t> v = parse_int_axis(text, flag, false, min);
@@ -186,6 +201,11 @@ Axes parse_axes(const CommonFlags& f) {
     const std::vector<bool> v = parse_switch_axis(f.qlora, "--qlora");
     if (v.size() != 1) throw sim::ConfigError("--qlora", f.qlora, "takes one value, not a list");
     a.qlora = v.front();
+  }
+  {  // hfimpl
+    const std::vector<bool> v = parse_switch_axis(f.padding, "--padding");
+    if (v.size() != 1) throw sim::ConfigError("--padding", f.padding, "takes one value, not a list");
+    a.padding = v.front();
   }
   return a;
 }

@@ -32,7 +32,7 @@ struct CommonFlags {
   std::string sp = "off";              // --sp; given alone it is "" (on)
   std::string dp = "1";                // --dp
   std::string zero = "0";              // --zero
-  std::string optimizer = "adam";      // --optimizer
+  std::string optimizer;               // --optimizer; empty: the implementation's (implver)
   std::string allocator = "exact";     // --allocator
   std::string prefetch = "1";          // --prefetch (one value, not an axis)
   std::string pp = "1";                // --pp (one value)
@@ -52,6 +52,7 @@ struct CommonFlags {
   std::string cp = "1";                // --cp (a list): context-parallel ranks
   std::string fp8 = "off";             // --fp8 (a list): the FP8 linear recipe
   // --- end feat ---
+  std::string padding = "off";         // hfimpl: --padding on|off (one value)
   std::string format;                  // --format; empty: the verb's default
   std::string output;                  // -o/--output; empty: stdout
   // --- famenc (issue 12) ---
@@ -75,7 +76,7 @@ struct Axes {
   std::vector<std::string> devices;
   std::vector<sim::Strategy> strategies;
   std::vector<sim::Profile> profiles;
-  std::vector<std::optional<sim::Impl>> impls;            // {nullopt}: the model's default
+  std::vector<std::optional<sim::ImplChoice>> impls;  // implver: with the release            // {nullopt}: the model's default
   std::vector<std::optional<sim::Precision>> precisions;  // {nullopt}: the profile's default
   std::vector<std::optional<sim::AttentionKind>> attentions;  // {nullopt}: the implementation's
   std::vector<std::optional<double>> dropouts;            // {nullopt}: the config's
@@ -85,7 +86,7 @@ struct Axes {
   std::vector<bool> sps;
   std::vector<int64_t> dps;
   std::vector<int64_t> zeros;
-  std::vector<sim::Optimizer> optimizers;
+  std::vector<std::optional<sim::Optimizer>> optimizers;  // {nullopt}: the implementation's
   std::vector<sim::AllocatorKind> allocators;
   int64_t prefetch = 1;  // offload: blocks copied back ahead (one value for the whole sweep)
   int64_t pp = 1, vpp = 1, microbatches = 1;  // pipeline (one value each for the whole sweep)
@@ -107,6 +108,7 @@ struct Axes {
   std::vector<int64_t> cps{1};
   std::vector<sim::Fp8Recipe> fp8s{sim::Fp8Recipe::kOff};
   // --- end feat ---
+  bool padding = false;  // hfimpl: --padding (one value for the whole sweep)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

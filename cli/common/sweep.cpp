@@ -117,7 +117,11 @@ Point point_at(const Axes& a, int64_t index) {
   t.dropout = digit(a.dropouts);
   t.attention = digit(a.attentions);
   t.precision = digit(a.precisions);
-  t.impl = digit(a.impls);
+  {  // implver: the code base and its release
+    const std::optional<sim::ImplChoice> ic = digit(a.impls);
+    t.impl = ic ? std::optional<sim::Impl>(ic->impl) : std::nullopt;
+    t.impl_version = ic ? ic->version : std::string_view();
+  }
   t.profile = digit(a.profiles);
   t.prefetch = a.prefetch;
   t.pp = a.pp;
@@ -131,6 +135,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.moe_capacity = a.moe_capacity;
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
+  t.padding = a.padding;  // hfimpl
   return p;
 }
 

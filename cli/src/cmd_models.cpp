@@ -47,14 +47,19 @@ int cmd_models(const Invocation& /*inv*/) {
 
   // Implementations (--impl): the code base, the release modeled, the families it runs and its
   // defaults (sim/src/impl/).
+  // implver: one row per release (--impl NAME@VERSION; the first of a code base its default)
   TextTable impls({"impl", "code base", "modeled", "families", "precision", "attention",
-                   "checkpoint"},
-                  "lllllll");
+                   "checkpoint", "optimizer"},
+                  "llllllll");
   for (const sim::ImplSpec& s : sim::implementations()) {
-    impls.add({std::string(s.name), std::string(s.code), std::string(s.version),
-               std::string(s.families), std::string(sim::name(s.precision)),
-               std::string(sim::name(s.attention)),
-               s.checkpoint == sim::CheckpointApi::kReentrant ? "reentrant" : "non-reentrant"});
+    impls.add({std::string(s.name) + "@" + std::string(s.version_key), std::string(s.code),
+               std::string(s.version), std::string(s.families),
+               std::string(sim::name(s.precision)), std::string(sim::name(s.attention)),
+               s.checkpoint == sim::CheckpointApi::kReentrant ? "reentrant" : "non-reentrant",
+               s.optimizer == s.optimizer_eager
+                   ? std::string(sim::name(s.optimizer))
+                   : std::string(sim::name(s.optimizer)) + " (eager: " +
+                         std::string(sim::name(s.optimizer_eager)) + ")"});
   }
   out += '\n' + impls.render();
   out += "Default --impl: megatron for actsim GPT files (family megatron-gpt) and with --tp or --pp "

@@ -44,20 +44,30 @@ class GraphCache {
   std::map<Key, sim::Graph> graphs_;
 };
 
-std::string setup_line(const sim::TrainSetup& s) {
+std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
   const std::string dropout =
       s.dropout ? fmt::format("dropout {}", *s.dropout) : std::string("dropout from config");
   // The implementation first: it decides the op list and every default after it.
+  // implver: the release (--impl NAME@VERSION) and, per family, the modeling file read
+  const sim::ImplSpec* sp = s.impl ? &sim::spec(*s.impl, s.impl_version) : nullptr;
   const std::string impl =
-      s.impl ? fmt::format("{} ({} {}); ", sim::name(*s.impl), sim::spec(*s.impl).code,
-                           sim::spec(*s.impl).version)
-             : std::string();
+      sp ? fmt::format("{}@{} ({} {}); ", sp->name, sp->version_key, sp->code,
+                       sim::release_name(*sp, family))
+         : std::string();
+  // implver: the optimizer, and whose default it is when it is the release's
+  const sim::Optimizer opt = sim::resolved_optimizer(s);
+  const bool eager = sim::resolved_attention(s) == sim::AttentionKind::kStandard;
+  const std::string optimizer =
+      sp && opt == (eager ? sp->optimizer_eager : sp->optimizer)
+          ? fmt::format("optimizer {} ({} default: {})", sim::name(opt), sp->name,
+                        sp->optimizer_source)
+          : fmt::format("optimizer {}", sim::name(opt));
   return fmt::format(
       "{}{} profile, {}, {} attention, {}; micro-batch {}, seq {}; tp {}, sp {}, dp {}, ZeRO {}; "
       "{}, {} allocator{}",
       impl, sim::name(s.profile), sim::name(sim::resolved_precision(s)), sim::name(sim::resolved_attention(s)),
       dropout, s.micro_batch, s.seq, s.tp, s.sp ? "on" : "off", s.dp, s.zero,
-      sim::name(s.optimizer), sim::name(s.allocator),
+      optimizer, sim::name(s.allocator),
       s.pp > 1 || s.microbatches > 1
           ? fmt::format("; pp {}, vpp {}, {} micro-batches", s.pp, s.vpp, s.microbatches)
           : std::string()) +
@@ -100,10 +110,10 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
   std::string out;
   out += fmt::format("== {} on {}, strategy {} ==\n", row.key.model, row.key.device,
                      row.key.strategy);
-  out += fmt::format("   {}\n", setup_line(row.key.setup));
+  out += fmt::format("   {}\n", setup_line(row.key.setup, model.family));
   if (row.key.setup.impl && row.key.setup.dp > 1)  // what data parallelism means in that code
     out += fmt::format("   --dp {} --zero {}: {}\n", row.key.setup.dp, row.key.setup.zero,
-                       sim::spec(*row.key.setup.impl).zero_means);
+                       sim::spec(*row.key.setup.impl, row.key.setup.impl_version).zero_means);
   // implhf: a classification head (from the config's architectures) is named; LM heads are the
   // family's default
   const std::string head =

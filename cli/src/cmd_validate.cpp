@@ -172,6 +172,15 @@ int cmd_validate(const Invocation& inv) {
     // `impl` (appended to schema v1): absent or empty means the model's default implementation.
     if (col.count("impl") && !get("impl").empty())
       s.impl = parsed("impl", sim::parse_impl(get("impl")));
+    // implver: `impl_version` (appended): absent or empty means the default release
+    if (const std::string v = optional("impl_version"); !v.empty()) {
+      if (!s.impl) throw sim::ConfigError(where, "impl_version", "given without an impl");
+      std::string version_error;
+      const auto ic = sim::parse_impl_choice(std::string(sim::name(*s.impl)) + "@" + v,
+                                             &version_error);
+      if (!ic) throw sim::ConfigError(where, "impl_version", version_error);
+      s.impl_version = ic->version;
+    }
     if (!get("dropout").empty()) {
       try {
         s.dropout = std::stod(get("dropout"));
@@ -187,7 +196,9 @@ int cmd_validate(const Invocation& inv) {
     s.sp = get("sp") == "on";
     s.dp = integer("dp");
     s.zero = static_cast<int>(integer("zero"));
-    s.optimizer = parsed("optimizer", sim::parse_optimizer(get("optimizer")));
+    // implver: an empty optimizer means the implementation's default
+    if (!get("optimizer").empty())
+      s.optimizer = parsed("optimizer", sim::parse_optimizer(get("optimizer")));
     s.allocator = parsed("allocator", sim::parse_allocator(get("allocator")));
     s.pp = optional_integer("pp", 1);
     s.vpp = optional_integer("vpp", 1);
@@ -222,6 +233,10 @@ int cmd_validate(const Invocation& inv) {
     if (const std::string v = optional("qlora"); !v.empty()) {
       if (v != "on" && v != "off") throw sim::ConfigError(where, "qlora", "'" + v + "' is not on or off");
       s.qlora = v == "on";
+    }
+    if (const std::string v = optional("padding"); !v.empty()) {  // hfimpl
+      if (v != "on" && v != "off") throw sim::ConfigError(where, "padding", "'" + v + "' is not on or off");
+      s.padding = v == "on";
     }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 

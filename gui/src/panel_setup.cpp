@@ -1,5 +1,8 @@
 // The training set-up panel: every knob of sim::TrainSetup.
 #include <array>
+#include <span>
+#include <string>
+#include <vector>
 
 #include <imgui.h>
 
@@ -13,9 +16,20 @@ constexpr std::array<std::string_view, 2> kProfiles{"pytorch", "paper"};
 constexpr std::array<std::string_view, 6> kPrecisions{"impl default", "bf16-mixed", "bf16-amp",
                                                       "fp16-amp", "fp32", "fsdp2-bf16"};
 constexpr std::array<std::string_view, 3> kAttention{"impl default", "standard", "flash"};
-constexpr std::array<std::string_view, 5> kImpls{"model default", "hf", "torchtitan", "megatron",
-                                                 "nanogpt"};  // sim::implementations() order
-constexpr std::array<std::string_view, 4> kOptimizers{"adam", "adam-fused", "sgd", "adam-loop"};  // sim::Optimizer order
+constexpr std::array<std::string_view, 5> kOptimizers{"impl default", "adam", "adam-fused", "sgd",
+                                                      "adam-loop"};  // sim::Optimizer order
+
+// implver: "model default" and every release (sim::implementations(): NAME@VERSION)
+std::span<const std::string_view> impl_choices() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v{"model default"};
+    for (const sim::ImplSpec& r : sim::implementations())
+      v.push_back(std::string(r.name) + "@" + std::string(r.version_key));
+    return v;
+  }();
+  static const std::vector<std::string_view> views(names.begin(), names.end());
+  return views;
+}
 constexpr std::array<std::string_view, 3> kAllocators{"exact", "caching", "caching-expandable"};
 
 }  // namespace
@@ -42,10 +56,22 @@ bool setup_panel(AppState& st) {
   int profile = static_cast<int>(s.profile);
   if (edit_choice("profile", profile, kProfiles))
     s.profile = static_cast<sim::Profile>(profile), changed = true;
-  int impl = s.impl ? 1 + static_cast<int>(*s.impl) : 0;
-  if (edit_choice("implementation", impl, kImpls)) {
-    if (impl == 0) s.impl.reset();
-    else s.impl = static_cast<sim::Impl>(impl - 1);
+  // implver: the release chosen (the row of sim::implementations())
+  const std::span<const sim::ImplSpec> rows = sim::implementations();
+  int impl = 0;
+  if (s.impl) {
+    const sim::ImplSpec* cur = &sim::spec(*s.impl, s.impl_version);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (&rows[i] == cur) impl = static_cast<int>(i) + 1;
+  }
+  if (edit_choice("implementation", impl, impl_choices())) {
+    if (impl == 0) {
+      s.impl.reset();
+      s.impl_version = {};
+    } else {
+      s.impl = rows[static_cast<std::size_t>(impl - 1)].id;
+      s.impl_version = rows[static_cast<std::size_t>(impl - 1)].version_key;
+    }
     changed = true;
   }
   int precision = s.precision ? 1 + static_cast<int>(*s.precision) : 0;
@@ -85,9 +111,12 @@ bool setup_panel(AppState& st) {
     changed = true;
   }
   if (s.moe_capacity) changed |= edit_real("  factor", *s.moe_capacity, 0.01, 64.0, "%.2f");
-  int optimizer = static_cast<int>(s.optimizer);
-  if (edit_choice("optimizer", optimizer, kOptimizers))
-    s.optimizer = static_cast<sim::Optimizer>(optimizer), changed = true;
+  int optimizer = s.optimizer ? 1 + static_cast<int>(*s.optimizer) : 0;  // implver: 0: impl's
+  if (edit_choice("optimizer", optimizer, kOptimizers)) {
+    if (optimizer == 0) s.optimizer.reset();
+    else s.optimizer = static_cast<sim::Optimizer>(optimizer - 1);
+    changed = true;
+  }
   int allocator = static_cast<int>(s.allocator);
   if (edit_choice("allocator", allocator, kAllocators))
     s.allocator = static_cast<sim::AllocatorKind>(allocator), changed = true;
@@ -106,6 +135,10 @@ bool setup_panel(AppState& st) {
   } else if (s.qlora) {
     s.qlora = false, changed = true;
   }
+  // hfimpl (issue 10): a padding attention mask (--padding; refused outside --impl hf, shown as
+  // any other error)
+  form_label("padding mask");
+  changed |= ImGui::Checkbox("##padding", &s.padding);
   return changed;
 }
 

@@ -23,7 +23,8 @@ namespace {
 const std::set<std::string, std::less<>>& text_columns() {
   static const std::set<std::string, std::less<>> columns = {
       "source",    "model",     "device",    "strategy",   "profile", "precision", "attention",
-      "sp",        "optimizer", "allocator", "peak_phase", "error",   "impl"};
+      "sp",        "optimizer", "allocator", "peak_phase", "error",   "impl",
+      "impl_version"};  // implver: "4.48" is a release, not a number
   return columns;
 }
 

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 TEXT_COLUMNS = {"source", "model", "device", "strategy", "profile", "precision", "attention",
-                "sp", "optimizer", "allocator", "peak_phase", "error", "impl"}
+                "sp", "optimizer", "allocator", "peak_phase", "error", "impl",
+                "impl_version"}  # implver: "4.48" is a release, not a number
 _INT = re.compile(r"-?[0-9]+\Z")
 _FLOAT = re.compile(r"-?[0-9]+\.[0-9]+\Z")
 

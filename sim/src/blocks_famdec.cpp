@@ -75,6 +75,7 @@ void famdec_model_tensors(Builder& bld, const Dims& dm) {
   const ModelConfig& m = *dm.model;
   bld.famdec_mask = -1;
   if (dm.attention != AttentionKind::kFlash || !sdpa_gets_mask(m, dm)) return;
+  if (dm.padding) return;  // hfimpl: the padded [b, 1, s, s] mask instead (blocks_hfmask.cpp)
   // _prepare_4d_causal_attention_mask_with_cache_position: torch.full((s, s), min, dtype of the
   // embeddings), triu, then expand to [b, 1, s, s] (Gemma 2's 4-D mask; a view, one [s, s]
   // storage); Phi-3's (Mistral's) is made the same way with the window folded in. Made under

@@ -76,6 +76,9 @@ struct OpDraft {
   Exec exec = Exec::kNone;
   std::array<int64_t, 6> dim{};
   float p = 0;
+  // time3 (issue 11): bytes its kernels move through intermediates of their own (an unfused op's
+  // kernels write tensors the next of them reads back), beyond its inputs, outputs and saves
+  int64_t fwd_inner_bytes = 0, bwd_inner_bytes = 0;
 };
 
 struct Param {
@@ -107,6 +110,8 @@ class Builder {
   void hold_until_step_end(int32_t tensor) { step_end_holds.push_back(tensors_[tensor].storage); }
   // Autocast's weight-cast cache holds this tensor until the forward pass ends.
   void autocast_cache(int32_t tensor) { autocast_cached_.push_back(tensors_[tensor].storage); }
+  // hfimpl: the model's forward returns this tensor (HF's logits): held until forward ends.
+  void hold_until_forward_end(int32_t tensor) { forward_held_.push_back(tensors_[tensor].storage); }
   // The causal-mask buffer (bool [s, s]), made once, persistent.
   int32_t causal_mask(int64_t bytes);
   // Megatron's global memory buffer (workspace category), made once, persistent: the largest
@@ -130,6 +135,7 @@ class Builder {
   bool ignore_transients = false; // paper profile
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
+  int32_t hf_mask = -1;           // hfimpl: HF's model-level attention mask (blocks_hfmask.cpp)
   // feat (LoRA): param() makes frozen weights (persistent, no gradient, no optimizer state).
   bool freeze_params = false;
 
@@ -152,6 +158,7 @@ class Builder {
   std::vector<OpDraft> drafts_;
   std::vector<int32_t> model_level_;  // storages attributed outside the blocks
   std::vector<int32_t> autocast_cached_;
+  std::vector<int32_t> forward_held_;  // hfimpl
   std::vector<bool> persistent_;      // per storage
   int32_t labels_ = -1;
   int32_t rope_tables_ = -1;
@@ -188,6 +195,7 @@ struct Dims {
   // --- implhf ---
   double p_classifier = 0;  // dropout before a classification head's classifier
   // --- end implhf ---
+  bool padding = false;     // hfimpl: --padding (HF's attention mask; sim/src/blocks_hfmask.cpp)
 
   // moe (sim/src/blocks_moe.cpp)
   int64_t ep = 1;              // expert-parallel ranks

@@ -578,7 +578,8 @@ class Engine {
     }
     sample(k, op.fwd_transient_bytes);
     fsdp_enter(op.block, recompute || forward_done_);
-    dispatch(1);
+    // time3: one host dispatch per aten op, i.e. per kernel of an unfused op (host_dispatch_ns)
+    dispatch(std::max<int64_t>(1, op.fwd.kernels));
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
@@ -605,7 +606,7 @@ class Engine {
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
-    dispatch(1);
+    dispatch(std::max<int64_t>(1, op.bwd.kernels));  // time3: per kernel, as in forward
     const int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
     advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns));  // feat(2)
@@ -801,7 +802,7 @@ RecomputeMode recompute_mode(const Graph& g) {
   // (tensor_parallel/random.py) is reentrant; torch.utils.checkpoint(use_reentrant=False) is not.
   if (g.profile == Profile::kPaper) return RecomputeMode::kReentrant;
   if (g.reentrant) return *g.reentrant ? RecomputeMode::kReentrant : RecomputeMode::kNonReentrant;
-  if (g.impl && spec(*g.impl).checkpoint == CheckpointApi::kReentrant)
+  if (g.impl && spec(*g.impl, g.impl_version).checkpoint == CheckpointApi::kReentrant)
     return RecomputeMode::kReentrant;
   return RecomputeMode::kNonReentrant;
 }

@@ -30,6 +30,7 @@ std::string why(const Graph& g, const Holder& h, bool per_block) {
     case Holder::kAutocastCache: return "autocast's weight-cast cache (held until forward ends)";
     case Holder::kGradSlot: return "gradient made by the backward of " + label(h.op);
     case Holder::kPersistent: return "held by the training loop until the step ends";
+    case Holder::kForwardReturn: return "returned by the model's forward (held until forward ends)";
   }
   return "?";
 }

@@ -6,6 +6,7 @@
 
 #include "blocks_famdec.hpp"  // famdec (issue 12)
 #include "blocks_census12.hpp"  // census12 (issue 12): SDPA math kernel
+#include "blocks_hfmask.hpp"  // hfimpl (issue 10)
 #include "blocks_moe.hpp"
 #include "ops.hpp"
 
@@ -16,6 +17,7 @@ namespace {
 // and every layer's rotary op saves them. Under pipeline parallelism every stage computes its own.
 void build_rope_tables(Builder& bld, const Dims& dm) {
   famdec_model_tensors(bld, dm);  // famdec: the 4-D mask HF passes to SDPA (Gemma 2/3, Phi-3)
+  hf_model_masks(bld, dm);        // hfimpl: HF's padding / additive / extended masks
   if (dm.model->positions != PosEmbedding::kRope) return;
   Ops o(bld, dm);
   OpDraft d = o.draft(OpKind::kRope, "rotary tables");
@@ -173,6 +175,16 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
       d.saves = {cos_sin};
       d.op.fwd_transient_bytes = mul(2, bld.tensor(y).bytes);
       d.op.bwd_transient_bytes = mul(2, bld.tensor(y).bytes);
+      // time3 (issue 11): torchtitan's complex rotary (models/llama/model.py apply_rotary_emb):
+      // x.float() (reads x, writes an fp32 copy), the complex64 multiply by freqs_cis (reads and
+      // writes fp32) and .type_as(x) (reads fp32, writes x's dtype): the in/out/table bytes above
+      // plus four fp32 passes, 16 bytes per element; autograd's backward runs the same three
+      // (ToCopyBackward, MulBackward0 by conj(freqs_cis), ToCopyBackward). An fp32 x has no casts.
+      if (dm.impl && dm.impl->rope_kernels == RopeKernels::kComplexFp32 &&
+          bytes_of(bld.tensor(t).dtype) < 4) {
+        d.fwd_inner_bytes = d.bwd_inner_bytes = mul(16, numel_of(bld.tensor(t)));
+        d.op.fwd.kernels = d.op.bwd.kernels = 3;
+      }
       if (partial) d.exec = Exec::kNone;
       bld.add_op(std::move(d));
       return partial ? famdec_rotary_cat(bld, dm, y, t_in, "rotary cat") : y;
@@ -194,33 +206,70 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
   // moe: MLA's values have their own head dim (v_head_dim != qk head dim)
   const int64_t nv = is_mla(m) ? dm.a * m.v_head_dim : nq;
   int32_t ctx = -1;  // [tokens, a*d] input of the output projection
+  // hfimpl: GPT-2's per-layer `bias` buffer exists under every attention implementation
+  const int32_t layer_bias = hf_causal_buffer(bld, dm);
   if (dm.attention == AttentionKind::kFlash) {
     // SDPA's flash kernel (aten::_scaled_dot_product_flash_attention): saves q, k, v, the output
     // and the fp32 logsumexp [b, a, s]; dropout is inside the kernel (no mask kept); GQA native.
     // SDPA is on autocast's lower-precision list: fp32 operands (the rotated q and k, promoted by
     // fp32 cos/sin) are cast to 16 bits first, and the casts are what it saves.
+    // famdec: an additive 4-D mask (Gemma 2/3; Phi-3 at its window) makes SDPA run its
+    // memory-efficient kernel, which saves the mask (attn_bias) beside q, k, v, out and lse
+    int32_t sdpa_mask = famdec_sdpa_mask(bld, dm);
+    if (sdpa_mask < 0) sdpa_mask = hf_padding_sdpa_mask(bld, dm);  // hfimpl: --padding
+    // hfimpl: with a mask HF's sdpa_attention_forward repeats K and V to a heads (no enable_gqa),
+    // and autocast casts the mask per layer
+    const bool repeated = sdpa_mask >= 0 && dm.impl && dm.impl->model_masks && dm.g != dm.a;
+    if (repeated) {
+      k = hf_repeat_kv(bld, dm, k, "repeat k");
+      v = hf_repeat_kv(bld, dm, v, "repeat v");
+    }
     q = o.to_half(q, "q cast", "q cast");
     k = o.to_half(k, "k cast", "k cast");
     v = o.to_half(v, "v cast", "v cast");
     // census12: K/V with fewer heads and no enable_gqa (Falcon multi_query): the math kernel
-    if (sdpa_math_kernel(dm)) return sdpa_math_attention(bld, dm, q, k, v);
-    // famdec: an additive 4-D mask (Gemma 2/3; Phi-3 at its window) makes SDPA run its
-    // memory-efficient kernel, which saves the mask (attn_bias) beside q, k, v, out and lse
-    const int32_t sdpa_mask = famdec_sdpa_mask(bld, dm);
+    if (!repeated && sdpa_math_kernel(dm)) return sdpa_math_attention(bld, dm, q, k, v);
+    // implver: a release that repeats K and V to every query head before SDPA (ImplSpec::
+    // flash_repeat_kv; torchtitan @ 9dec370 model.py:201-202): expand + reshape copies each, the
+    // copy saves nothing, and the kernel then sees a heads of K and V (and saves those).
+    int64_t kv_heads = repeated ? dm.a : dm.g;  // hfimpl's repeat above
+    if (!repeated && dm.impl && dm.impl->flash_repeat_kv && dm.g != dm.a) {
+      auto repeat = [&](int32_t t, const char* name) {
+        OpDraft r = o.draft(OpKind::kCopy, name);
+        r.op.core_attention = true;
+        r.exec = Exec::kRepeatKv;
+        r.dim = {nf, dm.g, hd, dm.a / dm.g};
+        r.op.math16 = false;
+        r.inputs.push_back({t, GradRule::kNew});
+        const int32_t y = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "repeated kv");
+        r.outputs.push_back(y);
+        bld.add_op(std::move(r));
+        return y;
+      };
+      k = repeat(k, "repeat k");
+      v = repeat(v, "repeat v");
+      kv_heads = dm.a;
+    }
+    if (sdpa_mask >= 0 && dm.impl && dm.impl->model_masks)
+      sdpa_mask = hf_sdpa_mask_operand(bld, dm, sdpa_mask);
     OpDraft d = o.draft(OpKind::kFlashAttention,
                         sdpa_mask >= 0 ? "sdpa attention (mask)" : "flash attention");
     d.exec = sdpa_mask >= 0 ? Exec::kNone : Exec::kFlash;
     // time (issue 11): the kernel that runs it, timed from its table (sim/src/kernels.cpp)
     if (sdpa_mask >= 0) d.op.kernel = KernelChoice::kSdpaMemEfficient;
     else if (dm.impl) d.op.kernel = dm.impl->attention_kernel;
-    d.dim = {dm.b, dm.a, dm.s, hd, dm.a / dm.g, causal ? 1 : 0};
+    d.dim = {dm.b, dm.a, dm.s, hd, dm.a / kv_heads, causal ? 1 : 0};  // implver: kv_heads
     d.p = static_cast<float>(dm.p_attn);
     d.op.core_attention = true;
     d.op.sac_save = true;  // SDPA is in torchtitan's save list
     d.inputs = {{q, GradRule::kNew}, {k, GradRule::kNew}, {v, GradRule::kNew}};
     int32_t out = bld.fresh(bytes(mul(nf, nv), hdt), hdt, "attention out");
-    int32_t lse = bld.fresh(bytes(mul(mul(dm.b, dm.a), dm.s), DType::kF32), DType::kF32,
-                            "flash logsumexp");
+    // hfimpl: the memory-efficient kernel's logsumexp is [b, a, ceil(s / 32) * 32]
+    // (aten/src/ATen/native/transformers/cuda/attention.cu _efficient_attention_forward:
+    // kAlignLSE = 32)
+    const int64_t lse_s = sdpa_mask >= 0 ? (dm.s + 31) / 32 * 32 : dm.s;
+    int32_t lse = bld.fresh(bytes(mul(mul(dm.b, dm.a), lse_s), DType::kF32), DType::kF32,
+                            sdpa_mask >= 0 ? "mem-efficient logsumexp" : "flash logsumexp");
     d.outputs = {out, lse};
     d.saves = {q, k, v, out, lse};
     if (sdpa_mask >= 0) {
@@ -236,7 +285,7 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     const int64_t d32 = hd <= 128 ? (hd + 31) / 32 * 32 : (hd + 63) / 64 * 64;
     int64_t tr = bytes(mul(mul(dm.b, s128), mul(dm.a, d32)), DType::kF32) +
                  bytes(mul(mul(dm.b, dm.a), s128), DType::kF32);
-    if (dm.g != dm.a) tr += mul(2, bytes(mul(mul(dm.b, dm.s), nq), hdt));
+    if (kv_heads != dm.a) tr += mul(2, bytes(mul(mul(dm.b, dm.s), nq), hdt));  // implver
     d.op.bwd_transient_bytes = tr;
     // feat: context parallelism's ring (sim/src/cp.cpp)
     cp_ring_attention(d, dm, bld.tensor(q).bytes, bld.tensor(k).bytes + bld.tensor(v).bytes,
@@ -363,20 +412,23 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       mf.saves = {keep};
       bld.add_op(std::move(mf));
       scores = masked;
-    } else if (causal && !dm.paper && !megatron_sm) {
+    } else if (causal && !dm.paper && !megatron_sm && !hf_eager_additive(dm)) {
       // torch.where(causal_mask, scores, -inf): a new tensor; the mask is a persistent buffer
+      // (hfimpl: GPT-2's own per-layer `bias`, else one shared [s, s] buffer)
       OpDraft mk = o.draft(OpKind::kMask, "causal mask");
       mk.op.core_attention = true;
       mk.exec = Exec::kMask;
       mk.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s};
       mk.op.math16 = false;
       mk.inputs.push_back({scores, GradRule::kNew});
-      mk.inputs.push_back({bld.causal_mask(mul(dm.s, dm.s)), GradRule::kNone});
+      mk.inputs.push_back(
+          {layer_bias >= 0 ? layer_bias : bld.causal_mask(mul(dm.s, dm.s)), GradRule::kNone});
       int32_t masked = o.fresh_like(scores, "masked scores");
       mk.outputs.push_back(masked);
       bld.add_op(std::move(mk));
       scores = masked;
     }
+    scores = hf_eager_mask_add(bld, dm, scores);  // hfimpl: HF's additive / padding mask
     // softmax: the paper's (Megatron's fused scale-mask-softmax) and bf16-mixed keep 16-bit
     // probabilities; autocast runs softmax in fp32 (fp32_set_opt_dtype): fp16 input goes through
     // _softmax(half_to_float), bf16 input is first cast to an fp32 copy (SoftMax.cpp softmax()).
@@ -509,7 +561,10 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   // nanoGPT's train.py keeps `logits` (its `logits, loss = model(X, Y)`) until the next
   // iteration's forward returns: through backward and the optimizer step.
   if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);
-  const int64_t n = dm.n_full();
+  int64_t n = dm.n_full();
+  // hfimpl: HF's loss as the modeling file writes it (the forward returns the logits; GPT-2's
+  // shifted .contiguous() copy): blocks_hfmask.cpp
+  if (!dm.vocab_parallel_ce) logits = hf_lm_loss_input(bld, dm, logits, &n);
   const int64_t lv = bytes(mul(n, dm.v), DType::kF32);
   int32_t loss = bld.fresh(4, DType::kF32, "loss");
   if (dm.vocab_parallel_ce) {

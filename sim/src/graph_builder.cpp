@@ -306,8 +306,8 @@ void Builder::finalize() {
     for (int32_t t : drafts_[i].saves) bb += tensors_[t].bytes;
     for (int32_t s : allocs[i]) bb += g_.storages[s].bytes;
     for (int32_t s : frees[i]) bb += g_.storages[s].bytes;
-    op.fwd.bytes = fb;
-    op.bwd.bytes = bb + op.bwd_accum_bytes * 2;
+    op.fwd.bytes = fb + drafts_[i].fwd_inner_bytes;  // time3: + intermediates' traffic
+    op.bwd.bytes = bb + op.bwd_accum_bytes * 2 + drafts_[i].bwd_inner_bytes;
     // Kernel-class shapes (DESIGN.md §5): a linear's rows are those its matmul runs on (the
     // gathered sequence under SP), recovered exactly from its 2 m n k FLOPs.
     const OpDraft& dr = drafts_[i];
@@ -352,6 +352,7 @@ void Builder::finalize() {
   }
   g_.autocast_cached.clear();
   for (int32_t s : autocast_cached_) g_.autocast_cached.push_back(s);
+  g_.forward_held.assign(forward_held_.begin(), forward_held_.end());  // hfimpl
   for (int32_t s : step_end_holds) g_.step_end_frees.push_back(s);
 }
 
@@ -389,13 +390,14 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.paper = s.profile == Profile::kPaper;
   dm.precision = resolved_precision(s);
   dm.attention = resolved_attention(s);
-  dm.impl = s.impl ? &spec(*s.impl) : nullptr;
+  dm.impl = s.impl ? &spec(*s.impl, s.impl_version) : nullptr;  // implver: the release
   dm.amp = dm.precision == Precision::kBf16Amp || dm.precision == Precision::kFp16Amp;
   dm.b = s.micro_batch;
   // feat: context parallelism gives each rank s / cp tokens of every sequence (2 cp chunks,
   // load-balanced, when causal): every token-wise shape is the local one.
   dm.cp = s.cp;
   dm.fp8 = s.fp8;
+  dm.padding = s.padding;  // hfimpl
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
@@ -553,7 +555,8 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
 
   // Optimizer state, per parameter: Adam m and v (8 B), SGD momentum (4 B), plus fp32 master
   // weights when the parameters are bf16 (bf16-mixed).
-  int64_t per_param = s.optimizer == Optimizer::kSgd ? 4 : 8;
+  const Optimizer optim = resolved_optimizer(s);  // implver: the implementation's default
+  int64_t per_param = optim == Optimizer::kSgd ? 4 : 8;
   // moe2: LoRA's trainable adapters are fp32 under bf16-mixed (PEFT upcasts them): no master copy
   if (prec == Precision::kBf16Mixed && g.lora_rank == 0) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
@@ -580,7 +583,7 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   const int64_t shard = sharded ? numel / d : numel;
   int64_t per_foreach = 4, group = shard;
   if (g.impl && g.profile != Profile::kPaper) {
-    const ImplSpec& im = spec(*g.impl);
+    const ImplSpec& im = spec(*g.impl, s.impl_version);
     const bool eager = s.attention && *s.attention == AttentionKind::kStandard;
     if ((eager ? im.foreach_eps_eager : im.foreach_eps) == ForeachEps::kOutOfPlace)
       per_foreach = 8;
@@ -597,34 +600,36 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     }
   }
   g.optimizer_transient_bytes =
-      s.optimizer == Optimizer::kAdamForeach && g.profile != Profile::kPaper
+      optim == Optimizer::kAdamForeach && g.profile != Profile::kPaper
           ? checked_mul(per_foreach, group, f)
           : 0;
   // A per-parameter loop: HF's adamw_hf (transformers optimization.py AdamW.step:
   // `denom = exp_avg_sq.sqrt().add_(eps)`) holds one fp32 temporary of the parameter being
   // updated, so the largest parameter's (the word embeddings, typically). torch's single-tensor
-  // Adam (`(exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`) briefly holds two: not
-  // distinguished here.
-  if (s.optimizer == Optimizer::kAdamLoop && g.profile != Profile::kPaper) {
+  // AdamW (torch/optim/adamw.py _single_tensor_adamw, 1.13 line 316 and 2.x alike:
+  // `(exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`) holds two at the division: the
+  // release's ImplSpec::loop_temporaries (implver; measured: validation/real-code/nanogpt-optimizer.csv).
+  if (optim == Optimizer::kAdamLoop && g.profile != Profile::kPaper) {
     int64_t largest = 0;
     for (int32_t sid : g.param_storages)
       largest = std::max(largest, g.storages[sid].bytes / bytes_of(g.storages[sid].dtype));
     if (s.zero >= 1) largest /= d;
-    g.optimizer_transient_bytes = checked_mul(4, largest, f);
+    const int64_t temps = g.impl ? spec(*g.impl, s.impl_version).loop_temporaries : 1;
+    g.optimizer_transient_bytes = checked_mul(4 * temps, largest, f);
   }
   // Bytes moved per parameter of the shard: foreach Adam runs lerp_(m), mul_(v), addcmul_(v),
   // sqrt, div_, add_, addcdiv_(p) and the decoupled weight decay mul_(p): 80 B; fused Adam reads
   // and writes p, m, v and reads g: 28 B; SGD with momentum: 20 B; bf16 params add a 2 B copy.
-  int64_t moved = s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 80
-                  : s.optimizer == Optimizer::kAdamFused ? 28 : 20;
+  int64_t moved = optim == Optimizer::kAdamForeach || optim == Optimizer::kAdamLoop ? 80
+                  : optim == Optimizer::kAdamFused ? 28 : 20;
   if (prec == Precision::kBf16Mixed && g.lora_rank == 0) moved += 2;  // moe2: LoRA's are fp32
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
   // time (issue 11): adam-loop launches these 8 per parameter tensor (HF's adamw_hf, transformers
   // optimization.py AdamW.step: mul_, add_, mul_, addcmul_, sqrt, add_, addcdiv_, add_ per p);
   // foreach runs them as 8 multi_tensor_apply calls; fused Adam as one.
   g.optimizer_cost.kernels =
-      s.optimizer == Optimizer::kAdamForeach || s.optimizer == Optimizer::kAdamLoop ? 8 : 1;
-  g.optimizer_multi_tensor = s.optimizer != Optimizer::kAdamLoop;
+      optim == Optimizer::kAdamForeach || optim == Optimizer::kAdamLoop ? 8 : 1;
+  g.optimizer_multi_tensor = optim != Optimizer::kAdamLoop;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
   const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
@@ -676,6 +681,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.precision = resolved_precision(setup);
   g.profile = setup.profile;
   g.impl = setup.impl;
+  g.impl_version = setup.impl_version;  // implver
   g.reentrant = setup.reentrant;
   g.allocator = setup.allocator;
   g.prefetch = setup.prefetch;
@@ -754,6 +760,7 @@ void recycle(Graph& g) {
   keep(fresh.param_storages, g.param_storages);
   keep(fresh.step_end_frees, g.step_end_frees);
   keep(fresh.autocast_cached, g.autocast_cached);
+  keep(fresh.forward_held, g.forward_held);  // hfimpl
   keep(fresh.initial_uses, g.initial_uses);
   keep(fresh.consumers, g.consumers);
   keep(fresh.args, g.args);
@@ -826,6 +833,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.precision = g3.precision;
   out.profile = g3.profile;
   out.impl = g3.impl;
+  out.impl_version = g3.impl_version;  // implver
   out.reentrant = g3.reentrant;
   out.allocator = g3.allocator;
   out.prefetch = g3.prefetch;
@@ -897,6 +905,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   extend(g3.param_storages, out.param_storages);
   extend(g3.step_end_frees, out.step_end_frees);
   extend(g3.autocast_cached, out.autocast_cached);
+  extend(g3.forward_held, out.forward_held);  // hfimpl
   out.optimizer_transient_bytes = g3.optimizer_transient_bytes;
   out.optimizer_cost = g3.optimizer_cost;
   out.optimizer_multi_tensor = g3.optimizer_multi_tensor;  // time (issue 11)

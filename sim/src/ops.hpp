@@ -271,9 +271,11 @@ class Ops {
   // other).
   int32_t mul_op(int32_t x, int32_t y, int64_t out_bytes, DType dt, const char* name,
                  const char* role, bool save_x, bool save_y, Exec exec, int64_t rows,
-                 int64_t cols) {
+                 int64_t cols, int64_t bwd_inner_bytes = 0, uint8_t bwd_kernels = 1) {
     OpDraft d = draft(OpKind::kMul, name);
     d.exec = exec;
+    d.bwd_inner_bytes = bwd_inner_bytes;  // time3 (issue 11)
+    d.op.bwd.kernels = bwd_kernels;
     d.dim = {rows, cols};
     d.inputs.push_back({x, GradRule::kNew});
     d.inputs.push_back({y, GradRule::kNew});
@@ -327,6 +329,15 @@ class Ops {
       int32_t var = b_.fresh(bytes(n, DType::kF32), DType::kF32, "rmsnorm variance");
       d.outputs.push_back(var);
       d.saves = {h32};
+      // time3 (issue 11): two kernels forward, pow (writes the fp32 square) and mean (reads it
+      // back): + 2 x 4 B per element; four backward (torch/csrc/autograd/FunctionsManual.cpp:
+      // mean_backward's expanded grad / N writes 4 B; pow_backward's grad * (2 * x.pow(1)): the
+      // pow(1) copy, the scalar multiply and the product read 4 + 4 + 8 B and write 4 + 4 + 4 B):
+      // 32 B per element against the 12 counted from its saves and gradients, + 20
+      d.fwd_inner_bytes = bytes(mul(mul(n, dm_.h), 2), DType::kF32);
+      d.bwd_inner_bytes = bytes(mul(mul(n, dm_.h), 5), DType::kF32);
+      d.op.fwd.kernels = 2;
+      d.op.bwd.kernels = 4;
       b_.add_op(std::move(d));
       // rsqrt(var + eps): the add makes a new [n] tensor, rsqrt saves its output
       OpDraft r = draft(OpKind::kMul, "rmsnorm rsqrt");
@@ -338,14 +349,21 @@ class Ops {
       r.outputs.push_back(rs);
       r.saves = {rs};
       b_.add_op(std::move(r));
+      // time3 (issue 11): a broadcast operand's gradient is the full product reduced
+      // (MulBackward0: grad * other, then sum_to_size; torch 1.13's CPU profiler lists mul, mul,
+      // sum): the product is written and read back, + 2 x its bytes, three kernels.
+      const int64_t prod32 = bytes(mul(n, dm_.h), DType::kF32);
       int32_t hn = mul_op(h32, rs, bytes(mul(n, dm_.h), DType::kF32), DType::kF32,
-                          "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kRowScale, n, dm_.h);
+                          "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kRowScale, n,
+                          dm_.h, mul(2, prod32), 3);
       int32_t hc = cast(hn, tx.dtype, "rmsnorm to input dtype", "rmsnorm normalized");
       const DType out_dt = promote(dm_.param_dt, b_.tensor(hc).dtype);
       // MulBackward0 saves self (w) for other's gradient and other (hc) for self's only when w
       // requires grad: a frozen weight (LoRA, feat) keeps hc unsaved.
+      const bool wgrad = b_.tensor(w).param;
       return mul_op(w, hc, bytes(mul(n, dm_.h), out_dt), out_dt, "rmsnorm weight", "norm out",
-                    true, b_.tensor(w).param, Exec::kColScale, n, dm_.h);
+                    true, wgrad, Exec::kColScale, n, dm_.h,
+                    wgrad ? mul(2, bytes(mul(n, dm_.h), out_dt)) : 0, wgrad ? 3 : 1);
     }
   }
 

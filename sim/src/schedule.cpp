@@ -117,6 +117,7 @@ class Scheduler {
       for (int32_t i = regions_[r].first; i <= regions_[r].last; ++i) region_of_[i] = r;
     cached_.assign(n, 0);
     for (int32_t s : g.autocast_cached) cached_[s] = true;
+    for (int32_t s : g.forward_held) cached_[s] = 2;  // hfimpl: the forward's return value
     step_end_.assign(n, 0);
     for (int32_t s : g.step_end_frees) step_end_[s] = true;
     if (tracking()) holders_.assign(n, {});
@@ -127,6 +128,7 @@ class Scheduler {
     forward();
     out_.forward_end = static_cast<int32_t>(out_.events.size());
     for (int32_t s : g_.autocast_cached) release(s, {Holder::kAutocastCache, -1});
+    for (int32_t s : g_.forward_held) release(s, {Holder::kForwardReturn, -1});  // hfimpl
     next_fetch_ = static_cast<int32_t>(g_.n_blocks) - 1;
     fetch_through(static_cast<int32_t>(g_.n_blocks - g_.prefetch));
     backward();
@@ -288,7 +290,7 @@ class Scheduler {
       emit(EventKind::kForward, i);
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
         made(*s, g_.initial_uses[*s]);
-        if (cached_[*s]) hold(*s, {Holder::kAutocastCache, -1});
+        if (cached_[*s]) hold(*s, {cached_[*s] == 2 ? Holder::kForwardReturn : Holder::kAutocastCache, -1});
         if (step_end_[*s]) hold(*s, {Holder::kPersistent, -1});
       }
       sampled();

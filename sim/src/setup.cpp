@@ -71,14 +71,25 @@ std::optional<AllocatorKind> parse_allocator(std::string_view s) { return revers
 
 Precision resolved_precision(const TrainSetup& setup) {
   if (setup.precision) return *setup.precision;
-  if (setup.impl && setup.profile != Profile::kPaper) return spec(*setup.impl).precision;
+  if (setup.impl && setup.profile != Profile::kPaper) return spec(*setup.impl, setup.impl_version).precision;
   return setup.profile == Profile::kPaper ? Precision::kBf16Mixed : Precision::kBf16Amp;
 }
 
 AttentionKind resolved_attention(const TrainSetup& setup) {
   if (setup.attention) return *setup.attention;
-  if (setup.impl && setup.profile != Profile::kPaper) return spec(*setup.impl).attention;
+  if (setup.impl && setup.profile != Profile::kPaper) return spec(*setup.impl, setup.impl_version).attention;
   return AttentionKind::kStandard;
+}
+
+// implver
+Optimizer resolved_optimizer(const TrainSetup& setup) {
+  if (setup.optimizer) return *setup.optimizer;
+  if (setup.impl && setup.profile != Profile::kPaper) {
+    const ImplSpec& sp = spec(*setup.impl, setup.impl_version);
+    return resolved_attention(setup) == AttentionKind::kStandard ? sp.optimizer_eager
+                                                                 : sp.optimizer;
+  }
+  return Optimizer::kAdamForeach;
 }
 
 void validate(const ModelConfig& model, const TrainSetup& s) {

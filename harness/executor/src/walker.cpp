@@ -119,6 +119,7 @@ class Walker {
     slots_.assign(n, 0);
     for (int32_t s : g.persistent) persistent_[s] = 1;
     for (int32_t s : g.autocast_cached) autocast_[s] = 1;
+    for (int32_t s : g.forward_held) autocast_[s] = 1;  // hfimpl: the forward's returned logits
     for (int32_t s : g.step_end_frees) step_end_[s] = 1;
     // A gradient storage is referenced once by every tensor whose gradient slot it is (an
     // output of the op that made the tensor), and freed when the last of them is consumed.
@@ -145,6 +146,7 @@ class Walker {
       fail("the schedule's forward pass ends at event " + std::to_string(sched_.forward_end) +
            ", the executor's at event " + std::to_string(cursor_));
     for (int32_t s : g_.autocast_cached) release(s);  // autocast's cache is cleared on exit
+    for (int32_t s : g_.forward_held) release(s);  // hfimpl: the model's forward has returned
     for (int32_t i = n_ops - 1; i >= 0; --i) {
       const int32_t r = region_of_[i];
       if (r >= 0 && regions_[r].trigger == i) recompute(regions_[r]);

@@ -184,6 +184,9 @@ struct Graph {
   std::vector<int32_t> param_storages;  // the parameters among them
   std::vector<int32_t> step_end_frees;  // lazily allocated param grads, freed by zero_grad
   std::vector<int32_t> autocast_cached; // weight casts held by autocast's cache until forward ends
+  // hfimpl: tensors the model's forward returns (HF's logits in its ModelOutput), held until the
+  // forward pass (the loss included) ends
+  std::vector<int32_t> forward_held;
   std::vector<int32_t> initial_uses;    // per storage: forward consumers (refcount start)
   std::vector<IdxRange> consumers;      // per storage: its forward consumer ops, ascending
 
@@ -227,6 +230,8 @@ struct Graph {
   // The optimizer step's launches: multi_tensor_apply chunks (foreach, fused: true) or one
   // launch per parameter tensor and op (a per-parameter for-loop, --optimizer adam-loop: false).
   bool optimizer_multi_tensor = true;
+  // --- implver (issue 10): the release of `impl` (TrainSetup::impl_version; empty: default) ---
+  std::string_view impl_version;
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

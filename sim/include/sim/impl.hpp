@@ -25,6 +25,7 @@ enum class Impl : uint8_t { kHf, kTorchtitan, kMegatron, kNanogpt };
 enum class Precision : uint8_t;
 enum class AttentionKind : uint8_t;
 enum class KernelChoice : uint8_t;  // sim/graph.hpp
+enum class Optimizer : uint8_t;     // sim/setup.hpp (implver)
 struct TrainSetup;
 
 // How Q, K and V are projected.
@@ -50,6 +51,17 @@ enum class DropoutDefault : uint8_t {
 // CheckpointFunction, torch.utils.checkpoint(use_reentrant=True)), which replays the whole
 // segment and keeps its output until the segment's backward ends.
 enum class CheckpointApi : uint8_t { kNonReentrant, kReentrant };
+
+// --- time3 (issue 11): the kernels an eager rotary embedding runs ---
+enum class RopeKernels : uint8_t {
+  // HF's q*cos + rotate_half(q)*sin, timed as one pass over q, the tables and the output (the
+  // pre-time3 model, kept: its five kernels are not yet counted)
+  kOnePass,
+  // torchtitan's apply_rotary_emb: view_as_complex(x.float()) * freqs_cis, then
+  // view_as_real(...).type_as(x): three kernels each way, through an fp32 copy of x
+  kComplexFp32,
+};
+// --- end time3 ---
 
 // --- implmt (megatron, torchtitan): op variants of these two code bases ---
 
@@ -190,6 +202,13 @@ struct ImplSpec {
   bool fp8_torchao = false;  // --fp8 torchao-*: torchao's Float8Linear
   // --- end feat ---
   CpRing cp_ring = CpRing::kTeP2p;  // feat2: the ring's algorithm under --cp
+  // --- hfimpl (issue 10): the code base takes a padding attention mask (--padding) and builds
+  // the masks of the model's own modeling code (ModelConfig "hfimpl" fields) ---
+  bool model_masks = false;
+  // The LM loss as the model's modeling file computes it: the forward returns the logits (held
+  // until it ends), and a file that shifts the logits copies them (ModelConfig::shift_logits_copy).
+  bool model_losses = false;
+  // --- end hfimpl ---
   std::string_view zero_means;   // what --dp/--zero mean for this code base (printed by run)
   std::string_view not_modeled;  // the "Not modeled" line of this implementation
 
@@ -197,10 +216,51 @@ struct ImplSpec {
   // The fused attention kernel behind --attention flash (KernelChoice, sim/graph.hpp; kDefault:
   // FA2, PyTorch SDPA's flash backend). sim/src/kernels.cpp times it from that kernel's table.
   KernelChoice attention_kernel{};
+  // --- time3 (issue 11) ---
+  RopeKernels rope_kernels = RopeKernels::kOnePass;
+  // --- end time3 ---
+
+  // --- implver (issue 10): the release this row models, and that release's defaults ---
+  // As --impl NAME@KEY names the release: one row per release of a code base, the first row of
+  // a code base in the table (registry.cpp) its default; every row has one.
+  std::string_view version_key;
+  // The optimizer when --optimizer is not given (resolve_setup), with the code that makes it
+  // the default: optimizer_eager under --attention standard (a code base whose eager path
+  // means an older torch: nanoGPT's slow path runs where torch < 2.0 has no SDPA).
+  Optimizer optimizer{};
+  Optimizer optimizer_eager{};
+  std::string_view optimizer_source;  // e.g. "TE FusedAdam, megatron/core/optimizer/__init__.py"
+  // GQA under SDPA (flash): K and V repeated to every query head before the kernel (a copy each,
+  // and the kernel saves the repeated ones) instead of the kernel's native GQA (enable_gqa).
+  bool flash_repeat_kv = false;
+  // Per family, the modeling file and commit read (space-separated `family=file@commit`; empty:
+  // `version` names the one code all families share). run's setup line names the model's.
+  std::string_view family_sources;
+  // --optimizer adam-loop's fp32 temporaries of the parameter being updated: 1 for HF's adamw_hf
+  // (`exp_avg_sq.sqrt().add_(eps)`), 2 for torch's single-tensor AdamW (`sqrt() / c`, both alive
+  // at the division), which every code base but HF's Trainer runs.
+  int loop_temporaries = 2;
+  // --- end implver ---
 };
 
-std::span<const ImplSpec> implementations();  // every row, in --impl's listing order
+// every row, in --impl's listing order; implver: every release of each code base, its default first
+std::span<const ImplSpec> implementations();
 const ImplSpec& spec(Impl impl);
+// implver: the row of one release of a code base (`version` as --impl NAME@KEY names it; empty:
+// the default release). Throws std::logic_error for a version the table lacks (parse first).
+const ImplSpec& spec(Impl impl, std::string_view version);
+// implver: --impl NAME or NAME@VERSION; nullopt when NAME is unknown; `version_error` is set
+// (and nullopt returned) when the version is not one of NAME's (listing the valid ones).
+struct ImplChoice {
+  Impl impl = Impl::kHf;
+  std::string_view version;  // the row's version_key (static storage); empty: the default
+  bool operator==(const ImplChoice&) const = default;
+};
+std::optional<ImplChoice> parse_impl_choice(std::string_view s, std::string* version_error);
+std::string impl_versions(Impl impl);  // "v0.2.2 (default), 9dec370"
+// implver: what run names as the code modeled for a family: `version`, and the family's modeling
+// file and commit where the row has family_sources ("transformers v4.48: modeling_t5.py@6b8b757d")
+std::string release_name(const ImplSpec& spec, std::string_view family);
 std::string_view name(Impl impl);
 std::optional<Impl> parse_impl(std::string_view s);
 std::string impl_names();  // "hf, torchtitan, megatron, nanogpt"

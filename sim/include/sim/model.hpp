@@ -171,6 +171,22 @@ struct ModelConfig {
   // Falcon's eager code works in place: `attention_scores /= math.sqrt(head_dim)` and
   // `mlp_output += attention_output` make no new tensors.
   bool eager_inplace = false;
+  // --- hfimpl (issue 10): the masks of HF's modeling code, read only under an implementation
+  // whose ImplSpec::model_masks is set (hf; sim/src/blocks_hfmask.cpp) ---
+  // GPT2Attention.__init__ (modeling_gpt2.py @ c44b2d99) registers `bias`, a bool
+  // [1, 1, n_positions, n_positions] buffer per attention module, under every
+  // attn_implementation (GPT2SdpaAttention subclasses it): max_positions^2 bytes per layer.
+  bool causal_buffer_per_layer = false;
+  // LlamaModel._update_causal_mask (modeling_llama.py @ 5dd4a635; Mistral, Qwen2 the same):
+  // eager attention adds a 4-D additive mask in the embeddings' dtype, built once per forward
+  // ([s, s] expanded to [b, 1, s, s]; a full [b, 1, s, s] clone when a padding mask is given),
+  // instead of a bool causal buffer; padding adds GPT-2's / BERT's [b, 1, 1, s] mask otherwise.
+  bool additive_causal_mask = false;
+  // BertModel.forward (modeling_bert.py @ 8ec58104): get_extended_attention_mask makes a
+  // [b, 1, 1, s] additive mask from ones when no mask is passed, which every eager
+  // BertSelfAttention adds to its scores.
+  bool extended_mask_always = false;
+  // --- end hfimpl ---
 };
 
 // famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the

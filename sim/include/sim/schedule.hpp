@@ -49,7 +49,8 @@ struct Schedule {
 // Why a storage is alive at some event, for explaining a peak.
 struct Holder {
   enum Kind : uint8_t { kForwardUse, kSavedBy, kCheckpointInput, kSacCache, kAutocastCache,
-                        kGradSlot, kPersistent };
+                        kGradSlot, kPersistent,
+                        kForwardReturn };  // hfimpl: returned by the model's forward
   Kind kind = kForwardUse;
   int32_t op = -1;  // the op that will use or that saved it (-1 when none applies)
 };

@@ -42,7 +42,8 @@ struct TrainSetup {
   bool sp = false;           // sequence parallelism (needs tp > 1 to matter)
   int64_t dp = 1;            // data-parallel ranks d
   int zero = 0;              // ZeRO stage 0-3 over the dp ranks
-  Optimizer optimizer = Optimizer::kAdamForeach;
+  // implver: unset: the implementation's default (ImplSpec::optimizer; resolve_setup), else adam
+  std::optional<Optimizer> optimizer;
   AllocatorKind allocator = AllocatorKind::kExact;
   int64_t prefetch = 1;      // offload: blocks whose saved tensors are copied back ahead (--prefetch)
   int64_t pp = 1;            // pipeline stages p (--pp)
@@ -86,6 +87,16 @@ struct TrainSetup {
   // --fp8: the FP8 linear recipe (sim/src/fp8.cpp); kOff: 16-bit linears.
   Fp8Recipe fp8 = Fp8Recipe::kOff;
   // --- end feat ---
+  // --- implver (issue 10): the release of the implementation (--impl NAME@VERSION), as its
+  // ImplSpec row's version_key (static storage); empty: the default release (resolve_setup
+  // makes it explicit).
+  std::string_view impl_version;
+  // --- hfimpl (issue 10): --padding on: the batch carries a padding attention mask (HF's
+  // tokenizer pads, the collator passes `attention_mask` with zeros). HF then builds a 4-D
+  // additive mask once per forward and SDPA runs its memory-efficient kernel (the flash kernel
+  // takes no mask); off: no padding (packed or equal-length sequences; HF drops an all-ones mask).
+  bool padding = false;
+  // --- end hfimpl ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
@@ -106,6 +117,9 @@ std::string lora_targets_name(uint32_t mask);
 Precision resolved_precision(const TrainSetup& setup);
 // The attention kernel: --attention, else the implementation's default, else standard.
 AttentionKind resolved_attention(const TrainSetup& setup);
+// implver: --optimizer, else the implementation release's default (under --attention standard
+// its eager default), else adam (foreach; the paper profile).
+Optimizer resolved_optimizer(const TrainSetup& setup);
 
 // Throws ConfigError (where = flag name) for values out of range, and for knobs outside the
 // paper profile's scope (Unsupported naming the knob). Needs the model for divisibility checks.

@@ -60,7 +60,12 @@ std::vector<std::string> make_columns() {
         // feat (issue 13): context-parallel ranks (a key column, appended)
         "cp",
         // feat (issue 13): the FP8 linear recipe (a key column, appended; "off" without)
-        "fp8"})
+        "fp8",
+        // implver (issue 10): the release of the implementation (--impl NAME@VERSION; a key
+        // column, appended); empty under the paper profile.
+        "impl_version",
+        // hfimpl (issue 10): a padding attention mask (on/off; a key column, appended)
+        "padding"})
     c.emplace_back(name);
   return c;
 }
@@ -133,13 +138,14 @@ std::string csv_row(const Row& row) {
   w.text(s.sp ? "on" : "off");
   w.integer(s.dp);
   w.integer(s.zero);
-  w.text(sim::name(s.optimizer));
+  w.text(sim::name(sim::resolved_optimizer(s)));  // implver: the resolved kind
   w.text(sim::name(s.allocator));
 
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
-  // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8
-  constexpr int kAfterError = 26;
+  // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
+  // implver: impl_version; hfimpl: padding
+  constexpr int kAfterError = 28;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -232,6 +238,8 @@ std::string csv_row(const Row& row) {
   w.text(s.qlora ? "on" : "off");
   w.integer(s.cp);
   w.text(sim::name(s.fp8));
+  w.text(s.impl ? s.impl_version : std::string_view());  // implver
+  w.text(s.padding ? "on" : "off");  // hfimpl
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

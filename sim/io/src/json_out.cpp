@@ -29,7 +29,7 @@ std::string result_json(const Row& row) {
   j["sp"] = s.sp;
   j["dp"] = s.dp;
   j["zero"] = s.zero;
-  j["optimizer"] = sim::name(s.optimizer);
+  j["optimizer"] = sim::name(sim::resolved_optimizer(s));  // implver: the resolved kind
   j["allocator"] = sim::name(s.allocator);
   j["prefetch"] = s.prefetch;
   j["pp"] = s.pp;
@@ -44,8 +44,10 @@ std::string result_json(const Row& row) {
   j["lora_rank"] = s.lora_rank;  // feat
   j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
   j["qlora"] = s.qlora;
+  j["padding"] = s.padding;  // hfimpl
   j["cp"] = s.cp;
   j["fp8"] = std::string(sim::name(s.fp8));
+  j["impl_version"] = s.impl ? Json(std::string(s.impl_version)) : Json(nullptr);  // implver
 
   if (row.result && row.error.empty()) {
     const sim::Result& r = *row.result;

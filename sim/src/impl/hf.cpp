@@ -14,7 +14,7 @@ ImplSpec hf() {
   s.code = "huggingface/transformers";
   // modeling_gpt2.py @ c44b2d9976e8, modeling_llama.py @ 5dd4a63548857 (v4.48 era),
   // modeling_bert.py, integrations/sdpa_attention.py @ 00c238bd242b
-  s.version = "transformers v4.48 (modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635)";
+  s.version = "v4.48";
   // famdec (issue 12): modeling_gpt_neox.py, modeling_falcon.py, modeling_gemma.py,
   // modeling_gemma2.py, modeling_gemma3.py (text), modeling_phi3.py, modeling_olmo2.py;
   // famenc: modeling_t5.py, modeling_vit.py (blocks_encdec.cpp);
@@ -49,8 +49,58 @@ ImplSpec hf() {
   s.gelu = GeluVariant::kConfig;  // modeling_gpt2.py GPT2MLP: ACT2FN[config.activation_function]
   // feat: PEFT (huggingface/peft tuners/lora/layer.py, bnb.py @ 5d602fdb) runs on this code.
   s.lora = true;
+  // hfimpl: the tokenizer's attention_mask (--padding) and the modeling files' own masks
+  // (GPT-2's per-layer `bias` buffer, Llama's 4-D additive mask): sim/src/blocks_hfmask.cpp
+  s.model_masks = true;
+  // hfimpl: GPT2LMHeadModel.forward's shift_logits copy, the logits returned in the ModelOutput
+  s.model_losses = true;
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
+  // --- implver: this release's key and its Trainer's optimizer ---
+  s.version_key = "4.48";
+  s.loop_temporaries = 1;  // --optimizer adam-loop here means the Trainer's adamw_hf
+  // The modeling file and commit read per family (docs/memory-model.md names each op row's);
+  // Mistral and Qwen2 are modeled by Llama's op list; "unpinned": read in a copy not at a commit.
+  s.family_sources =
+      "gpt2=modeling_gpt2.py@c44b2d99 llama=modeling_llama.py@5dd4a635 "
+      "mistral=modeling_llama.py@5dd4a635(Llama's) qwen2=modeling_llama.py@5dd4a635(Llama's) "
+      "bert=modeling_bert.py@8ec58104 gpt_neox=modeling_gpt_neox.py@006bd23d "
+      "falcon=modeling_falcon.py@00dcc6dd gemma=modeling_gemma.py(unpinned) "
+      "gemma2=modeling_gemma2.py@006e8693 gemma3=modeling_gemma3.py@953196a4 "
+      "phi3=modeling_phi3.py(unpinned) olmo2=modeling_olmo2.py@000c33fd "
+      "t5=modeling_t5.py@6b8b757d vit=modeling_vit.py@d8b2b23c "
+      "mixtral=modeling_mixtral.py@00d4b3d2 qwen2_moe=modeling_qwen2_moe.py(unpinned) "
+      "deepseek_v2=modeling_deepseek_v2.py@0233e509";
+  // training_args.py (v4.4x) `default_optim = "adamw_torch"`: torch.optim.AdamW with foreach=None,
+  // which torch >= 2.0 turns into foreach on CUDA (torch/optim/optimizer.py _default_to_fused_or_
+  // foreach). Later releases default to adamw_torch_fused on torch >= 2.8 (not modeled here).
+  s.optimizer = Optimizer::kAdamForeach;
+  s.optimizer_eager = Optimizer::kAdamForeach;
+  s.optimizer_source = "the Trainer's optim=adamw_torch, torch AdamW foreach";
+  return s;
+}
+
+// implver: the Trainer of early 2022 (transformers 4.15/4.16, torch 1.10), the release the HF
+// docs' BERT-large table ran (validation/published/SOURCES.md). What it changes against 4.48:
+ImplSpec hf_v4_16() {
+  ImplSpec s = hf();
+  s.version_key = "4.16";
+  s.version = "v4.16 (the Trainer of early 2022)";
+  // Only its Trainer defaults are modeled as of 4.16; the op lists are 4.48's eager ones.
+  s.family_sources = "bert=modeling_bert.py@8ec58104(eager,as_4.48)";
+  // training_args.py of 4.16: `optim` defaults to adamw_hf, transformers' own AdamW
+  // (optimization.py AdamW.step: a Python loop over the parameters): actsim's adam-loop.
+  s.optimizer = Optimizer::kAdamLoop;
+  s.optimizer_eager = Optimizer::kAdamLoop;
+  s.optimizer_source = "the Trainer's optim=adamw_hf, a per-parameter loop";
+  // No SDPA in 2022: every family's attention is its eager modeling code.
+  s.attention = AttentionKind::kStandard;
+  // gradient_checkpointing_enable() of 4.16 wraps each layer in torch.utils.checkpoint, whose
+  // use_reentrant defaulted to True (torch 1.10).
+  s.checkpoint = CheckpointApi::kReentrant;
+  // torch 1.x foreach AdamW (when --optimizer adam is asked for) adds eps out of place.
+  s.foreach_eps = ForeachEps::kOutOfPlace;
+  s.foreach_eps_eager = ForeachEps::kOutOfPlace;
   return s;
 }
 

@@ -45,6 +45,14 @@ ImplSpec megatron() {
   s.not_modeled =
       "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
       "--attention-softmax-in-fp32 above s = 4096";
+  // --- implver ---
+  s.version_key = "d98e8a6";
+  // megatron/core/optimizer/__init__.py @ d98e8a64ddf3:14-21 imports Transformer Engine's
+  // FusedAdam (else apex's FusedAdam) as Adam: one multi-tensor kernel, no temporaries beyond the
+  // state; under --zero 1 it runs inside DistributedOptimizer (__init__.py:658) on the shard.
+  s.optimizer = Optimizer::kAdamFused;
+  s.optimizer_eager = Optimizer::kAdamFused;
+  s.optimizer_source = "Transformer Engine's FusedAdam, megatron/core/optimizer/__init__.py";
   return s;
 }
 

@@ -36,6 +36,17 @@ ImplSpec nanogpt() {
   s.lora = true;
   s.zero_means = "DDP (train.py); ZeRO is not in nanoGPT: modeled as torch's ZeroRedundancyOptimizer";
   s.not_modeled = "torch.compile (train.py's default compile=True)";
+  // --- implver ---
+  s.version_key = "3adf61e";
+  // model.py @ 3adf61e1 configure_optimizers:281-284: fused=True when torch.optim.AdamW takes
+  // `fused` (torch >= 2.0) and the device is CUDA. The slow path (--attention standard) means
+  // torch < 2.0 (no SDPA): its AdamW has no `fused` and foreach=None means False (torch 1.13
+  // adamw.py `if foreach is None: foreach = False`): the single-tensor loop, adam-loop.
+  s.optimizer = Optimizer::kAdamFused;
+  s.optimizer_eager = Optimizer::kAdamLoop;
+  s.optimizer_source =
+      "configure_optimizers: fused AdamW on CUDA where torch >= 2.0 has it; the slow path's torch < "
+      "2.0 AdamW loops";
   return s;
 }
 

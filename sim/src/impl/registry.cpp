@@ -9,10 +9,12 @@
 namespace sim {
 namespace {
 
-const std::array<ImplSpec, 4>& table() {
+const std::array<ImplSpec, 6>& table() {
   // --impl's listing order. A fifth code base: its row file and one entry here.
-  static const std::array<ImplSpec, 4> rows{impl_rows::hf(), impl_rows::torchtitan(),
-                                            impl_rows::megatron(), impl_rows::nanogpt()};
+  // implver: a code base's releases follow its default row (--impl NAME@KEY).
+  static const std::array<ImplSpec, 6> rows{
+      impl_rows::hf(),       impl_rows::hf_v4_16(), impl_rows::torchtitan(),
+      impl_rows::torchtitan_9dec370(), impl_rows::megatron(), impl_rows::nanogpt()};
   return rows;
 }
 
@@ -28,6 +30,51 @@ const ImplSpec& spec(Impl impl) {
 
 std::string_view name(Impl impl) { return spec(impl).name; }
 
+// --- implver: releases ---
+const ImplSpec& spec(Impl impl, std::string_view version) {
+  if (version.empty()) return spec(impl);
+  for (const ImplSpec& s : table())
+    if (s.id == impl && s.version_key == version) return s;
+  throw std::logic_error("no ImplSpec row for a release of an Impl value");
+}
+
+std::string impl_versions(Impl impl) {
+  std::string out;
+  for (const ImplSpec& r : table())
+    if (r.id == impl)
+      out += (out.empty() ? std::string(r.version_key) + " (default)"
+                          : ", " + std::string(r.version_key));
+  return out;
+}
+
+std::optional<ImplChoice> parse_impl_choice(std::string_view s, std::string* version_error) {
+  const auto at = s.find('@');
+  const std::optional<Impl> impl = parse_impl(s.substr(0, at));
+  if (!impl) return std::nullopt;
+  if (at == std::string_view::npos) return ImplChoice{*impl, {}};
+  const std::string_view want = s.substr(at + 1);
+  for (const ImplSpec& r : table())
+    if (r.id == *impl && r.version_key == want) return ImplChoice{*impl, r.version_key};
+  if (version_error)
+    *version_error = "'" + std::string(want) + "' is not a release of " + std::string(name(*impl)) +
+                     " modeled here: " + impl_versions(*impl);
+  return std::nullopt;
+}
+std::string release_name(const ImplSpec& s, std::string_view family) {
+  std::string_view rest = s.family_sources;
+  while (!rest.empty()) {
+    const auto sp = rest.find(' ');
+    const std::string_view item = rest.substr(0, sp);
+    const auto eq = item.find('=');
+    if (eq != std::string_view::npos && item.substr(0, eq) == family)
+      return std::string(s.version) + ": " + std::string(item.substr(eq + 1));
+    if (sp == std::string_view::npos) break;
+    rest.remove_prefix(sp + 1);
+  }
+  return std::string(s.version);
+}
+// --- end implver ---
+
 std::optional<Impl> parse_impl(std::string_view s) {
   for (const ImplSpec& r : table())
     if (r.name == s) return r.id;
@@ -36,7 +83,9 @@ std::optional<Impl> parse_impl(std::string_view s) {
 
 std::string impl_names() {
   std::string out;
-  for (const ImplSpec& r : table()) out += (out.empty() ? "" : ", ") + std::string(r.name);
+  for (const ImplSpec& r : table())
+    if (&spec(r.id) == &r)  // implver: each code base once (its default row)
+      out += (out.empty() ? "" : ", ") + std::string(r.name);
   return out;
 }
 
@@ -77,6 +126,9 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     if (s.lora_rank > 0 || s.qlora)  // feat
       throw ConfigError("--lora-rank", "lora_rank",
                         "the paper profile is full training; LoRA applies to the pytorch profile");
+    if (s.padding)  // hfimpl
+      throw ConfigError("--padding", "padding",
+                        "the paper profile has no padding mask; --padding applies to --impl hf");
     if (s.reentrant && !*s.reentrant)
       throw ConfigError("--reentrant", "reentrant",
                         "the paper profile recomputes as Megatron does, reentrant");
@@ -84,7 +136,8 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     return s;
   }
   if (!s.impl) s.impl = default_impl(model, s);
-  const ImplSpec& sp = spec(*s.impl);
+  const ImplSpec& sp = spec(*s.impl, s.impl_version);
+  s.impl_version = sp.version_key;  // implver: the release made explicit
   if (!supports_family(sp, model.family))
     throw Unsupported("--impl", "impl",
                       "the " + model.family + " family under --impl " + std::string(sp.name) +
@@ -119,6 +172,9 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   }
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
+  // implver: the release's optimizer (ImplSpec::optimizer, its eager-path default under
+  // --attention standard) when --optimizer is not given
+  if (!s.optimizer) s.optimizer = resolved_optimizer(s);
   impl_rows::resolve_lora(model, sp, s);  // feat: LoRA / QLoRA
   if (s.fp8 != Fp8Recipe::kOff) {  // feat: --fp8, one precision regime per recipe
     const bool te = s.fp8 == Fp8Recipe::kTeDelayed || s.fp8 == Fp8Recipe::kTeCurrent;
@@ -137,6 +193,19 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     throw Unsupported("--cp", "cp",
                       "context parallelism under --impl " + std::string(sp.name) +
                           " (megatron and torchtitan have it)");
+  if (s.padding) {  // hfimpl (issue 10)
+    if (!sp.model_masks)
+      throw Unsupported("--padding", "padding",
+                        "a padding mask under --impl " + std::string(sp.name) + " (" +
+                            std::string(sp.code) +
+                            " trains on packed sequences and takes no attention mask)");
+    if (is_vision(model) || model.decoder_layers > 0)
+      throw Unsupported("--padding", "padding",
+                        "a padding mask for the " + model.family +
+                            " family (" + (is_vision(model) ? "ViT takes no attention mask"
+                                                            : "T5's masks are not modeled yet") +
+                            ")");
+  }
   return s;
 }
 

@@ -11,6 +11,9 @@ ImplSpec hf();
 ImplSpec torchtitan();
 ImplSpec megatron();
 ImplSpec nanogpt();
+// implver: other releases, each its code base's default row with what that release changes
+ImplSpec hf_v4_16();             // hf.cpp: the Trainer of early 2022
+ImplSpec torchtitan_9dec370();   // torchtitan.cpp: the commit of its 2024-12 benchmark tables
 
 // feat (issue 13, sim/src/lora.cpp): checks --lora-rank, --lora-targets and --qlora against the
 // implementation, the regime and the model, and fills in PEFT's default targets.

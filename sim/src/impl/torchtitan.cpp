@@ -27,6 +27,9 @@ ImplSpec torchtitan() {
   // priority: pytorch/pytorch#141133, as torchtitan PR #1209 recounts). v0.2.2 asks for cuDNN
   // first (torchtitan/models/attention.py sdpa_backends); not modeled.
   s.attention_kernel = KernelChoice::kFlashAttention2;
+  // time3: apply_rotary_emb through view_as_complex(x.float()) (torchtitan/models/llama/model.py,
+  // the 2024 releases its benchmark tables ran)
+  s.rope_kernels = RopeKernels::kComplexFp32;
   // feat: context parallelism (torchtitan's --parallelism.context_parallel_degree:
   // torch.distributed.tensor.experimental context_parallel, ring attention over SDPA).
   s.context_parallel = true;
@@ -36,6 +39,31 @@ ImplSpec torchtitan() {
   s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "FSDP2 fully_shard over the data-parallel ranks (ZeRO 3)";
   s.not_modeled = "torch.compile, Float8";
+  // --- implver ---
+  s.version_key = "v0.2.2";
+  // torchtitan/config/job_config.py @ v0.2.2 Optimizer.implementation = "fused"
+  // (components/optimizer.py:299-303 passes fused=True, foreach=False to torch AdamW).
+  s.optimizer = Optimizer::kAdamFused;
+  s.optimizer_eager = Optimizer::kAdamFused;
+  s.optimizer_source = "optimizer.implementation = fused (config/job_config.py)";
+  return s;
+}
+
+// implver: the commit its 2024-12 benchmark tables ran (docs/performance.md @ 9dec370).
+ImplSpec torchtitan_9dec370() {
+  ImplSpec s = torchtitan();
+  s.version_key = "9dec370";
+  s.version = "9dec370 (2024-12 benchmark tables)";
+  // config_manager.py @ 9dec370:194 `--optimizer.fused` store_true (default False);
+  // optimizer.py:132-138 passes foreach = not fused: foreach AdamW.
+  s.optimizer = Optimizer::kAdamForeach;
+  s.optimizer_eager = Optimizer::kAdamForeach;
+  s.optimizer_source = "--optimizer.fused off by default (config_manager.py): foreach AdamW";
+  // torchtitan/models/llama/model.py @ 9dec370:201-202 repeats K and V to every query head
+  // (repeat_kv: unsqueeze, expand, reshape: a copy) before F.scaled_dot_product_attention
+  // (model.py:209), which then saves the repeated K and V; v0.2.2 passes enable_gqa instead
+  // (models/llama3/model/model.py:201, 275).
+  s.flash_repeat_kv = true;
   return s;
 }
 
