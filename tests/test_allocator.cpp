@@ -189,6 +189,45 @@ TEST_CASE("the same requests give the same blocks and figures") {
   CHECK(run() == run());
 }
 
+// planner3 (issue 15): reset() is what the engine's Workspace does between simulations; a reset
+// allocator must replay any sequence exactly as a new one does (addresses, retries, peaks),
+// whatever it held before, under pressure (OOM retries) and across both kinds of segments.
+TEST_CASE("reset: a reused allocator replays requests as a new one does") {
+  auto replay = [](CachingAllocator& a, uint64_t seed) {
+    std::vector<int32_t> live;
+    std::vector<int64_t> seen;
+    uint64_t x = seed;
+    for (int i = 0; i < 3000; ++i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      if (!live.empty() && (x >> 60) < 7) {
+        const size_t k = (x >> 20) % live.size();
+        a.free(live[k]);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      } else {
+        live.push_back(a.allocate(static_cast<int64_t>((x >> 30) % (24 * MiB)) + 1));
+        seen.push_back(a.block_address(live.back()));
+        seen.push_back(a.stats().reserved_bytes);
+      }
+    }
+    const AllocatorStats& st = a.stats();
+    for (int64_t v : {st.peak_reserved_bytes, st.peak_allocated_bytes, st.alloc_retries,
+                      st.over_capacity, st.segments, st.requested_bytes})
+      seen.push_back(v);
+    return seen;
+  };
+  CachingAllocator reused(kHuge, true);
+  (void)replay(reused, 7);  // leave it holding blocks, segments and free sets
+  for (const bool expandable : {false, true, false}) {
+    for (const int64_t cap : {96 * MiB, kHuge}) {
+      CachingAllocator fresh(cap, expandable);
+      const std::vector<int64_t> want = replay(fresh, 99);
+      reused.reset(cap, expandable);
+      CHECK(replay(reused, 99) == want);
+      if (!expandable && cap == 96 * MiB) CHECK(fresh.stats().alloc_retries > 0);
+    }
+  }
+}
+
 TEST_CASE("engine: caching keeps the exact peak as requested, reserved >= allocated >= requested") {
   const ModelConfig m = fixtures::gpt2_small();
   const Device dev = fixtures::h100();

@@ -37,6 +37,33 @@ constexpr int64_t kExpandableBase[2] = {int64_t{1} << 50, int64_t{1} << 51};
 CachingAllocator::CachingAllocator(int64_t capacity_bytes, bool expandable)
     : capacity_(capacity_bytes), expandable_(expandable) {}
 
+void CachingAllocator::reset(int64_t capacity_bytes, bool expandable) {
+  capacity_ = capacity_bytes;
+  expandable_ = expandable;
+  stats_ = AllocatorStats{};
+  blocks_.clear();
+  spare_blocks_.clear();
+  segments_.clear();
+  free_[0].clear();
+  free_[1].clear();
+  expandable_segment_[0] = expandable_segment_[1] = -1;
+  next_address_ = 0;
+  whole_free_.clear();
+  whole_free_count_ = 0;
+  whole_free_low_ = 0;
+}
+
+void CachingAllocator::set_whole_free(int32_t segment, bool on) {
+  const size_t word = static_cast<size_t>(segment) >> 6;
+  const uint64_t bit = uint64_t{1} << (segment & 63);
+  if (word >= whole_free_.size()) whole_free_.resize(word + 1, 0);
+  const bool was = (whole_free_[word] & bit) != 0;
+  if (was == on) return;
+  whole_free_[word] ^= bit;
+  whole_free_count_ += on ? 1 : -1;
+  if (on && word < whole_free_low_) whole_free_low_ = word;
+}
+
 int32_t CachingAllocator::new_block() {
   if (!spare_blocks_.empty()) {
     const int32_t b = spare_blocks_.back();
@@ -55,13 +82,14 @@ int32_t CachingAllocator::new_block() {
 void CachingAllocator::insert_free(int32_t b) {
   const Block& k = blocks_[b];
   free_[pool_index(segments_[k.segment].small)].insert({k.size, k.addr, b});
-  if (!expandable_ && k.prev < 0 && k.next < 0) whole_free_.insert(k.segment);
+  if (!expandable_ && k.prev < 0 && k.next < 0) set_whole_free(k.segment, true);
 }
 
 void CachingAllocator::erase_free(int32_t b) {
   const Block& k = blocks_[b];
-  free_[pool_index(segments_[k.segment].small)].erase({k.size, k.addr, b});
-  if (!expandable_ && k.prev < 0 && k.next < 0) whole_free_.erase(k.segment);
+  auto& pool = free_[pool_index(segments_[k.segment].small)];
+  pool.erase(pool.find({k.size, k.addr, b}));  // a free block is always in its pool's set
+  if (!expandable_ && k.prev < 0 && k.next < 0) set_whole_free(k.segment, false);
 }
 
 // Best fit: the smallest free block of the pool that is large enough, the lowest address among
@@ -73,7 +101,8 @@ int32_t CachingAllocator::find_free(bool small, int64_t rounded) {
   if (it == pool.end()) return -1;
   const int32_t b = std::get<2>(*it);
   pool.erase(it);
-  if (!expandable_ && blocks_[b].prev < 0 && blocks_[b].next < 0) whole_free_.erase(blocks_[b].segment);
+  if (!expandable_ && blocks_[b].prev < 0 && blocks_[b].next < 0)
+    set_whole_free(blocks_[b].segment, false);
   return b;
 }
 
@@ -224,16 +253,24 @@ void CachingAllocator::free(int32_t handle) {
 // interior free pages more than PyTorch.)
 void CachingAllocator::release_cached() {
   // Every segment that is one free block, in the order of their ids (as the scan below would).
-  while (!expandable_ && !whole_free_.empty()) {
-    Segment& seg = segments_[*whole_free_.begin()];
-    const int32_t tail = seg.last;
-    erase_free(tail);  // drops the segment from whole_free_
-    stats_.reserved_bytes -= seg.size;
-    seg.live = false;
-    seg.first = seg.last = -1;
-    spare_blocks_.push_back(tail);
+  // Words below whole_free_low_ are all zero (set_whole_free lowers it when it sets a bit).
+  for (size_t w = whole_free_low_; !expandable_ && whole_free_count_ > 0 && w < whole_free_.size();
+       ++w) {
+    while (whole_free_[w] != 0) {
+      const int32_t sid = static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(whole_free_[w])));
+      Segment& seg = segments_[sid];
+      const int32_t tail = seg.last;
+      erase_free(tail);  // drops the segment from whole_free_
+      stats_.reserved_bytes -= seg.size;
+      seg.live = false;
+      seg.first = seg.last = -1;
+      spare_blocks_.push_back(tail);
+    }
   }
-  if (!expandable_) return;
+  if (!expandable_) {
+    whole_free_low_ = whole_free_.size();  // every bit is clear now
+    return;
+  }
   for (int32_t sid = 0; sid < static_cast<int32_t>(segments_.size()); ++sid) {
     Segment& seg = segments_[sid];
     if (!seg.live || seg.last < 0) continue;

@@ -113,8 +113,8 @@ int64_t copy_ns(int64_t bytes, const Device& d) {
 // The caching allocator model's state across steps: the allocator and each storage's block
 // (-1 while not allocated through it). Persistent storages keep their blocks between steps.
 struct Heap {
-  CachingAllocator allocator;
-  std::vector<int32_t> handle;
+  CachingAllocator& allocator;  // planner3: lent by the EngineScratch, reset for each run
+  std::vector<int32_t>& handle;
 };
 
 class Engine {
@@ -823,8 +823,11 @@ Result run_engine(const Graph& graph, const Schedule& schedule, const Device& de
   // the peaks reset after the first (torch.cuda.reset_peak_memory_stats).
   const int64_t capacity =
       device.hbm_bytes - device.driver_reserved_bytes - device.cuda_context_bytes;
-  Heap heap{CachingAllocator(capacity, graph.allocator == AllocatorKind::kCachingExpandable),
-            std::vector<int32_t>(graph.storages.size(), -1)};
+  const bool expandable = graph.allocator == AllocatorKind::kCachingExpandable;
+  if (scratch.allocator) scratch.allocator->reset(capacity, expandable);
+  else scratch.allocator = std::make_unique<CachingAllocator>(capacity, expandable);
+  scratch.heap_handle.assign(graph.storages.size(), -1);
+  Heap heap{*scratch.allocator, scratch.heap_handle};
   Engine(graph, schedule, device, SimOptions{}, &heap, &scratch).run();
   heap.allocator.reset_peaks();
   return Engine(graph, schedule, device, options, &heap, &scratch).run();

@@ -8,6 +8,7 @@
 #include "sim/planner.hpp"
 #include "sim/schedule.hpp"
 #include "sim/simulate.hpp"
+#include "workspace.hpp"
 
 namespace sim {
 namespace {
@@ -23,14 +24,23 @@ struct Probe {
   int64_t head_fwd_peak = 0, head_bwd_peak = 0, outer_peak = 0;
 };
 
-Probe run_probe(const Graph& g, const Device& d, const Plan& plan) {
+// planner3 (issue 15): the probes share one schedule and the engine's and scheduler's scratch
+// (their capacity only; a reused Workspace equals fresh simulations, tests/test_workspace.cpp),
+// so that 10,000 blocks' seven probes do not fault their vectors in seven times.
+struct ProbeScratch {
+  Schedule sched;
+  ScheduleScratch schedule_scratch;
+  EngineScratch engine_scratch;
+};
+
+Probe run_probe(const Graph& g, const Device& d, const Plan& plan, ProbeScratch& ps) {
   Probe p;
   const size_t n = static_cast<size_t>(g.n_blocks);
-  Schedule sched;
+  Schedule& sched = ps.sched;
   Result r;
   try {
-    sched = build_schedule(g, plan, recompute_mode(g));
-    r = run_engine(g, sched, d, SimOptions{true});
+    build_schedule(g, plan, recompute_mode(g), sched, ps.schedule_scratch);
+    r = run_engine(g, sched, d, SimOptions{true}, ps.engine_scratch);
   } catch (const ConfigError&) {
     return p;
   }
@@ -222,15 +232,16 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
   const int64_t n = g.n_blocks;
   if (n < 1) throw ConfigError("--strategy", "budget", "the model has no blocks to plan");
   std::array<Probe, kPlanOptionCount> single;
+  ProbeScratch ps;
   for (int o = 0; o < kPlanOptionCount; ++o) {
     const PlanOption opt = static_cast<PlanOption>(o);
     Plan plan = uniform_plan(n, block_mode_of(opt));
     if (opt == PlanOption::kOffloadFull)  // one-block segments, inputs on the host
       for (int64_t b = 0; b < n; ++b) plan.segments.push_back({b, b, true});
-    single[static_cast<size_t>(o)] = run_probe(g, device, plan);
+    single[static_cast<size_t>(o)] = run_probe(g, device, plan, ps);
   }
-  const Probe full = run_probe(g, device, segments_plan(n, 1));
-  const Probe one = run_probe(g, device, segments_plan(n, n));
+  const Probe full = run_probe(g, device, segments_plan(n, 1), ps);
+  const Probe one = run_probe(g, device, segments_plan(n, n), ps);
   const Probe& store = single[0];
   if (!store.ok || !full.ok || !one.ok)
     throw ConfigError("--strategy", "budget", "the planner's probe plans cannot be simulated");

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "sim/allocator.hpp"
 
 #include "sim/graph.hpp"
 #include "sim/schedule.hpp"
@@ -21,6 +24,10 @@ struct ScheduleScratch {
 struct EngineScratch {
   std::vector<uint8_t> live, cat;
   std::vector<int64_t> fwd_ns;
+  // planner3 (issue 15): the caching allocator model and its handles, reset (not rebuilt) by the
+  // next simulation, so their memory is not faulted in anew for each plan the planner simulates.
+  std::unique_ptr<CachingAllocator> allocator;
+  std::vector<int32_t> heap_handle;
 };
 
 struct Workspace::Buffers {

@@ -4,7 +4,11 @@
 // requests gives the same blocks, splits and figures.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <new>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -35,6 +39,50 @@ struct AllocatorStats {
   int64_t over_capacity = 0;         // segments made beyond the capacity even after the retry
 };
 
+// planner3 (issue 15): the free sets' node store. Nodes of one size (the sets' only size) are
+// carved from chunks and recycled through a free list; anything else goes to operator new. A
+// reset allocator keeps its chunks, so a planner's dozens of simulations allocate them once.
+class AllocNodeArena {
+ public:
+  void* get(size_t bytes) {
+    if (node_ == 0) node_ = (bytes + 15) / 16 * 16;
+    if ((bytes + 15) / 16 * 16 != node_) return ::operator new(bytes);
+    if (free_ == nullptr) refill();
+    void* p = free_;
+    free_ = *static_cast<void**>(p);
+    return p;
+  }
+  void put(void* p, size_t bytes) {
+    if ((bytes + 15) / 16 * 16 != node_) return ::operator delete(p);
+    *static_cast<void**>(p) = free_;
+    free_ = p;
+  }
+
+ private:
+  static constexpr size_t kNodesPerChunk = 4096;
+  void refill() {
+    chunks_.push_back(std::make_unique<std::byte[]>(node_ * kNodesPerChunk));
+    std::byte* c = chunks_.back().get();
+    for (size_t i = kNodesPerChunk; i-- > 0;) put(c + i * node_, node_);
+  }
+  size_t node_ = 0;
+  void* free_ = nullptr;
+  std::vector<std::unique_ptr<std::byte[]>> chunks_;
+};
+
+template <class T>
+struct AllocNodeAllocator {
+  using value_type = T;
+  AllocNodeArena* arena;
+  explicit AllocNodeAllocator(AllocNodeArena* a) : arena(a) {}
+  template <class U>
+  AllocNodeAllocator(const AllocNodeAllocator<U>& o) : arena(o.arena) {}  // NOLINT: rebind
+  T* allocate(size_t n) { return static_cast<T*>(arena->get(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { arena->put(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const AllocNodeAllocator<U>& o) const { return arena == o.arena; }
+};
+
 // Contract: allocate() returns a handle that stays valid until free(handle); every handle is freed
 // once. Requests never fail: a segment that does not fit even after the OOM retry is still made
 // and counted in over_capacity (PyTorch would raise; the caller judges the fit on reserved bytes).
@@ -43,6 +91,10 @@ struct AllocatorStats {
 class CachingAllocator {
  public:
   CachingAllocator(int64_t capacity_bytes, bool expandable);
+  // planner3 (issue 15): back to the state of a new CachingAllocator(capacity_bytes, expandable),
+  // keeping the vectors' capacity and the free sets' nodes for the next simulation (the planner
+  // simulates dozens of plans; faulting their memory in anew cost ~8 % of its time).
+  void reset(int64_t capacity_bytes, bool expandable);
 
   int32_t allocate(int64_t bytes);  // a handle for the block holding `bytes`
   void free(int32_t handle);
@@ -88,10 +140,21 @@ class CachingAllocator {
   std::vector<Block> blocks_;
   std::vector<int32_t> spare_blocks_;  // recycled block slots, last freed first
   std::vector<Segment> segments_;
-  std::set<FreeKey> free_[2];          // per pool: 0 large, 1 small
+  // planner3 (issue 15): the free sets' nodes come from an arena that reset() keeps (the sets were
+  // ~25 % of the planner's time under the caching allocator, much of it malloc and first touch).
+  // Held by pointer so that its address, which the sets keep, survives a move of the allocator.
+  using FreeSet = std::set<FreeKey, std::less<FreeKey>, AllocNodeAllocator<FreeKey>>;
+  std::unique_ptr<AllocNodeArena> pool_ = std::make_unique<AllocNodeArena>();
+  FreeSet free_[2] = {FreeSet(AllocNodeAllocator<FreeKey>(pool_.get())),
+                      FreeSet(AllocNodeAllocator<FreeKey>(pool_.get()))};  // 0 large, 1 small
   int32_t expandable_segment_[2] = {-1, -1};
   int64_t next_address_ = 0;
-  std::set<int32_t> whole_free_;  // segments that are one free block (insert_free; issue 15)
+  // Segments that are one free block (insert_free; issue 15), one bit per segment id
+  // (planner3: a bitmap instead of a std::set, visited in id order by release_cached).
+  std::vector<uint64_t> whole_free_;
+  int64_t whole_free_count_ = 0;
+  size_t whole_free_low_ = 0;  // no bit is set in the words below it
+  void set_whole_free(int32_t segment, bool on);
 };
 
 }  // namespace sim
