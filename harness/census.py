@@ -433,6 +433,20 @@ def rotate_half(t):
     return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
 
 
+def swiglu_mlp(C, P, y):
+    """The Llama-style MLP as the simulator's op list orders it: gate, up, silu, mul, down."""
+    with C.op("gate proj", y) as r:
+        gt = r.out(F.linear(y, P["gate_w"]))
+    with C.op("up proj", y) as r:
+        up = r.out(F.linear(y, P["up_w"]))
+    with C.op("silu", gt) as r:
+        act = r.out(F.silu(gt))
+    with C.op("swiglu mul", act, up) as r:
+        prod = r.out(act * up)
+    with C.op("down proj", prod) as r:
+        return r.out(F.linear(prod, P["down_w"]))
+
+
 def llama_block(C, P, x, cos, sin, mask, p):
     """HF LlamaDecoderLayer, eager attention, [b, s, h] layout (modeling_llama.py)."""
     b, s, h = x.shape
@@ -474,16 +488,7 @@ def llama_block(C, P, x, cos, sin, mask, p):
     if "e" in P:  # moe2: the sparse MoE layer in place of the MLP (Mixtral, Qwen2-MoE)
         m = sparse_moe(C, P, y2)
     else:
-        with C.op("gate proj", y2) as r:
-            gt = r.out(F.linear(y2, P["gate_w"]))
-        with C.op("up proj", y2) as r:
-            up = r.out(F.linear(y2, P["up_w"]))
-        with C.op("silu", gt) as r:
-            act = r.out(F.silu(gt))
-        with C.op("swiglu mul", act, up) as r:
-            prod = r.out(act * up)
-        with C.op("down proj", prod) as r:
-            m = r.out(F.linear(prod, P["down_w"]))
+        m = swiglu_mlp(C, P, y2)
     with C.op("residual 2", x2, m) as r:
         return r.out(x2 + m)
 
@@ -804,16 +809,7 @@ def olmo2_block(C, P, x, cos, sin, mask, p):
     o = olmo2_norm(C, "post-attention norm", P["post_attn_w"], o)
     with C.op("residual 1", x, o) as r:
         x2 = r.out(x + o)
-    with C.op("gate proj", x2) as r:
-        gt = r.out(F.linear(x2, P["gate_w"]))
-    with C.op("up proj", x2) as r:
-        up = r.out(F.linear(x2, P["up_w"]))
-    with C.op("silu", gt) as r:
-        act = r.out(F.silu(gt))
-    with C.op("swiglu mul", act, up) as r:
-        prod = r.out(act * up)
-    with C.op("down proj", prod) as r:
-        m = r.out(F.linear(prod, P["down_w"]))
+    m = swiglu_mlp(C, P, x2)
     m = olmo2_norm(C, "post-feedforward norm", P["post_ff_w"], m)
     with C.op("residual 2", x2, m) as r:
         return r.out(x2 + m)

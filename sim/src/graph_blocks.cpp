@@ -196,6 +196,28 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
   return core_attention(bld, dm, q, k, v);
 }
 
+namespace {
+
+// repeat_kv (expand + reshape): a copy of K or V at a heads in the half dtype, saving nothing;
+// its backward sums the gradient back to g heads. Used by eager GQA and by a release that
+// repeats before SDPA (ImplSpec::flash_repeat_kv).
+int32_t repeat_kv_copy(Builder& bld, const Dims& dm, int32_t t, const char* name) {
+  Ops o(bld, dm);
+  const int64_t hd = dm.d, nq = dm.a * hd, nf = dm.n_full();
+  OpDraft d = o.draft(OpKind::kCopy, name);
+  d.op.core_attention = true;
+  d.exec = Exec::kRepeatKv;
+  d.dim = {nf, dm.g, hd, dm.a / dm.g};
+  d.op.math16 = false;
+  d.inputs.push_back({t, GradRule::kNew});
+  const int32_t y = bld.fresh(bytes(mul(nf, nq), dm.half_dt), dm.half_dt, "repeated kv");
+  d.outputs.push_back(y);
+  bld.add_op(std::move(d));
+  return y;
+}
+
+}  // namespace
+
 int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32_t v) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
@@ -234,20 +256,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     // copy saves nothing, and the kernel then sees a heads of K and V (and saves those).
     int64_t kv_heads = repeated ? dm.a : dm.g;  // hfimpl's repeat above
     if (!repeated && dm.impl && dm.impl->flash_repeat_kv && dm.g != dm.a) {
-      auto repeat = [&](int32_t t, const char* name) {
-        OpDraft r = o.draft(OpKind::kCopy, name);
-        r.op.core_attention = true;
-        r.exec = Exec::kRepeatKv;
-        r.dim = {nf, dm.g, hd, dm.a / dm.g};
-        r.op.math16 = false;
-        r.inputs.push_back({t, GradRule::kNew});
-        const int32_t y = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "repeated kv");
-        r.outputs.push_back(y);
-        bld.add_op(std::move(r));
-        return y;
-      };
-      k = repeat(k, "repeat k");
-      v = repeat(v, "repeat v");
+      k = repeat_kv_copy(bld, dm, k, "repeat k");
+      v = repeat_kv_copy(bld, dm, v, "repeat v");
       kv_heads = dm.a;
     }
     if (sdpa_mask >= 0 && dm.impl && dm.impl->model_masks)
@@ -299,20 +309,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     const bool kv_bcast = m.kv_index_split && dm.g != dm.a;
     if (dm.g != dm.a && !kv_bcast) {
       // GQA without flash: repeat_kv materializes a/g copies of K and V (expand + reshape)
-      auto repeat = [&](int32_t t, const char* name) {
-        OpDraft d = o.draft(OpKind::kCopy, name);
-        d.op.core_attention = true;
-        d.exec = Exec::kRepeatKv;
-        d.dim = {nf, dm.g, hd, dm.a / dm.g};
-        d.op.math16 = false;
-        d.inputs.push_back({t, GradRule::kNew});
-        int32_t y = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "repeated kv");
-        d.outputs.push_back(y);
-        bld.add_op(std::move(d));
-        return y;
-      };
-      kk = repeat(k, "repeat k");
-      vv = repeat(v, "repeat v");
+      kk = repeat_kv_copy(bld, dm, k, "repeat k");
+      vv = repeat_kv_copy(bld, dm, v, "repeat v");
     }
     const int64_t scores_numel = mul(mul(dm.b, dm.a), mul(dm.s, dm.s));
     const int64_t fl = mul(mul(2, dm.b), mul(mul(dm.s, dm.s), nq));

@@ -38,7 +38,7 @@ ImplSpec torchtitan() {
   s.cp_ring = CpRing::kTorchAllGather;
   s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "FSDP2 fully_shard over the data-parallel ranks (ZeRO 3)";
-  s.not_modeled = "torch.compile, Float8";
+  s.not_modeled = "torch.compile (Float8 is --fp8 torchao-*)";
   // --- implver ---
   s.version_key = "v0.2.2";
   // torchtitan/config/job_config.py @ v0.2.2 Optimizer.implementation = "fused"
