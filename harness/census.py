@@ -724,6 +724,19 @@ def neox_block(C, P, x, cos, sin, mask, p):
         return r.out(mo + x)
 
 
+def hf_rope_eager(C, q, k, v, b, s, a, g, d, cos, sin, mask, p):
+    """HF's eager attention on [b, s, n*d] projections: per-head views, rotary on q and k,
+    repeat_kv where K/V have fewer heads, then the eager core (Phi-3, OLMo 2)."""
+    heads = lambda t, n: t.view(b, s, n, d).transpose(1, 2)
+    qr = hf_rope(C, "rope q", heads(q, a), cos, sin)
+    kr = hf_rope(C, "rope k", heads(k, g), cos, sin)
+    kk, vv = kr, heads(v, g)
+    if g != a:
+        kk = repeat_kv_region(C, "repeat k", kr, b, s, g, a, d)
+        vv = repeat_kv_region(C, "repeat v", heads(v, g), b, s, g, a, d)
+    return hf_eager(C, qr, kk, vv, b, s, a, d, mask, p)
+
+
 def phi3_block(C, P, x, cos, sin, mask, p):
     """Phi3DecoderLayer (modeling_phi3.py): fused qkv_proj sliced into q, k, v (views), rotary,
     repeat_kv, eager attention, resid_pdrop after both sub-layers, fused gate_up_proj chunked
@@ -735,14 +748,7 @@ def phi3_block(C, P, x, cos, sin, mask, p):
         qkv = r.out(F.linear(y, P["qkv_w"]))
     with C.op("qkv split", qkv) as r:
         q, k, v = r.out(qkv[..., :a * d], qkv[..., a * d:(a + g) * d], qkv[..., (a + g) * d:])
-    heads = lambda t, n: t.view(b, s, n, d).transpose(1, 2)
-    qr = hf_rope(C, "rope q", heads(q, a), cos, sin)
-    kr = hf_rope(C, "rope k", heads(k, g), cos, sin)
-    kk, vv = kr, heads(v, g)
-    if g != a:
-        kk = repeat_kv_region(C, "repeat k", kr, b, s, g, a, d)
-        vv = repeat_kv_region(C, "repeat v", heads(v, g), b, s, g, a, d)
-    c = hf_eager(C, qr, kk, vv, b, s, a, d, mask, p)
+    c = hf_rope_eager(C, q, k, v, b, s, a, g, d, cos, sin, mask, p)
     with C.op("proj", c) as r:
         o = r.out(F.linear(c, P["o_w"]))
     o = dropout(C, "proj dropout", o, p)
@@ -796,14 +802,7 @@ def olmo2_block(C, P, x, cos, sin, mask, p):
         v = r.out(F.linear(x, P["v_w"]))
     q = olmo2_norm(C, "q norm", P["qn_w"], q)
     k = olmo2_norm(C, "k norm", P["kn_w"], k)
-    heads = lambda t, n: t.view(b, s, n, d).transpose(1, 2)
-    qr = hf_rope(C, "rope q", heads(q, a), cos, sin)
-    kr = hf_rope(C, "rope k", heads(k, g), cos, sin)
-    kk, vv = kr, heads(v, g)
-    if g != a:
-        kk = repeat_kv_region(C, "repeat k", kr, b, s, g, a, d)
-        vv = repeat_kv_region(C, "repeat v", heads(v, g), b, s, g, a, d)
-    c = hf_eager(C, qr, kk, vv, b, s, a, d, mask, p)
+    c = hf_rope_eager(C, q, k, v, b, s, a, g, d, cos, sin, mask, p)
     with C.op("proj", c) as r:
         o = r.out(F.linear(c, P["o_w"]))
     o = olmo2_norm(C, "post-attention norm", P["post_attn_w"], o)
