@@ -68,14 +68,19 @@ void torch_allgather_ring(OpDraft& d, const Dims& dm, int64_t q, int64_t kv16, i
   //   final cast 3q, and the cat of k, v (2 kv), which the loop makes again at every step but
   //   the last (`if i < size - 1: next_kv = torch.cat(...)`; the all-gather rotater ignores all
   //   but the first).
-  d.op.fwd_serial_bytes = mul(cp - 1, mul(19, q) + mul(18, lse) + mul(2, kv)) + mul(6, q);
-  d.op.fwd_serial_kernels = static_cast<int32_t>(mul(cp - 1, 10) + 3);
+  // cpfp8: and first `key = key.contiguous(); value = value.contiguous()` (_templated_ring_
+  // attention, and again in _templated_ring_attention_backward on the k, v SDPA saved): the k, v
+  // torchtitan hands SDPA are transposed views, [b, s, h, d] in memory (model.py @ 9dec370:
+  // repeat_kv's reshape, then .transpose(1, 2)), so each is a copy: read kv, write kv.
+  d.op.fwd_serial_bytes =
+      mul(cp - 1, mul(19, q) + mul(18, lse) + mul(2, kv)) + mul(6, q) + mul(2, kv);
+  d.op.fwd_serial_kernels = static_cast<int32_t>(mul(cp - 1, 10) + 3 + 2);
   //   backward per step: grad_query += dq (5q), grad_key/value's _partial_update (chunk add
   //   2.5 kv, torch.cat 4 kv), the dk, dv cat (4 kv), the cat of k, v (2 kv, all but the last
   //   step); once: zeros (2q + 2 kv), casts back (3q + 3 kv)
-  d.op.bwd_serial_bytes =
-      mul(cp, mul(5, q) + (21 * kv) / 2) + mul(cp - 1, mul(2, kv)) + mul(5, q) + mul(5, kv);
-  d.op.bwd_serial_kernels = static_cast<int32_t>(mul(cp, 6) + 6);
+  d.op.bwd_serial_bytes = mul(cp, mul(5, q) + (21 * kv) / 2) + mul(cp - 1, mul(2, kv)) +
+                          mul(5, q) + mul(5, kv) + mul(2, kv);  // cpfp8: + the contiguous k, v
+  d.op.bwd_serial_kernels = static_cast<int32_t>(mul(cp, 6) + 6 + 2);
 }
 
 }  // namespace
