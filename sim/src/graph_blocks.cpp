@@ -133,8 +133,9 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
     if (m.kv_index_split) {
       // census12: Falcon's `fused_qkv[..., [-2], :]`, `[..., [-1], :]`: K and V are copies (one
       // head each; census: harness/census.py falcon_block), each IndexBackward0 saving its
-      // one-element int64 index; q stays a view
-      d.exec = Exec::kNone;
+      // one-element int64 index; q stays a view (exec10: Exec::kIndexSplit)
+      d.exec = Exec::kIndexSplit;
+      d.dim = {w, wq, wkv, hd};
       k = bld.fresh(bytes(mul(nf, nkv), hdt), hdt, "key (indexed)");
       v = bld.fresh(bytes(mul(nf, nkv), hdt), hdt, "value (indexed)");
       d.outputs = {q, k, v};
@@ -348,11 +349,12 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     if (kv_bcast) {  // census12: the broadcast K, a copy with every query head
       k_op = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "k for bmm (broadcast)");
       qk.outputs.push_back(k_op);
-      qk.exec = Exec::kNone;
     }
     qk.saves = {q_op, k_op};
-    // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's)
-    qk.dim = {dm.b, dm.a, dm.s, hd, 1, (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0)};
+    // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's; exec10: bit 2, k's
+    // is the broadcast copy, the last output)
+    qk.dim = {dm.b, dm.a, dm.s, hd, 1,
+              (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0) | (kv_bcast ? 4 : 0)};
     qk.op.fwd.flops = fl;
     qk.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(qk));
@@ -461,9 +463,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     if (kv_bcast) {  // census12: the broadcast V, a copy with every query head
       av.saves[1] = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "v for bmm (broadcast)");
       av.outputs.push_back(av.saves[1]);
-      av.exec = Exec::kNone;
     }
-    av.dim = {dm.b, dm.a, dm.s, hd, 1, av.saves[1] != vv ? 2 : 0};  // dim[5] bit 1: v's copy
+    // dim[5] bit 1: v's copy; exec10: bit 2, the broadcast copy (the last output)
+    av.dim = {dm.b, dm.a, dm.s, hd, 1, (av.saves[1] != vv ? 2 : 0) | (kv_bcast ? 4 : 0)};
     av.op.fwd.flops = fl;
     av.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(av));
@@ -561,8 +563,9 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);
   int64_t n = dm.n_full();
   // hfimpl: HF's loss as the modeling file writes it (the forward returns the logits; GPT-2's
-  // shifted .contiguous() copy): blocks_hfmask.cpp
-  if (!dm.vocab_parallel_ce) logits = hf_lm_loss_input(bld, dm, logits, &n);
+  // shifted .contiguous() copies, exec10): blocks_hfmask.cpp
+  int32_t labels = bld.labels();
+  if (!dm.vocab_parallel_ce) logits = hf_lm_loss_input(bld, dm, logits, &n, &labels);
   const int64_t lv = bytes(mul(n, dm.v), DType::kF32);
   int32_t loss = bld.fresh(4, DType::kF32, "loss");
   if (dm.vocab_parallel_ce) {
@@ -602,12 +605,12 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     nll.exec = Exec::kNll;
     nll.dim = {n, dm.v};
     nll.inputs.push_back({logp, GradRule::kNew});
-    nll.inputs.push_back({bld.labels(), GradRule::kNone});
+    nll.inputs.push_back({labels, GradRule::kNone});
     // nll_loss_forward returns (output, total_weight); NllLossBackward0 saves self, target and
     // total_weight (census: harness/census, "nll loss").
     int32_t total_weight = bld.fresh(4, DType::kF32, "nll total weight");
     nll.outputs = {loss, total_weight};
-    nll.saves = {logp, bld.labels(), total_weight};
+    nll.saves = {logp, labels, total_weight};
     bld.add_op(std::move(nll));
   }
   // moe2: HF's load-balancing auxiliary loss over every MoE layer's router logits

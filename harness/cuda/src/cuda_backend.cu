@@ -1150,6 +1150,9 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kColScale:
       return norms(a, bwd);
     case Exec::kLogSoftmax: case Exec::kNll: case Exec::kVocabCe: return head(a, bwd);
+    case Exec::kIndexSplit: case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd:
+    case Exec::kShiftRows:  // exec10: refused up front (run_cuda)
+      throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }
 
@@ -1455,6 +1458,20 @@ std::string device_description() {
 
 CudaStep run_cuda(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
                   const executor::StepOptions& options, int64_t row_index) {
+  // exec10 (issue 10): the CPU executor's kernels for HF's masks and shifted loss, Falcon's index
+  // split and SDPA's math path have no CUDA counterpart yet: refused by op name.
+  for (size_t i = 0; i < graph.args.size(); ++i) {
+    const sim::OpArgs& a = graph.args[i];
+    const bool extra = a.exec == Exec::kIndexSplit || a.exec == Exec::kScale ||
+                       a.exec == Exec::kAdditiveMask || a.exec == Exec::kMaskAdd ||
+                       a.exec == Exec::kShiftRows ||
+                       ((a.exec == Exec::kQk || a.exec == Exec::kAv) && (a.dim[5] & ~3) != 0) ||
+                       (a.exec == Exec::kSoftmax && a.n_in > 1);
+    if (extra)
+      throw sim::Unsupported("--backend", "backend",
+                             std::string("running op \"") + graph.ops[i].name +
+                                 "\" on CUDA (the CPU executor has its kernel, harness/cuda not yet)");
+  }
   CudaBackend backend(graph, options);
   (void)executor::run_step(graph, plan, schedule, backend);  // warm-up: cuBLAS, work buffers
   backend.reset_measurements();
