@@ -160,6 +160,7 @@ sim::ModelConfig gpt2(const ObjectReader& in) {
   read_head(in, m, "gpt2");  // implhf
   m.causal_buffer_per_layer = true;  // hfimpl: GPT2Attention's `bias` buffer
   m.shift_logits_copy = true;        // exec10: GPT2LMHeadModel's shifted logits and labels copies
+  m.scale_by_tensor = true;          // exec10: _attn's `/ torch.full([], d ** 0.5)`, saved
   return m;
 }
 
