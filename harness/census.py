@@ -336,6 +336,96 @@ def gpt_block(C, P, x, mask, p, hf_layout=False, megatron_mask=None):
         return r.out(x2 + m)
 
 
+def conv1d(x, w, bias):
+    """HF's Conv1D (pytorch_utils.py): torch.addmm(bias, x.view(-1, nx), weight) with the weight
+    stored [nx, nf] (here the [nf, nx] parameter's transpose: a view), then viewed back."""
+    return torch.addmm(bias, x.view(-1, x.shape[-1]), w.t()).view(*x.shape[:-1], w.shape[0])
+
+
+def new_gelu(C, u):
+    """exec10: activations.py NewGELUActivation as written, pointwise ops evaluated left to right:
+    0.5 * input * (1.0 + tanh(sqrt(2.0 / pi) * (input + 0.044715 * pow(input, 3.0))))."""
+    with C.op("gelu_new 0.5*x", u) as r:
+        t1 = r.out(0.5 * u)
+    with C.op("gelu_new pow", u) as r:
+        pw = r.out(torch.pow(u, 3.0))
+    with C.op("gelu_new 0.044715*pow", pw) as r:
+        c = r.out(0.044715 * pw)
+    with C.op("gelu_new x+", u, c) as r:
+        inner = r.out(u + c)
+    with C.op("gelu_new sqrt(2/pi)*", inner) as r:
+        sc = r.out(math.sqrt(2.0 / math.pi) * inner)
+    with C.op("gelu_new tanh", sc) as r:
+        th = r.out(torch.tanh(sc))
+    with C.op("gelu_new 1+tanh", th) as r:
+        one = r.out(1.0 + th)
+    with C.op("gelu_new product", t1, one) as r:
+        return r.out(t1 * one)
+
+
+def hf_gpt2_block(C, P, x, bias, p):
+    """exec10 (issue 10): HF GPT2Block as written (modeling_gpt2.py @ c44b2d9976e8, eager
+    GPT2Attention: Conv1D c_attn, split, _split_heads views, _attn with torch.matmul on the
+    permuted heads, `/ torch.full([], d ** 0.5)`, `torch.where(bias, w, full([], finfo.min))`,
+    softmax, `.type(value.dtype)`, attn_dropout, matmul, _merge_heads; GPT2MLP with gelu_new,
+    NewGELUActivation), [b, s, h], held against --impl hf."""
+    b, s, h = x.shape
+    a, d = P["a"], P["d"]
+    with C.op("norm1", x) as r:
+        ln1 = r.out(F.layer_norm(x, (h,), P["ln1_w"], P["ln1_b"]))
+    with C.op("qkv", ln1) as r:
+        qkv = r.out(conv1d(ln1, P["qkv_w"], P["qkv_b"]))
+    with C.op("qkv split", qkv) as r:
+        heads = lambda t: t.view(b, s, a, d).permute(0, 2, 1, 3)
+        q, k, v = r.out(*(heads(t) for t in qkv.split(h, dim=2)))
+    with C.op("qk", q, k) as r:
+        w = r.out(torch.matmul(q, k.transpose(-1, -2)))
+    with C.op("attention scale", w) as r:
+        w = r.out(w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype, device=w.device))
+    with C.op("causal mask", w) as r:
+        mask_value = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype, device=w.device)
+        w = r.out(torch.where(bias[:, :, :s, :s], w.to(w.dtype), mask_value))
+    with C.op("softmax", w) as r:
+        w = r.out(torch.softmax(w, dim=-1))
+    w = w.type(v.dtype)  # the same dtype here (no autocast): no op
+    w = dropout(C, "attention dropout", w, p)
+    with C.op("av", w, v) as r:
+        o = r.out(torch.matmul(w, v))
+    with C.op("attention out copy", o) as r:
+        c = r.out(o.permute(0, 2, 1, 3).contiguous().view(b, s, a * d))
+    with C.op("proj", c) as r:
+        o = r.out(conv1d(c, P["proj_w"], P["proj_b"]))
+    o = dropout(C, "proj dropout", o, p)
+    with C.op("residual 1", x, o) as r:
+        x2 = r.out(x + o)
+    with C.op("norm2", x2) as r:
+        ln2 = r.out(F.layer_norm(x2, (h,), P["ln2_w"], P["ln2_b"]))
+    with C.op("fc1", ln2) as r:
+        u = r.out(conv1d(ln2, P["fc1_w"], P["fc1_b"]))
+    gu = new_gelu(C, u)
+    with C.op("fc2", gu) as r:
+        m = r.out(conv1d(gu, P["fc2_w"], P["fc2_b"]))
+    m = dropout(C, "mlp dropout", m, p)
+    with C.op("residual 2", x2, m) as r:
+        return r.out(x2 + m)
+
+
+def hf_gpt2_loss(C, P, y, labels, b, s):
+    """exec10: GPT2LMHeadModel.forward's loss (modeling_gpt2.py @ c44b2d9976e8): lm_head, then
+    shift_logits = lm_logits[..., :-1, :].contiguous(), shift_labels = labels[..., 1:]
+    .contiguous(), CrossEntropyLoss (log_softmax + nll_loss; no .float())."""
+    with C.op("lm head", y) as r:
+        logits = r.out(F.linear(y, P["lm_w"]))
+    with C.op("shift logits copy", logits) as r:
+        sl = r.out(logits[..., :-1, :].contiguous())
+    with C.op("shift labels copy", labels) as r:
+        lab = r.out(labels.view(b, s)[..., 1:].contiguous())
+    with C.op("log softmax", sl) as r:
+        logp = r.out(F.log_softmax(sl.view(-1, sl.shape[-1]), dim=-1))
+    with C.op("nll loss", logp, lab) as r:
+        return r.out(F.nll_loss(logp, lab.view(-1)))
+
+
 def nanogpt_block(C, P, x, bias, p):
     """implver (issue 10): karpathy/nanoGPT model.py @ 3adf61e1 Block as written, its slow
     attention path (model.py:45-50, 56-71: torch < 2.0, no SDPA): [b, s, h] layout, c_attn split
@@ -1383,7 +1473,8 @@ def run_case(dims, regime, p, hf_layout=False):
     mask = C.buffer(torch.ones(s, s, dtype=torch.bool).tril())  # persistent causal-mask buffer
     gpt = dims["family"] == "gpt2"
     nano = dims.get("impl") == "nanogpt"  # implver: nanoGPT's own block, [b, s, h]
-    shape = (s, b, h) if gpt and not hf_layout and not nano else (b, s, h)
+    hf_gpt2 = gpt and dims.get("impl") == "hf"  # exec10: HF's GPT2Block and its own loss
+    shape = (s, b, h) if gpt and not hf_layout and not nano and not hf_gpt2 else (b, s, h)
     # The block input: the previous layer's output (the embedding's, here a leaf that needs grad).
     x = torch.randn(*shape, generator=gen)
     if dims.get("e"):
@@ -1398,7 +1489,11 @@ def run_case(dims, regime, p, hf_layout=False):
         labels = torch.randint(0, dims["num_labels"], (b * s,), generator=gen)
     ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t: t), ctx:
-        if nano:
+        if hf_gpt2:
+            # GPT2Attention.__init__: the bool `bias` buffer [1, 1, P, P] (P = s here)
+            bias = C.buffer(torch.ones(s, s, dtype=torch.bool).tril().view(1, 1, s, s))
+            out = hf_gpt2_block(C, P, x, bias, p)
+        elif nano:
             # model.py:49-50: each block's persistent fp32 tril buffer [1, 1, block_size, block_size]
             bias = C.buffer(torch.tril(torch.ones(s, s)).view(1, 1, s, s))
             out = nanogpt_block(C, P, x, bias, p)
@@ -1418,12 +1513,17 @@ def run_case(dims, regime, p, hf_layout=False):
                      "olmo2": olmo2_block, "falcon": falcon_block}.get(dims["family"], llama_block)
             out = block(C, P, x, cos, sin, mask, p)
         n_block = len(C.ops)
-        loss = hf_cls_head(C, P, y, labels, head, p) if head else \
-            hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
+        if hf_gpt2:
+            loss = hf_gpt2_loss(C, P, y, labels, b, s)
+        else:
+            loss = hf_cls_head(C, P, y, labels, head, p) if head else \
+                hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
     (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
     extra = {"head": head, "num_labels": dims["num_labels"]} if head else {}
     if nano:
         extra["impl"] = "nanogpt"
+    if hf_gpt2:
+        extra["impl"] = "hf"  # exec10
     return {
         **extra,
         "family": dims["family"],
@@ -1479,6 +1579,11 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     # --impl nanogpt --attention standard; its loss part against --impl hf as the others
     ("nanogpt-slow-fp32", dict(GPT, impl="nanogpt"), "fp32", 0.1, False),
     ("nanogpt-slow-fp32-nodropout", dict(GPT, impl="nanogpt"), "fp32", 0.0, False),
+    # exec10 (issue 10): HF's GPT-2 block as written (modeling_gpt2.py @ c44b2d99: Conv1D, eager
+    # _attn, gelu_new as NewGELUActivation's pointwise ops) and GPT2LMHeadModel's loss (shifted
+    # copies, no upcast), held against --impl hf
+    ("gpt2-hf-fp32", dict(GPT, impl="hf"), "fp32", 0.1, False),
+    ("gpt2-hf-bf16-mixed", dict(GPT, impl="hf"), "bf16-mixed", 0.1, False),
 ]
 
 

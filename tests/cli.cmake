@@ -619,6 +619,18 @@ test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fuse
 test "$(awk -F, 'NR > 1 { print $(NF-1) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
+# exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
+"$1" run --model gpt2-small --seq 256 --impl hf@4.16 > out.txt
+grep -q "; set-to-none off (hf default: the Trainer's model.zero_grad(), set_to_none=False on torch 1.10)" out.txt
+"$1" run --model gpt2-small --seq 256 --impl hf > out.txt
+grep -q "; set-to-none on (hf default: the Trainer's model.zero_grad(), set_to_none=True on torch >= 2.0)" out.txt
+"$1" run --model gpt2-small --seq 256 --impl hf@4.16 --set-to-none on > out.txt
+grep -q "; set-to-none on;\\|; set-to-none on$" out.txt
+"$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
+col=$(head -n 1 s.csv | tr ',' '\n' | grep -n '^set_to_none$' | cut -d: -f1)
+test "$(awk -F, -v c="$col" 'NR > 1 { print $c }' s.csv | tr '\n' ' ')" = "on off on "
+"$1" sweep --model gpt2-small --seq 256 --impl hf@4.16 --set-to-none on --strategy none -o s.csv
+test "$(awk -F, -v c="$col" 'NR > 1 { print $c }' s.csv)" = "on"
 ]=])
 
 # hfimpl (issue 10): --padding (HF's attention mask) through the CLI: the key column, a larger

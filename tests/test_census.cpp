@@ -164,6 +164,15 @@ ModelConfig census_model(const std::string& name, const json& c) {
     m.fused_qkv = true;
     m.fused_gate_up = true;
   }
+  // exec10 (issue 10): harness/census.py hf_gpt2_block and hf_gpt2_loss: HF's GPT-2 as the loader
+  // gives it (sim/io/src/load_hf.cpp gpt2): gelu_new, the 0-dim scale divisor, the per-layer
+  // bias buffer, GPT2LMHeadModel's shifted copies
+  if (m.family == "gpt2" && c.contains("impl") && c.at("impl").get<std::string>() == "hf") {
+    m.activation = Activation::kGeluNew;
+    m.scale_by_tensor = true;
+    m.causal_buffer_per_layer = true;
+    m.shift_logits_copy = true;
+  }
   if (m.family == "olmo2") {  // harness/census.py olmo2_block
     m.mlp = MlpKind::kSwiglu;
     m.norm = NormKind::kRmsNorm;

@@ -70,6 +70,41 @@ executor::StepResult execute(const Graph& g, const char* strategy,
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
+// exec10: a tiny Falcon-7B as sim/io/src/hf_decoders.cpp loads one (multi_query: K and V indexed
+// out of the fused QKV, one K/V head broadcast by matmul or run by SDPA's math kernel; in-place
+// scale and add; no attention dropout).
+ModelConfig tiny_falcon(int64_t layers = 5, int64_t hidden = 16, int64_t heads = 4) {
+  ModelConfig m = fixtures::tiny_gpt(layers);
+  m.name = m.source = "tiny-falcon";
+  m.family = "falcon";
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = 1;
+  m.head_dim = hidden / heads;
+  m.ffn_hidden = 4 * hidden;
+  m.positions = sim::PosEmbedding::kRope;
+  m.residual = ModelConfig::Residual::kParallelOneNorm;
+  m.fused_qkv = true;
+  m.qkv_bias = m.linear_bias = false;
+  m.attn_dropout = m.hidden_dropout = m.embd_dropout = 0.0;
+  m.kv_index_split = true;
+  m.no_attention_dropout = true;
+  m.eager_inplace = true;
+  return m;
+}
+
+// exec10: HF GPT-2 (GPT2LMHeadModel's shifted logits and labels copies, its per-layer bias
+// buffer) and HF Llama (the eager 4-D additive mask), as sim/io/src/load_hf.cpp sets them.
+ModelConfig hf_gpt2(ModelConfig m) {
+  m.shift_logits_copy = true;
+  m.causal_buffer_per_layer = true;
+  return m;
+}
+ModelConfig hf_llama(ModelConfig m) {
+  m.additive_causal_mask = true;
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("executor: 16-bit storage rounds to nearest even (IEEE 754 binary16, bfloat16)") {
@@ -172,9 +207,22 @@ TEST_CASE("executor: gradients match central finite differences (fp32)") {
   TrainSetup flash = s;
   flash.attention = AttentionKind::kFlash;
   flash.dropout = 0.1;
+  // exec10: the kernels of HF's masks and shifted loss, Falcon's split, broadcast and SDPA math
+  TrainSetup hf = s;
+  hf.impl = Impl::kHf;
+  TrainSetup hf_pad = hf;
+  hf_pad.padding = true;
+  TrainSetup hf_flash = hf;
+  hf_flash.attention = AttentionKind::kFlash;
+  const ModelConfig falcon = tiny_falcon(2, 8, 4);
   const std::vector<Case> tiny = {{"gpt fp32 dropout", gpt, s},
                                   {"llama fp32", llama, s},
-                                  {"llama fp32 flash dropout", llama, flash}};
+                                  {"llama fp32 flash dropout", llama, flash},
+                                  {"hf gpt2 fp32: shifted loss, extended mask", hf_gpt2(gpt), hf_pad},
+                                  {"hf llama fp32: additive causal mask", hf_llama(llama), hf},
+                                  {"hf llama fp32: causal+padding mask", hf_llama(llama), hf_pad},
+                                  {"falcon fp32 eager: index split, broadcast K/V", falcon, hf},
+                                  {"falcon fp32 SDPA math", falcon, hf_flash}};
   const double h = 5e-3;
   for (const Case& c : tiny) {
     const std::string name = c.name;
@@ -434,29 +482,31 @@ TEST_CASE("executor: a token-classification head runs to the simulator's byte; t
 // Q/K/V split into MQA views, rotary, attention, GeLU MLP, the parallel residual's adds): it runs
 // them to the simulator's byte. The families with ops of their own (Gemma's fp32-weight RMSNorm
 // and soft-capping, NeoX's partial rotary, Phi-3's chunked gate_up) are refused by op name.
+// exec10: the model is Falcon-7B's layout as the loader gives it (census12's ops: K and V index
+// copies, matmul's broadcast of the one K/V head, in-place scale and add, SDPA's math kernel),
+// under every precision regime the executor runs.
 TEST_CASE("executor: famdec -- a tiny Falcon runs to the simulator's byte; Gemma 2 is refused") {
   const Device dev = fixtures::executor_device();
-  ModelConfig m = fixtures::tiny_gpt();
-  m.name = m.source = "tiny-falcon";
-  m.family = "falcon";
-  m.heads = 4;
-  m.kv_heads = 1;
-  m.head_dim = 4;
-  m.positions = sim::PosEmbedding::kRope;
-  m.residual = ModelConfig::Residual::kParallelOneNorm;
-  m.fused_qkv = true;
-  m.qkv_bias = m.linear_bias = false;
-  m.attn_dropout = m.hidden_dropout = m.embd_dropout = 0.0;
-  for (const AttentionKind att : {AttentionKind::kStandard, AttentionKind::kFlash}) {
+  const ModelConfig m = tiny_falcon();
+  for (const AttentionKind att : {AttentionKind::kStandard, AttentionKind::kFlash})
+  for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
     TrainSetup s;
     s.micro_batch = 2;
     s.seq = 8;
-    s.precision = Precision::kFp32;
+    s.precision = pr;
     s.attention = att;
     const Graph g = build_graph_exec(m, s, dev);
-    for (const char* st : {"none", "full", "every:2"}) {
-      const std::string strategy = st;
+    int split = 0, math = 0;
+    for (const Op& op : g.ops) {
+      split += std::string(op.name) == "qkv split";
+      math += std::string(op.name) == "sdpa math qk";
+    }
+    CHECK(split == m.layers);
+    CHECK(math == (att == AttentionKind::kFlash ? m.layers : 0));
+    for (const char* st : {"none", "full", "every:2", "selective", "sac:mm"}) {
+      const std::string strategy = st, precision(name(pr));
       CAPTURE(strategy);
+      CAPTURE(precision);
       const Result sim = simulate(m, s, dev, parse_strategy(st));
       const executor::StepResult run = execute(g, st);
       CHECK(run.peak_bytes == sim.peak_requested_bytes);
@@ -499,4 +549,63 @@ TEST_CASE("executor: MoE and MLA ops have no kernel here and are refused by name
   s.attention = AttentionKind::kFlash;
   const Graph g = build_graph_exec(m, s, dev);
   CHECK_THROWS_WITH_AS(execute(g, "none"), doctest::Contains("executing op \""), Unsupported);
+}
+
+// exec10 (issue 10): GPT2LMHeadModel's shifted logits and labels copies, HF Llama's eager 4-D
+// additive mask, the causal+padding and extended masks and the eager mask add run in the
+// executor (all-ones attention masks: the batch has no padding) to the simulator's byte.
+TEST_CASE("executor: HF's additive masks and GPT-2's shifted loss run to the simulator's byte") {
+  const Device dev = fixtures::executor_device();
+  struct Hf {
+    const char* name;
+    ModelConfig model;
+    const char* op;  // an op the graph must have
+  };
+  const Hf models[] = {{"hf gpt2", hf_gpt2(fixtures::tiny_gpt()), "shift logits copy"},
+                       {"hf llama", hf_llama(fixtures::tiny_gqa_llama()), "4-D causal mask"}};
+  for (const Hf& hm : models)
+    for (const bool padding : {false, true})
+      for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
+        TrainSetup s;
+        s.impl = Impl::kHf;
+        s.micro_batch = 2;
+        s.seq = 8;
+        s.precision = pr;
+        s.attention = AttentionKind::kStandard;
+        s.padding = padding;
+        const Graph g = build_graph_exec(hm.model, s, dev);
+        int found = 0, adds = 0;
+        for (const Op& op : g.ops) {
+          found += std::string(op.name) == hm.op;
+          adds += std::string(op.name) == "attention mask add";
+        }
+        const std::string model = hm.name, precision(name(pr));
+        CAPTURE(model);
+        CAPTURE(padding);
+        CAPTURE(precision);
+        CHECK(found == (std::string(hm.op) == "4-D causal mask" && padding ? 0 : 1));
+        // GPT-2 adds a mask only with padding (its bias buffer's `where` is the causal part)
+        CHECK(adds == (std::string(hm.name) == "hf gpt2" && !padding ? 0 : hm.model.layers));
+        for (const char* st : {"none", "full", "every:2", "selective", "sac:mm"}) {
+          const std::string strategy = st;
+          CAPTURE(strategy);
+          const Result sim = simulate(hm.model, s, dev, parse_strategy(st));
+          const executor::StepResult run = execute(g, st);
+          CHECK(run.peak_bytes == sim.peak_requested_bytes);
+          CHECK(run.peak_event_index == sim.peak_event_index);
+          CHECK(run.end_bytes == run.baseline_bytes);
+          CHECK(std::isfinite(run.loss));
+        }
+      }
+  // SDPA with a padding mask (the memory-efficient kernel) still has no kernel: refused by name
+  TrainSetup s;
+  s.impl = Impl::kHf;
+  s.micro_batch = 2;
+  s.seq = 8;
+  s.precision = Precision::kFp32;
+  s.attention = AttentionKind::kFlash;
+  s.padding = true;
+  const Graph g = build_graph_exec(hf_llama(fixtures::tiny_gqa_llama()), s, dev);
+  CHECK_THROWS_WITH_AS(execute(g, "none"), doctest::Contains("executing op \"repeat k\""),
+                       Unsupported);
 }

@@ -115,3 +115,37 @@ TEST_CASE("hf LM loss: the forward holds the logits until it returns (not nanoGP
   nano.impl = Impl::kNanogpt;
   CHECK(build_graph(m, nano, fixtures::h100()).forward_held.empty());
 }
+
+TEST_CASE("hf LM loss: GPT-2 copies the shifted logits and labels; no upcast outside autocast (exec10)") {
+  // modeling_gpt2.py @ c44b2d9976e8 GPT2LMHeadModel.forward: shift_logits = lm_logits[..., :-1,
+  // :].contiguous() (b (s - 1) v in the logits' dtype), shift_labels = labels[..., 1:]
+  // .contiguous() (int64 b (s - 1), saved by nll_loss), CrossEntropyLoss without .float().
+  ModelConfig m = fixtures::gpt2_small();
+  const int64_t b = 2, s = 64, v = m.vocab;
+  auto output_bytes = [](const Graph& g, std::string_view name) -> int64_t {
+    for (const Op& op : g.ops)
+      if (op.name == name) return g.storages[g.idx[op.outputs.begin]].bytes;
+    return -1;
+  };
+  auto has = [](const Graph& g, std::string_view name) {
+    for (const Op& op : g.ops)
+      if (op.name == name) return true;
+    return false;
+  };
+  const TrainSetup amp = hf(b, s, Precision::kBf16Amp, AttentionKind::kFlash, false);
+  const Graph plain = build_graph(m, amp, fixtures::h100());
+  CHECK(output_bytes(plain, "shift logits copy") == -1);
+  CHECK(output_bytes(plain, "log softmax") == 4 * b * s * v);
+  m.shift_logits_copy = true;  // as sim/io/src/load_hf.cpp gpt2() sets it
+  const Graph shifted = build_graph(m, amp, fixtures::h100());
+  CHECK(output_bytes(shifted, "shift logits copy") == 2 * b * (s - 1) * v);
+  CHECK(output_bytes(shifted, "shift labels copy") == 8 * b * (s - 1));
+  CHECK(has(shifted, "logits to fp32"));  // autocast's fp32 list casts for cross_entropy
+  CHECK(output_bytes(shifted, "log softmax") == 4 * b * (s - 1) * v);
+  // bf16-mixed: no autocast and no .float(): log_softmax and nll_loss in bf16
+  const Graph mixed = build_graph(m, hf(b, s, Precision::kBf16Mixed, AttentionKind::kFlash, false),
+                                  fixtures::h100());
+  CHECK_FALSE(has(mixed, "logits to fp32"));
+  CHECK(output_bytes(mixed, "log softmax") == 2 * b * (s - 1) * v);
+  CHECK(output_bytes(mixed, "nll loss") == 2);
+}

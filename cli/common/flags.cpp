@@ -53,7 +53,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "(default: the implementation's)");
   add("--set-to-none", f.set_to_none,
       "on: zero_grad frees the gradients between steps (torch >= 2.0); off: zeroed and kept "
-      "(torch < 2.0, HF's Trainer of early 2022)");
+      "(torch < 2.0, HF's Trainer of early 2022); default: the release's");
   add("--reentrant", f.reentrant,
       "on|off: checkpoint with use_reentrant=True (the whole segment replayed, its output kept "
       "to its backward) or False (stops at the last save); default: the implementation's");
@@ -161,7 +161,7 @@ Axes parse_axes(const CommonFlags& f) {
   a.vpp = one(f.vpp, "--vpp", 1);
   a.microbatches = one(f.microbatches, "--num-microbatches", 1);
   a.gpus_per_node = one(f.gpus_per_node, "--gpus-per-node", 1);
-  {
+  if (!f.set_to_none.empty()) {  // exec10: not given: the release's default
     const std::vector<bool> v = parse_switch_axis(f.set_to_none, "--set-to-none");
     if (v.size() != 1) throw sim::ConfigError("--set-to-none", f.set_to_none, "takes one value, not a list");
     a.set_to_none = v.front();

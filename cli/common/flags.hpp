@@ -39,7 +39,7 @@ struct CommonFlags {
   std::string vpp = "1";               // --vpp (one value)
   std::string microbatches = "1";      // --num-microbatches (one value)
   std::string gpus_per_node = "8";     // --gpus-per-node (one value)
-  std::string set_to_none = "on";      // --set-to-none on|off (one value)
+  std::string set_to_none;             // --set-to-none on|off (one value; exec10: empty: the release's)
   std::string reentrant;               // --reentrant on|off (one value); empty: the impl's
   // moe (one value each)
   std::string ep = "1";                // --ep: expert-parallel ranks (a list)
@@ -91,7 +91,7 @@ struct Axes {
   int64_t prefetch = 1;  // offload: blocks copied back ahead (one value for the whole sweep)
   int64_t pp = 1, vpp = 1, microbatches = 1;  // pipeline (one value each for the whole sweep)
   int64_t gpus_per_node = 8;  // topology: GPUs per node on NVLink (one value)
-  bool set_to_none = true;  // --set-to-none (one value for the whole sweep)
+  std::optional<bool> set_to_none;  // --set-to-none (one value; exec10: unset: the release's)
   std::optional<bool> reentrant;  // --reentrant (one value); unset: the implementation's
   // --- famenc (issue 12) ---
   std::optional<int64_t> target_seq;  // --target-seq (one value); unset: --seq

@@ -62,6 +62,13 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
           ? fmt::format("optimizer {} ({} default: {})", sim::name(opt), sp->name,
                         sp->optimizer_source)
           : fmt::format("optimizer {}", sim::name(opt));
+  // exec10: zero_grad's set_to_none, and whose default it is when the release's
+  const bool stn = sim::resolved_set_to_none(s);
+  const std::string set_to_none =
+      sp && stn == sp->set_to_none && !sp->set_to_none_source.empty()
+          ? fmt::format("; set-to-none {} ({} default: {})", stn ? "on" : "off", sp->name,
+                        sp->set_to_none_source)
+          : fmt::format("; set-to-none {}", stn ? "on" : "off");
   return fmt::format(
       "{}{} profile, {}, {} attention, {}; micro-batch {}, seq {}; tp {}, sp {}, dp {}, ZeRO {}; "
       "{}, {} allocator{}",
@@ -71,6 +78,7 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
       s.pp > 1 || s.microbatches > 1
           ? fmt::format("; pp {}, vpp {}, {} micro-batches", s.pp, s.vpp, s.microbatches)
           : std::string()) +
+         set_to_none +
          // issue 13's features, when used
          (s.cp > 1 ? fmt::format("; cp {}", s.cp) : std::string()) +
          (s.ep > 1 ? fmt::format("; ep {}", s.ep) : std::string()) +

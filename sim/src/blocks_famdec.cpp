@@ -313,6 +313,7 @@ int32_t build_block_famdec(Builder& bld, const Dims& dm, int32_t x, int32_t bloc
       // census12: `mlp_output += attention_output` in place (AddBackward0 saves nothing)
       OpDraft d = o.draft(OpKind::kAdd, "attention + mlp");
       d.op.math16 = false;
+      d.exec = Exec::kAdd;  // exec10: into the mlp output's own storage
       d.inputs.push_back({mlp_out, GradRule::kPass, 0});
       d.inputs.push_back({d1, GradRule::kPass, 0});
       const Tensor t = bld.tensor(mlp_out);

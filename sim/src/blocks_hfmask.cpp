@@ -1,8 +1,11 @@
 // hfimpl (issue 10): the masks of HF's modeling code (huggingface/transformers; files and commits
 // per row in docs/memory-model.md, "Masks and padding under --impl hf"). Saved sets follow
 // torch's derivatives.yaml: add saves nothing; where saves the condition (a bool buffer here);
-// the memory-efficient SDPA kernel saves query, key, value, attn_bias, output and logsumexp. These
-// ops have no executor kernel (Exec::kNone): the CPU executor refuses them by op name.
+// the memory-efficient SDPA kernel saves query, key, value, attn_bias, output and logsumexp.
+// exec10: the masks, the eager mask add and GPT-2's shifted copies run in the CPU executor
+// (Exec::kAdditiveMask, kMaskAdd, kShiftRows; the batch there has no padding: all-ones attention
+// masks); the SDPA-with-mask ops (repeat, mask cast, the memory-efficient kernel) have no
+// kernel (Exec::kNone) and the executor refuses them by op name.
 #include "blocks_hfmask.hpp"
 
 #include "ops.hpp"
@@ -12,11 +15,15 @@ namespace {
 
 bool masks_on(const Dims& dm) { return dm.impl && dm.impl->model_masks && !dm.paper; }
 
+// exec10: `kind` and `copies` as Exec::kAdditiveMask reads them (1: causal with finfo.min, 2: an
+// extended [b, 1, 1, s] mask).
 int32_t mask_op(Builder& bld, const Dims& dm, int64_t numel, DType dt, int64_t transient,
-                const char* name) {
+                const char* name, int64_t copies, int64_t kind) {
   Ops o(bld, dm);
   OpDraft d = o.draft(OpKind::kMask, name);
   d.op.math16 = false;
+  d.exec = Exec::kAdditiveMask;
+  d.dim = {copies, dm.s, kind};
   d.op.fwd_transient_bytes = transient;
   const int32_t mask = bld.fresh(bytes(numel, dt), dt, name);
   d.outputs.push_back(mask);
@@ -48,7 +55,7 @@ void hf_model_masks(Builder& bld, const Dims& dm) {
     // same [b, 1, s, s] mask. Made under the model's forward, held until it returns; the
     // transient is the clone and one bool [b, 1, s, s] beside the result.
     const int32_t mask = mask_op(bld, dm, bss, dt, bytes(bss, dt) + bytes(bss, DType::kBool),
-                                 "4-D padding mask");
+                                 "4-D padding mask", dm.b, 1);
     if (bld.famdec_mask < 0) bld.famdec_mask = mask;  // famdec's sliding layers derive theirs
     bld.hf_mask = mask;
     return;
@@ -58,8 +65,8 @@ void hf_model_masks(Builder& bld, const Dims& dm) {
     // mask the [s, s] triu expanded to [b, 1, s, s] (a view: one [s, s] storage), with one the
     // full [b, 1, s, s] clone as above.
     bld.hf_mask = dm.padding ? mask_op(bld, dm, bss, dt, bytes(bss, dt) + bytes(bss, DType::kBool),
-                                       "4-D causal+padding mask")
-                             : mask_op(bld, dm, mul(dm.s, dm.s), dt, 0, "4-D causal mask");
+                                       "4-D causal+padding mask", dm.b, 1)
+                             : mask_op(bld, dm, mul(dm.s, dm.s), dt, 0, "4-D causal mask", 1, 1);
     return;
   }
   if (dm.padding || m.extended_mask_always) {
@@ -67,7 +74,7 @@ void hf_model_masks(Builder& bld, const Dims& dm) {
     // (1.0 - mask) * finfo.min: [b, 1, 1, s]. BertModel.get_extended_attention_mask makes the
     // same [b, 1, 1, s] mask always (from ones when no mask is passed), and BertSelfAttention
     // adds it to every layer's scores.
-    bld.hf_mask = mask_op(bld, dm, mul(dm.b, dm.s), dt, 0, "extended attention mask");
+    bld.hf_mask = mask_op(bld, dm, mul(dm.b, dm.s), dt, 0, "extended attention mask", dm.b, 2);
   }
 }
 
@@ -139,6 +146,10 @@ int32_t hf_eager_mask_add(Builder& bld, const Dims& dm, int32_t scores) {
   OpDraft d = o.draft(OpKind::kAdd, "attention mask add");
   d.op.math16 = false;
   d.op.core_attention = true;
+  // exec10: the mask's layout as hf_model_masks made it ([s, s], [b, s, s] or [b, s])
+  d.exec = Exec::kMaskAdd;
+  d.dim = {dm.b, dm.a, dm.s,
+           dm.model->additive_causal_mask ? (dm.padding ? 1 : 0) : 2};
   d.inputs.push_back({scores, dt == ts.dtype ? GradRule::kPass : GradRule::kNew, 0});
   d.inputs.push_back({bld.hf_mask, GradRule::kNone});
   const int32_t y = bld.fresh(bytes(numel_of(ts), dt), dt, "masked scores");
@@ -147,7 +158,8 @@ int32_t hf_eager_mask_add(Builder& bld, const Dims& dm, int32_t scores) {
   return y;
 }
 
-int32_t hf_lm_loss_input(Builder& bld, const Dims& dm, int32_t logits, int64_t* rows) {
+int32_t hf_lm_loss_input(Builder& bld, const Dims& dm, int32_t logits, int64_t* rows,
+                         int32_t* labels) {
   if (!dm.impl || !dm.impl->model_losses || dm.paper) return logits;
   // LlamaForCausalLM.forward (modeling_llama.py @ 5dd4a635): `logits = self.lm_head(...)`, then
   // `self.loss_function(logits=logits, ...)` and the logits returned in CausalLMOutputWithPast;
@@ -156,11 +168,36 @@ int32_t hf_lm_loss_input(Builder& bld, const Dims& dm, int32_t logits, int64_t* 
   // (the Trainer's compute_loss drops the outputs before backward). GPT2LMHeadModel and
   // BertForMaskedLM hold theirs the same way.
   bld.hold_until_forward_end(logits);
-  // Not modeled: GPT2LMHeadModel.forward's `shift_logits = lm_logits[..., :-1, :].contiguous()`
-  // (modeling_gpt2.py @ c44b2d99), a [b, s - 1, v] copy in the logits' dtype whose backward makes
-  // a zeroed full gradient: the CPU executor has no kernel for the shifted rows yet.
-  (void)rows;
-  return logits;
+  if (!dm.model->shift_logits_copy || dm.s < 2) return logits;
+  // exec10: GPT2LMHeadModel.forward (modeling_gpt2.py @ c44b2d9976e8, read at that commit):
+  //   shift_logits = lm_logits[..., :-1, :].contiguous()
+  //   shift_labels = labels[..., 1:].contiguous()
+  //   loss = CrossEntropyLoss()(shift_logits.view(-1, v), shift_labels.view(-1))
+  // The logits' copy is a new [b, s - 1, v] tensor in the logits' dtype, saving nothing; its
+  // backward (CloneBackward0, SliceBackward0) makes a zeroed full [b, s, v] gradient of the
+  // logits. The labels' copy is int64 [b, s - 1], which nll_loss saves as its target.
+  Ops o(bld, dm);
+  const Tensor t = bld.tensor(logits);
+  const int64_t shifted = mul(dm.b, dm.s - 1);
+  OpDraft d = o.draft(OpKind::kCopy, "shift logits copy");
+  d.op.math16 = false;
+  d.exec = Exec::kShiftRows;
+  d.dim = {dm.b, dm.s, dm.v, 0};
+  d.inputs.push_back({logits, GradRule::kNew});
+  const int32_t y = bld.fresh(bytes(mul(shifted, dm.v), t.dtype), t.dtype, "shifted logits");
+  d.outputs.push_back(y);
+  bld.add_op(std::move(d));
+  OpDraft l = o.draft(OpKind::kCopy, "shift labels copy");
+  l.op.math16 = false;
+  l.exec = Exec::kShiftRows;
+  l.dim = {dm.b, dm.s, 1, 1};
+  l.inputs.push_back({*labels, GradRule::kNone});
+  const int32_t sl = bld.fresh(bytes(shifted, DType::kI64), DType::kI64, "shifted labels");
+  l.outputs.push_back(sl);
+  bld.add_op(std::move(l));
+  *labels = sl;
+  *rows = shifted;
+  return y;
 }
 
 }  // namespace sim::detail

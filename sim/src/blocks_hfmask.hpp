@@ -33,7 +33,9 @@ int32_t hf_eager_mask_add(Builder& bld, const Dims& dm, int32_t scores);
 
 // The LM loss's input as HF's modeling file computes it: the logits are held by the forward until
 // it returns (its ModelOutput holds them); GPT-2 copies the shifted logits (b (s - 1) rows, `rows`
-// updated). Returns the tensor the loss's fp32 cast and log_softmax take.
-int32_t hf_lm_loss_input(Builder& bld, const Dims& dm, int32_t logits, int64_t* rows);
+// updated) and the shifted labels (exec10: `labels` updated). Returns the tensor the loss's fp32
+// cast and log_softmax take.
+int32_t hf_lm_loss_input(Builder& bld, const Dims& dm, int32_t logits, int64_t* rows,
+                         int32_t* labels);
 
 }  // namespace sim::detail

@@ -133,8 +133,9 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
     if (m.kv_index_split) {
       // census12: Falcon's `fused_qkv[..., [-2], :]`, `[..., [-1], :]`: K and V are copies (one
       // head each; census: harness/census.py falcon_block), each IndexBackward0 saving its
-      // one-element int64 index; q stays a view
-      d.exec = Exec::kNone;
+      // one-element int64 index; q stays a view (exec10: Exec::kIndexSplit)
+      d.exec = Exec::kIndexSplit;
+      d.dim = {w, wq, wkv, hd};
       k = bld.fresh(bytes(mul(nf, nkv), hdt), hdt, "key (indexed)");
       v = bld.fresh(bytes(mul(nf, nkv), hdt), hdt, "value (indexed)");
       d.outputs = {q, k, v};
@@ -348,11 +349,12 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     if (kv_bcast) {  // census12: the broadcast K, a copy with every query head
       k_op = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "k for bmm (broadcast)");
       qk.outputs.push_back(k_op);
-      qk.exec = Exec::kNone;
     }
     qk.saves = {q_op, k_op};
-    // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's)
-    qk.dim = {dm.b, dm.a, dm.s, hd, 1, (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0)};
+    // dim[5]: which operand copies are outputs 1.. (bit 0: q's, bit 1: k's; exec10: bit 2, k's
+    // is the broadcast copy, the last output)
+    qk.dim = {dm.b, dm.a, dm.s, hd, 1,
+              (q_op != q ? 1 : 0) | (k_op != kk ? 2 : 0) | (kv_bcast ? 4 : 0)};
     qk.op.fwd.flops = fl;
     qk.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(qk));
@@ -380,6 +382,14 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
                                                   bld.tensor(scores).dtype)
                                        : o.fresh_like(scores, "scaled scores");
       sc.outputs.push_back(scaled);
+      if (m.scale_by_tensor) {
+        // exec10: GPT-2's 0-dim divisor tensor, made here and saved by DivBackward0 (the
+        // executor leaves it as allocated: nothing reads it)
+        const DType sdt = bld.tensor(scores).dtype;
+        const int32_t divisor = bld.fresh(bytes(1, sdt), sdt, "attention scale divisor");
+        sc.outputs.push_back(divisor);
+        sc.saves.push_back(divisor);
+      }
       bld.add_op(std::move(sc));
       scores = scaled;
     }
@@ -461,9 +471,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     if (kv_bcast) {  // census12: the broadcast V, a copy with every query head
       av.saves[1] = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "v for bmm (broadcast)");
       av.outputs.push_back(av.saves[1]);
-      av.exec = Exec::kNone;
     }
-    av.dim = {dm.b, dm.a, dm.s, hd, 1, av.saves[1] != vv ? 2 : 0};  // dim[5] bit 1: v's copy
+    // dim[5] bit 1: v's copy; exec10: bit 2, the broadcast copy (the last output)
+    av.dim = {dm.b, dm.a, dm.s, hd, 1, (av.saves[1] != vv ? 2 : 0) | (kv_bcast ? 4 : 0)};
     av.op.fwd.flops = fl;
     av.op.bwd.flops = mul(2, fl);
     bld.add_op(std::move(av));
@@ -561,11 +571,13 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   if (dm.impl && dm.impl->logits == LogitsLifetime::kStep) bld.hold_until_step_end(logits);
   int64_t n = dm.n_full();
   // hfimpl: HF's loss as the modeling file writes it (the forward returns the logits; GPT-2's
-  // shifted .contiguous() copy): blocks_hfmask.cpp
-  if (!dm.vocab_parallel_ce) logits = hf_lm_loss_input(bld, dm, logits, &n);
+  // shifted .contiguous() copies, exec10): blocks_hfmask.cpp
+  int32_t labels = bld.labels();
+  if (!dm.vocab_parallel_ce) logits = hf_lm_loss_input(bld, dm, logits, &n, &labels);
   const int64_t lv = bytes(mul(n, dm.v), DType::kF32);
-  int32_t loss = bld.fresh(4, DType::kF32, "loss");
+  int32_t loss = -1;
   if (dm.vocab_parallel_ce) {
+    loss = bld.fresh(4, DType::kF32, "loss");
     // Megatron-core vocab_parallel_cross_entropy (tensor_parallel/cross_entropy.py @ d98e8a6:
     // calculate_logits_max `vocab_parallel_logits.float()`, then in place: `-= logits_max`,
     // `torch.exp(..., out=exp_logits)`, `exp_logits.div_(sum)`, ctx.save_for_backward(exp_logits,
@@ -587,13 +599,18 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   } else {
     // HF: logits.float(); F.cross_entropy = log_softmax (saves its output) + nll_loss (saves
     // the target); nll's backward allocates a zeroed gradient of the log-probabilities.
-    int32_t l32 = o.cast(logits, DType::kF32, "logits to fp32", "logits upcast");
+    // exec10: GPT2LMHeadModel's own CrossEntropyLoss (modeling_gpt2.py @ c44b2d9976e8) has no
+    // .float(): without autocast (bf16-mixed) it runs in the logits' dtype; autocast's fp32 list
+    // (cross_entropy_loss) casts under bf16-amp / fp16-amp as the others' .float() does.
+    const bool upcast = !m.shift_logits_copy || dm.amp;
+    int32_t l32 = upcast ? o.cast(logits, DType::kF32, "logits to fp32", "logits upcast") : logits;
+    const DType ldt = bld.tensor(l32).dtype;
     OpDraft ls = o.draft(OpKind::kLogSoftmax, "log softmax");
     ls.op.math16 = false;
     ls.exec = Exec::kLogSoftmax;
     ls.dim = {n, dm.v};
     ls.inputs.push_back({l32, GradRule::kNew});
-    int32_t logp = bld.fresh(lv, DType::kF32, "log-probabilities");
+    int32_t logp = bld.fresh(bytes(mul(n, dm.v), ldt), ldt, "log-probabilities");
     ls.outputs = {logp};
     ls.saves = {logp};
     bld.add_op(std::move(ls));
@@ -602,12 +619,13 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     nll.exec = Exec::kNll;
     nll.dim = {n, dm.v};
     nll.inputs.push_back({logp, GradRule::kNew});
-    nll.inputs.push_back({bld.labels(), GradRule::kNone});
+    nll.inputs.push_back({labels, GradRule::kNone});
     // nll_loss_forward returns (output, total_weight); NllLossBackward0 saves self, target and
     // total_weight (census: harness/census, "nll loss").
-    int32_t total_weight = bld.fresh(4, DType::kF32, "nll total weight");
+    loss = bld.fresh(bytes(1, ldt), ldt, "loss");  // exec10: in the log-probabilities' dtype
+    int32_t total_weight = bld.fresh(bytes(1, ldt), ldt, "nll total weight");
     nll.outputs = {loss, total_weight};
-    nll.saves = {logp, bld.labels(), total_weight};
+    nll.saves = {logp, labels, total_weight};
     bld.add_op(std::move(nll));
   }
   // moe2: HF's load-balancing auxiliary loss over every MoE layer's router logits

@@ -536,7 +536,7 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     // FSDP2: reduce_dtype fp32, the reduce-scattered gradient is the fp32 shard's .grad
     g.grads_bytes = grad_all / d;
     add(g.grads_bytes, Category::kGrads, "partitioned grads (fp32)");
-  } else if (!s.set_to_none) {
+  } else if (!resolved_set_to_none(s)) {
     // zero_grad(set_to_none=False) (torch < 2.0's default, HF's Trainer of early 2022): every
     // .grad, allocated by the first step's backward, is zeroed in place and kept.
     g.grads_bytes = grad_all;
@@ -702,7 +702,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   // first, whose backward finds every .grad already allocated by the one before.
   bld.persistent_grads =
       g.precision == Precision::kBf16Mixed || g.precision == Precision::kFsdp2Bf16 ||
-      setup.zero >= 2 || setup.microbatches > 1 || !setup.set_to_none;
+      setup.zero >= 2 || setup.microbatches > 1 || !resolved_set_to_none(setup);
   bld.ignore_transients = dm.paper;
   bld.record_exec = record_exec;
   bld.freeze_params = dm.lora_rank > 0;  // feat: LoRA freezes every base parameter

@@ -18,6 +18,8 @@
 // casts before it are the flash row's). No dropout (dropout_p=0.0 on Falcon's rotary path).
 #include "blocks_census12.hpp"
 
+#include <cmath>
+
 #include "ops.hpp"
 
 namespace sim::detail {
@@ -44,6 +46,9 @@ int32_t sdpa_math_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, 
   // query_ * sqrt(scale), key * sqrt(scale): new tensors, nothing of size saved
   auto scaled = [&](int32_t t, const char* name) {
     OpDraft d = op(name, OpKind::kMul);
+    // exec10: sqrt(1 / sqrt(d)) each (attention.cpp: calculate_scale(query_, scale).sqrt())
+    d.exec = Exec::kScale;
+    d.p = static_cast<float>(std::pow(static_cast<double>(hd), -0.25));
     d.inputs.push_back({t, GradRule::kNew});
     const int32_t y = o.fresh_like(t, name);
     d.outputs.push_back(y);
@@ -56,6 +61,8 @@ int32_t sdpa_math_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, 
   if (m.causal) {  // ones(L, S, bool).tril() converted to an additive mask in q's dtype
     OpDraft d = op("sdpa math causal mask", OpKind::kMask);
     d.op.fwd_transient_bytes = bytes(mul(dm.s, dm.s), DType::kBool);
+    d.exec = Exec::kAdditiveMask;  // exec10: -inf above the diagonal (convert_boolean_attn_mask)
+    d.dim = {1, dm.s, 0};
     mask = bld.fresh(bytes(mul(dm.s, dm.s), hdt), hdt, "sdpa math mask");
     d.outputs.push_back(mask);
     bld.add_op(std::move(d));
@@ -66,6 +73,8 @@ int32_t sdpa_math_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, 
   const int32_t sc = bld.fresh(bytes(scores, hdt), hdt, "attention scores");
   qk.outputs = {sc, kx};
   qk.saves = {qs, kx};
+  qk.exec = Exec::kQk;  // exec10: k's broadcast copy (bits 2, 4), q and k scaled already (8)
+  qk.dim = {dm.b, dm.a, dm.s, hd, 1, 2 | 4 | 8};
   qk.op.fwd.flops = fl;
   qk.op.bwd.flops = mul(2, fl);
   bld.add_op(std::move(qk));
@@ -75,6 +84,8 @@ int32_t sdpa_math_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, 
   const int32_t probs = bld.fresh(bytes(scores, hdt), hdt, "softmax out");
   sm.outputs = {probs};
   sm.saves = {probs};
+  sm.exec = Exec::kSoftmax;  // exec10: with the mask input, added to every row first
+  sm.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s, 0};
   bld.add_op(std::move(sm));
   OpDraft av = op("sdpa math av", OpKind::kBmm);
   av.inputs = {{probs, GradRule::kNew}, {v, GradRule::kNew}};
@@ -82,12 +93,15 @@ int32_t sdpa_math_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, 
   const int32_t out = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "attention out");
   av.outputs = {out, vx};
   av.saves = {probs, vx};
+  av.exec = Exec::kAv;  // exec10: v's broadcast copy (bits 2, 4)
+  av.dim = {dm.b, dm.a, dm.s, hd, 1, 2 | 4};
   av.op.fwd.flops = fl;
   av.op.bwd.flops = mul(2, fl);
   bld.add_op(std::move(av));
   // HF: attn_output.view(b, a, s, d).permute(0, 2, 1, 3).reshape(b, s, a*d): a copy
   OpDraft cp = op("attention out copy", OpKind::kCopy);
   cp.op.core_attention = false;
+  cp.exec = Exec::kCopy;  // exec10: the executor's av writes [tokens, a*d] already
   cp.inputs.push_back({out, GradRule::kPass, 0});
   const int32_t ctx = o.fresh_like(out, "attention out copy");
   cp.outputs = {ctx};

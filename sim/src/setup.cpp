@@ -92,6 +92,14 @@ Optimizer resolved_optimizer(const TrainSetup& setup) {
   return Optimizer::kAdamForeach;
 }
 
+// exec10
+bool resolved_set_to_none(const TrainSetup& setup) {
+  if (setup.set_to_none) return *setup.set_to_none;
+  if (setup.impl && setup.profile != Profile::kPaper)
+    return spec(*setup.impl, setup.impl_version).set_to_none;
+  return true;
+}
+
 void validate(const ModelConfig& model, const TrainSetup& s) {
   require(s.micro_batch > 0, "--batch", "micro_batch", "must be a positive integer");
   require(s.seq > 0, "--seq", "seq", "must be a positive integer");

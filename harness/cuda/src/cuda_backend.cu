@@ -253,6 +253,32 @@ __global__ void k_mul_bwd(DView x, DView y, DView dz, float* dx, float* dy, int6
 __global__ void k_scatter_cols(DView g, float* dx, int64_t rows, int64_t w, int64_t c0, int64_t cols) {
   GRID_STRIDE(x, rows * cols) { dx[(x / cols) * w + c0 + x % cols] = ldv(g, x); }
 }
+// exec10 (issue 10): HF's additive masks (Exec::kAdditiveMask; kind 0 causal with -inf, 1 causal
+// with the dtype's finfo.min `fmin`, 2 zeros), the eager mask add (kMaskAdd) and GPT-2's shifted
+// copies (kShiftRows), as harness/executor/src/cpu_backend.cpp computes them.
+__global__ void k_additive_mask(char* m, int dt, int64_t n, int64_t s, int kind, float fmin) {
+  GRID_STRIDE(z, n) {
+    const int64_t j = z % s, i = (z / s) % s;
+    st(m, dt, z, kind == 2 || j <= i ? 0.0f : (kind == 0 ? -INFINITY : fmin));
+  }
+}
+__global__ void k_mask_add(DView x, DView m, char* y, int dt, int64_t b, int64_t heads, int64_t s,
+                           int layout) {
+  GRID_STRIDE(z, b * heads * s * s) {
+    const int64_t j = z % s, i = (z / s) % s, bi = z / (heads * s * s);
+    const int64_t mi = layout == 0 ? i * s + j : layout == 1 ? (bi * s + i) * s + j : bi * s + j;
+    st(y, dt, z, ldv(x, z) + ldv(m, mi));
+  }
+}
+__global__ void k_shift_rows(DView x, char* y, int dt, int64_t b, int64_t s, int64_t w, int64_t off,
+                             int bwd, float* dx) {
+  GRID_STRIDE(z, b * (s - 1) * w) {
+    const int64_t c = z % w, i = (z / w) % (s - 1), bi = z / (w * (s - 1));
+    const int64_t src = (bi * s + i + off) * w + c;
+    if (bwd) dx[src] = ldv(x, z);
+    else st(y, dt, z, ldv(x, src));
+  }
+}
 __global__ void k_repeat_kv(DView x, char* y, int dt, int64_t n, int64_t g, int64_t hd, int64_t rep) {
   const int64_t heads = g * rep;
   GRID_STRIDE(z, n * heads * hd) {
@@ -1150,6 +1176,40 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kColScale:
       return norms(a, bwd);
     case Exec::kLogSoftmax: case Exec::kNll: case Exec::kVocabCe: return head(a, bwd);
+    case Exec::kAdditiveMask: {  // exec10
+      if (bwd) return;
+      const int64_t copies = d[0], s = d[1], kind = d[2];
+      const int odt = dt(a.out[0].storage);
+      const float fmin = odt == kBF16 ? -3.3895313892515355e38f : odt == kF16 ? -65504.0f
+                                                                              : -3.4028234663852886e38f;
+      const int64_t n = kind == 2 ? copies * s : copies * s * s;
+      k_additive_mask<<<grid_for(n), kThreads, 0, stream_>>>(out(a.out[0]), odt, n, s,
+                                                             static_cast<int>(kind), fmin);
+      return launched("k_additive_mask");
+    }
+    case Exec::kMaskAdd: {  // exec10
+      if (bwd) return deliver(a, 0, grad_out(a, 0));
+      const int64_t b = d[0], heads = d[1], s = d[2];
+      k_mask_add<<<grid_for(b * heads * s * s), kThreads, 0, stream_>>>(
+          load(a.in[0]), load(a.in[1]), out(a.out[0]), dt(a.out[0].storage), b, heads, s,
+          static_cast<int>(d[3]));
+      return launched("k_mask_add");
+    }
+    case Exec::kShiftRows: {  // exec10
+      const int64_t b = d[0], s = d[1], w = d[2], off = d[3];
+      if (!bwd) {
+        k_shift_rows<<<grid_for(b * (s - 1) * w), kThreads, 0, stream_>>>(
+            load(a.in[0]), out(a.out[0]), dt(a.out[0].storage), b, s, w, off, 0, nullptr);
+        return launched("k_shift_rows");
+      }
+      float* dx = work(b * s * w, true);
+      k_shift_rows<<<grid_for(b * (s - 1) * w), kThreads, 0, stream_>>>(grad_out(a, 0), nullptr, 0, b,
+                                                                         s, w, off, 1, dx);
+      launched("k_shift_rows");
+      return deliver(a, 0, f32(dx));
+    }
+    case Exec::kIndexSplit: case Exec::kScale:  // exec10: refused up front (run_cuda)
+      throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }
 
@@ -1455,6 +1515,19 @@ std::string device_description() {
 
 CudaStep run_cuda(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
                   const executor::StepOptions& options, int64_t row_index) {
+  // exec10 (issue 10): the CPU executor's kernels for Falcon's index split, K/V broadcast and
+  // SDPA's math path have no CUDA counterpart yet: refused by op name (HF's masks and GPT-2's
+  // shifted copies have theirs above, not yet run on a GPU).
+  for (size_t i = 0; i < graph.args.size(); ++i) {
+    const sim::OpArgs& a = graph.args[i];
+    const bool extra = a.exec == Exec::kIndexSplit || a.exec == Exec::kScale ||
+                       ((a.exec == Exec::kQk || a.exec == Exec::kAv) && (a.dim[5] & ~3) != 0) ||
+                       (a.exec == Exec::kSoftmax && a.n_in > 1);
+    if (extra)
+      throw sim::Unsupported("--backend", "backend",
+                             std::string("running op \"") + graph.ops[i].name +
+                                 "\" on CUDA (the CPU executor has its kernel, harness/cuda not yet)");
+  }
   CudaBackend backend(graph, options);
   (void)executor::run_step(graph, plan, schedule, backend);  // warm-up: cuBLAS, work buffers
   backend.reset_measurements();

@@ -227,6 +227,25 @@ class CpuBackend final : public Backend {
   void run(const sim::OpArgs& a, bool bwd);
   void attention(const sim::OpArgs& a, bool bwd);
   void flash(const sim::OpArgs& a, bool bwd);
+  void exec10(const sim::OpArgs& a, bool bwd);  // exec10: the kinds after kVocabCe
+  // exec10: torch.matmul's broadcast of K or V with fewer heads (expand + reshape): `x` has
+  // x.size() / (tokens * hd) heads, the copy `heads`; and its backward, the sum back.
+  static Vec broadcast_heads(const Vec& x, int64_t tokens, int64_t heads, int64_t hd) {
+    const int64_t g = static_cast<int64_t>(x.size()) / (tokens * hd), rep = heads / g;
+    Vec y(static_cast<size_t>(tokens * heads * hd));
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < hd; ++e) y[(t * heads + h) * hd + e] = x[(t * g + h / rep) * hd + e];
+    return y;
+  }
+  static Vec sum_heads(const Vec& dy, int64_t tokens, int64_t heads, int64_t hd, int64_t g) {
+    const int64_t rep = heads / g;
+    Vec dx(static_cast<size_t>(tokens * g * hd), 0.0);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < hd; ++e) dx[(t * g + h / rep) * hd + e] += dy[(t * heads + h) * hd + e];
+    return dx;
+  }
   void norms(const sim::OpArgs& a, bool bwd);
   void head(const sim::OpArgs& a, bool bwd);
 
@@ -499,6 +518,116 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kColScale:
       return norms(a, bwd);
     case Exec::kLogSoftmax: case Exec::kNll: case Exec::kVocabCe: return head(a, bwd);
+    case Exec::kIndexSplit: case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd:
+    case Exec::kShiftRows:
+      return exec10(a, bwd);
+  }
+}
+
+// exec10 (issue 10): the kernels of HF's masks and shifted loss, Falcon's index split and SDPA's
+// math path (their op rows: sim/src/blocks_hfmask.cpp, graph_blocks.cpp, sdpa_math.cpp).
+void CpuBackend::exec10(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  switch (a.exec) {
+    case Exec::kIndexSplit: {
+      // FalconAttention._split_heads (multi_query): fused_qkv viewed [b, s, a + 2, d];
+      // query = [..., :-2, :] (a view), key = [..., [-2], :], value = [..., [-1], :] (advanced
+      // indexing: copies; IndexBackward0 saves the index and scatters the gradient back).
+      const int64_t w = d[0], wq = d[1], wkv = d[2], hd = d[3];
+      const int64_t rows = numel(a.in[0].storage) / w;
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec k(static_cast<size_t>(rows * wkv)), v(k.size());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < wkv; ++c) {
+            k[r * wkv + c] = x[r * w + wq + c];
+            v[r * wkv + c] = x[r * w + wq + wkv + c];
+          }
+        store(a.out[1], k);
+        store(a.out[2], v);
+        // the head indices as Python gives them, [-2] and [-1] of a + 2 heads
+        store(a.out[3], {-2.0, -1.0});
+        return;
+      }
+      const Vec idx = saved(a.out[3]);
+      const int64_t heads = w / hd;
+      const int64_t col_k = (heads + static_cast<int64_t>(idx[0])) * hd;
+      const int64_t col_v = (heads + static_cast<int64_t>(idx[1])) * hd;
+      Vec dx(static_cast<size_t>(rows * w), 0.0);
+      const Vec dq = grad_out(a, 0), dk = grad_out(a, 1), dv = grad_out(a, 2);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < wq; ++c) dx[r * w + c] = dq[r * wq + c];
+        for (int64_t c = 0; c < wkv; ++c) {
+          dx[r * w + col_k + c] += dk[r * wkv + c];
+          dx[r * w + col_v + c] += dv[r * wkv + c];
+        }
+      }
+      deliver(a, 0, dx);
+      return;
+    }
+    case Exec::kScale: {
+      Vec x = bwd ? grad_out(a, 0) : load(a.in[0]);
+      for (double& v : x) v *= static_cast<double>(a.p);
+      if (bwd) deliver(a, 0, x); else store(a.out[0], x);
+      return;
+    }
+    case Exec::kAdditiveMask: {
+      if (bwd) return;
+      const int64_t copies = d[0], s = d[1], kind = d[2];
+      const sim::DType dt = g_.storages[a.out[0].storage].dtype;
+      // torch.finfo(dtype).min, what HF fills with (modeling_llama.py _prepare_4d_causal_
+      // attention_mask_with_cache_position: full((s, s), min_dtype).triu(1))
+      const double fmin = dt == sim::DType::kBF16  ? -3.3895313892515355e38
+                          : dt == sim::DType::kF16 ? -65504.0
+                                                   : -3.4028234663852886e38;
+      const double masked = kind == 0 ? -INFINITY : fmin;
+      if (kind == 2) return store(a.out[0], Vec(static_cast<size_t>(copies * s), 0.0));
+      Vec m(static_cast<size_t>(copies * s * s));
+      for (int64_t c = 0; c < copies; ++c)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < s; ++j) m[(c * s + i) * s + j] = j <= i ? 0.0 : masked;
+      store(a.out[0], m);
+      return;
+    }
+    case Exec::kMaskAdd: {
+      const int64_t b = d[0], heads = d[1], s = d[2], layout = d[3];
+      if (bwd) return deliver(a, 0, grad_out(a, 0));  // AddBackward0: the gradient as it is
+      Vec x = load(a.in[0]);
+      const Vec m = load(a.in[1]);
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < s; ++i)
+            for (int64_t j = 0; j < s; ++j) {
+              const int64_t mi = layout == 0 ? i * s + j : layout == 1 ? (bi * s + i) * s + j
+                                                                       : bi * s + j;
+              x[((bi * heads + h) * s + i) * s + j] += m[mi];
+            }
+      store(a.out[0], x);
+      return;
+    }
+    case Exec::kShiftRows: {
+      const int64_t b = d[0], s = d[1], w = d[2], off = d[3];
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec y(static_cast<size_t>(b * (s - 1) * w));
+        for (int64_t bi = 0; bi < b; ++bi)
+          for (int64_t i = 0; i + 1 < s; ++i)
+            for (int64_t c = 0; c < w; ++c)
+              y[(bi * (s - 1) + i) * w + c] = x[(bi * s + i + off) * w + c];
+        store(a.out[0], y);
+        return;
+      }
+      // CloneBackward, then SliceBackward: a zeroed [b, s, w] gradient with the rows scattered
+      const Vec dy = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(b * s * w), 0.0);
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t i = 0; i + 1 < s; ++i)
+          for (int64_t c = 0; c < w; ++c)
+            dx[(bi * s + i + off) * w + c] = dy[(bi * (s - 1) + i) * w + c];
+      deliver(a, 0, dx);
+      return;
+    }
+    default: return;
   }
 }
 
@@ -518,7 +647,12 @@ void CpuBackend::attention(const sim::OpArgs& a, bool bwd) {
     const int64_t rows = d[0], cols = d[1];
     const bool causal = d[2] != 0;
     if (!bwd) {
-      const Vec x = load(a.in[0]);
+      Vec x = load(a.in[0]);
+      if (a.n_in > 1) {  // exec10: SDPA math's attn.add_(mask), an [s, s] additive mask
+        const Vec mk = load(a.in[1]);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) x[r * cols + j] += mk[(r % cols) * cols + j];
+      }
       Vec p(x.size());
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t lim = causal ? r % cols + 1 : cols;
@@ -544,18 +678,26 @@ void CpuBackend::attention(const sim::OpArgs& a, bool bwd) {
   }
   const int64_t b = d[0], heads = d[1], s = d[2], hd = d[3], grp = d[4];
   const int64_t kvh = heads / grp;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  // exec10: dim[5] bit 8, SDPA math's qk: q and k were scaled before
+  const double scale = a.exec == Exec::kQk && (d[5] & 8) ? 1.0 : 1.0 / std::sqrt(static_cast<double>(hd));
+  const bool bcast = (d[5] & 4) != 0;  // exec10: the k / v operand copy broadcast (last output)
   auto sidx = [&](int64_t bi, int64_t h, int64_t i, int64_t j) { return ((bi * heads + h) * s + i) * s + j; };
   auto qidx = [&](int64_t bi, int64_t i, int64_t h, int64_t e) { return ((bi * s + i) * heads + h) * hd + e; };
   auto kidx = [&](int64_t bi, int64_t j, int64_t h, int64_t e) { return ((bi * s + j) * kvh + h / grp) * hd + e; };
   if (a.exec == Exec::kQk) {
     // The operands the bmm uses: the copies (outputs 1..) where the layout makes them.
-    const int qc = (d[5] & 1) ? 1 : 0, kc = (d[5] & 2) ? 1 + qc : 0;
+    const int qc = (d[5] & 1) ? 1 : 0;
+    const int kc = bcast ? a.n_out - 1 : (d[5] & 2) ? 1 + qc : 0;
     Vec q, k;
     if (!bwd) {
       q = load(a.in[0]);
       k = load(a.in[1]);
       if (qc) store(a.out[qc], q), q = load(a.out[qc]);
+      if (bcast) {
+        // an autocast cast of k first, where the layout makes one (the output before)
+        if (kc > 1 + qc) store(a.out[kc - 1], k), k = load(a.out[kc - 1]);
+        k = broadcast_heads(k, b * s, heads, hd);
+      }
       if (kc) store(a.out[kc], k), k = load(a.out[kc]);
       Vec sc(static_cast<size_t>(b * heads * s * s));
       for (int64_t bi = 0; bi < b; ++bi)
@@ -584,14 +726,18 @@ void CpuBackend::attention(const sim::OpArgs& a, bool bwd) {
             }
           }
     deliver(a, 0, dq);
-    deliver(a, 1, dk);
+    deliver(a, 1, bcast ? sum_heads(dk, b * s, heads, hd, numel(a.in[1]) / (b * s * hd)) : dk);
     return;
   }
   // kAv: out[t, h*d] = sum_j P[b, h, i, j] v[j]
-  const int vc = (d[5] & 2) ? 1 : 0;
+  const int vc = bcast ? a.n_out - 1 : (d[5] & 2) ? 1 : 0;
   if (!bwd) {
     const Vec p = load(a.in[0]);
     Vec v = load(a.in[1]);
+    if (bcast) {  // exec10: an autocast cast first where made, then the broadcast copy
+      if (vc > 1) store(a.out[vc - 1], v), v = load(a.out[vc - 1]);
+      v = broadcast_heads(v, b * s, heads, hd);
+    }
     if (vc) store(a.out[vc], v), v = load(a.out[vc]);
     Vec o(static_cast<size_t>(b * s * heads * hd), 0.0);
     for (int64_t bi = 0; bi < b; ++bi)
@@ -617,7 +763,7 @@ void CpuBackend::attention(const sim::OpArgs& a, bool bwd) {
             dv[kidx(bi, j, h, e)] += g * p[sidx(bi, h, i, j)];
           }
   deliver(a, 0, dp);
-  deliver(a, 1, dv);
+  deliver(a, 1, bcast ? sum_heads(dv, b * s, heads, hd, numel(a.in[1]) / (b * s * hd)) : dv);
 }
 
 // Flash-style attention (Dao 2023, FlashAttention-2 Alg. 1 and 2, computed row by row): forward

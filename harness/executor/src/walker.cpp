@@ -25,12 +25,13 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kQk: {
       int next = 1;
       if (a.dim[5] & 1) out(next++); else in(0);
-      if (a.dim[5] & 2) out(next); else in(1);
+      // exec10: a broadcast k copy is the last output (an autocast cast may come before it)
+      if (a.dim[5] & 4) out(a.n_out - 1); else if (a.dim[5] & 2) out(next); else in(1);
       break;
     }
     case Exec::kAv:
       in(0);
-      if (a.dim[5] & 2) out(1); else in(1);
+      if (a.dim[5] & 4) out(a.n_out - 1); else if (a.dim[5] & 2) out(1); else in(1);
       break;
     case Exec::kMask: in(1); break;
     case Exec::kSoftmax: out(0); break;
@@ -49,8 +50,11 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kNll: in(1), out(1); break;
     case Exec::kVocabCe: out(0), in(1); break;
     case Exec::kEmbedding: in(0); break;
+    case Exec::kIndexSplit: out(3); break;  // exec10: IndexBackward0 keeps its indices
     case Exec::kNone: case Exec::kBatch: case Exec::kRopeTables: case Exec::kCast:
-    case Exec::kCopy: case Exec::kRepeatKv: case Exec::kSplit: case Exec::kAdd: break;
+    case Exec::kCopy: case Exec::kRepeatKv: case Exec::kSplit: case Exec::kAdd:
+    case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd: case Exec::kShiftRows:
+      break;
   }
   return r;
 }

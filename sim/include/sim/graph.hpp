@@ -88,6 +88,21 @@ enum class Exec : uint8_t {
   kLogSoftmax,  // dim {rows, v}
   kNll,         // in logp, labels; out loss, total weight; mean reduction; dim {rows, v}
   kVocabCe,     // in logits, labels; out softmax, loss; dim {rows, v}
+  // --- exec10 (issue 10): kernels for HF's masks and loss, Falcon's split and SDPA's math ---
+  kIndexSplit,  // Falcon multi_query: out q (a view), k, v (copies of one head each), the two
+                // int64 head indices; dim {width, q width, kv width, head dim}
+  kScale,       // y = x * p (a Python scalar: MulBackward0 saves nothing)
+  kAdditiveMask,  // out: an additive mask made from nothing; dim {copies, s, kind}: kind 0 causal
+                  // [copies, s, s] with -inf, 1 the same with the dtype's finfo.min (HF), 2 zeros
+                  // [copies, s] (an extended [b, 1, 1, s] mask of all-ones attention)
+  kMaskAdd,     // scores [b, a, s, s] + mask (input 1) broadcast; dim {b, a, s, mask layout: 0 [s,
+                // s], 1 [b, s, s], 2 [b, s]}
+  kShiftRows,   // out[bi, i] = in[bi, i + offset] for i < s - 1; dim {b, s, width, offset}
+  // kQk / kAv dim[5] bits beyond 0..1 (exec10): 4: the k (qk) or v (av) operand copy is
+  // broadcast from the input's fewer heads (torch.matmul's expand + reshape); 8 (qk): no
+  // 1/sqrt(d) scale (SDPA math scaled q and k before). kSoftmax with two inputs adds input 1, an
+  // [s, s] additive mask, to every row first (SDPA math's attn.add_(mask)).
+  // --- end exec10 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).

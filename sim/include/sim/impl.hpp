@@ -241,6 +241,12 @@ struct ImplSpec {
   // at the division), which every code base but HF's Trainer runs.
   int loop_temporaries = 2;
   // --- end implver ---
+  // --- exec10 (issue 10): zero_grad's set_to_none as the release's training loop calls it
+  // (resolve_setup when --set-to-none is not given): torch >= 2.0 defaults to True
+  // (nn.Module.zero_grad, Optimizer.zero_grad), torch < 2.0 to False. ---
+  bool set_to_none = true;
+  std::string_view set_to_none_source;  // the call and the torch it ran on
+  // --- end exec10 ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

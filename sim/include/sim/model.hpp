@@ -182,6 +182,15 @@ struct ModelConfig {
   // ([s, s] expanded to [b, 1, s, s]; a full [b, 1, s, s] clone when a padding mask is given),
   // instead of a bool causal buffer; padding adds GPT-2's / BERT's [b, 1, 1, s] mask otherwise.
   bool additive_causal_mask = false;
+  // exec10: GPT2LMHeadModel.forward (modeling_gpt2.py @ c44b2d9976e8) computes its own loss:
+  // `shift_logits = lm_logits[..., :-1, :].contiguous()` (b (s - 1) rows in the logits' dtype) and
+  // `shift_labels = labels[..., 1:].contiguous()`, then CrossEntropyLoss. Llama @ 5dd4a635
+  // (ForCausalLMLoss) pads and shifts the labels instead and upcasts the whole logits.
+  bool shift_logits_copy = false;
+  // exec10: GPT2Attention._attn (modeling_gpt2.py @ c44b2d9976e8) scales by dividing by a 0-dim
+  // device tensor, `attn_weights / torch.full([], d ** 0.5, dtype=attn_weights.dtype)`, which
+  // DivBackward0 saves (one element per layer until its backward; census: gpt2-hf cases).
+  bool scale_by_tensor = false;
   // BertModel.forward (modeling_bert.py @ 8ec58104): get_extended_attention_mask makes a
   // [b, 1, 1, s] additive mask from ones when no mask is passed, which every eager
   // BertSelfAttention adds to its scores.

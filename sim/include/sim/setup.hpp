@@ -50,7 +50,8 @@ struct TrainSetup {
   int64_t vpp = 1;           // model chunks per stage m, interleaved schedule when > 1 (--vpp)
   // --set-to-none: zero_grad(set_to_none=True) frees the gradients between steps (torch >= 2.0
   // default); false: they are zeroed and kept, persistent (torch < 2.0, HF's Trainer of 2022).
-  bool set_to_none = true;
+  // exec10: unset: the release's (ImplSpec::set_to_none; resolved_set_to_none), else on.
+  std::optional<bool> set_to_none;
   // --reentrant on|off: the checkpoint API's reentrancy (torch.utils.checkpoint's use_reentrant;
   // HF's gradient_checkpointing_kwargs). Unset: the implementation's (ImplSpec::checkpoint).
   std::optional<bool> reentrant;
@@ -120,6 +121,8 @@ AttentionKind resolved_attention(const TrainSetup& setup);
 // implver: --optimizer, else the implementation release's default (under --attention standard
 // its eager default), else adam (foreach; the paper profile).
 Optimizer resolved_optimizer(const TrainSetup& setup);
+// exec10: --set-to-none as given, else the release's default (ImplSpec::set_to_none), else on
+bool resolved_set_to_none(const TrainSetup& setup);
 
 // Throws ConfigError (where = flag name) for values out of range, and for knobs outside the
 // paper profile's scope (Unsupported naming the knob). Needs the model for divisibility checks.

@@ -227,7 +227,7 @@ std::string csv_row(const Row& row) {
     w.integer(row.result->dp_comm_ns);
     w.integer(row.result->comm_wait_ns);
   }
-  w.text(s.set_to_none ? "on" : "off");
+  w.text(sim::resolved_set_to_none(s) ? "on" : "off");  // exec10: the release's when not given
   w.text(s.reentrant ? (*s.reentrant ? "on" : "off") : "");
   if (s.target_seq) w.integer(*s.target_seq);  // famenc
   else w.empty(1);

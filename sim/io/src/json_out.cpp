@@ -35,7 +35,7 @@ std::string result_json(const Row& row) {
   j["pp"] = s.pp;
   j["vpp"] = s.vpp;
   j["num_microbatches"] = s.microbatches;
-  j["set_to_none"] = s.set_to_none;
+  j["set_to_none"] = sim::resolved_set_to_none(s);  // exec10: the resolved value
   j["reentrant"] = s.reentrant ? Json(*s.reentrant) : Json(nullptr);
   j["target_seq"] = s.target_seq ? Json(*s.target_seq) : Json(nullptr);  // famenc
   j["ep"] = s.ep;  // moe

@@ -159,6 +159,8 @@ sim::ModelConfig gpt2(const ObjectReader& in) {
   m.embd_dropout = probability(in, "embd_pdrop", 0.1);
   read_head(in, m, "gpt2");  // implhf
   m.causal_buffer_per_layer = true;  // hfimpl: GPT2Attention's `bias` buffer
+  m.shift_logits_copy = true;        // exec10: GPT2LMHeadModel's shifted logits and labels copies
+  m.scale_by_tensor = true;          // exec10: _attn's `/ torch.full([], d ** 0.5)`, saved
   return m;
 }
 
@@ -203,9 +205,7 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type) {
   m.hidden_dropout = 0.0;
   m.embd_dropout = 0.0;
   read_head(in, m, type);  // implhf
-  // hfimpl: _update_causal_mask's 4-D additive eager mask (ModelConfig::additive_causal_mask) is
-  // built and tested, but not set here yet: the CPU executor has no kernel for its model-level
-  // op, and the measured-cpu rows run this loader's Llama eagerly.
+  m.additive_causal_mask = true;  // hfimpl: _update_causal_mask's 4-D additive mask (exec10: on)
   return m;
 }
 

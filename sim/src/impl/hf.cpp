@@ -77,6 +77,10 @@ ImplSpec hf() {
   s.optimizer = Optimizer::kAdamForeach;
   s.optimizer_eager = Optimizer::kAdamForeach;
   s.optimizer_source = "the Trainer's optim=adamw_torch, torch AdamW foreach";
+  // exec10: trainer.py @ 000945a9 _inner_training_loop calls `model.zero_grad()` (no argument):
+  // nn.Module.zero_grad's default, set_to_none=True since torch 2.0
+  s.set_to_none = true;
+  s.set_to_none_source = "the Trainer's model.zero_grad(), set_to_none=True on torch >= 2.0";
   return s;
 }
 
@@ -101,6 +105,10 @@ ImplSpec hf_v4_16() {
   // torch 1.x foreach AdamW (when --optimizer adam is asked for) adds eps out of place.
   s.foreach_eps = ForeachEps::kOutOfPlace;
   s.foreach_eps_eager = ForeachEps::kOutOfPlace;
+  // exec10: the same `model.zero_grad()` call on torch 1.10, whose nn.Module.zero_grad defaults
+  // to set_to_none=False: every .grad is zeroed and kept between steps (HF's BERT V100 table)
+  s.set_to_none = false;
+  s.set_to_none_source = "the Trainer's model.zero_grad(), set_to_none=False on torch 1.10";
   return s;
 }
 

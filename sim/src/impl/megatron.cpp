@@ -53,6 +53,11 @@ ImplSpec megatron() {
   s.optimizer = Optimizer::kAdamFused;
   s.optimizer_eager = Optimizer::kAdamFused;
   s.optimizer_source = "Transformer Engine's FusedAdam, megatron/core/optimizer/__init__.py";
+  // exec10: the training loop zeroes the DDP wrapper's contiguous grad buffers in place
+  // (zero_grad_buffer) and calls optimizer.zero_grad() (set_to_none=True by default); the fp32
+  // main_grad buffers are persistent under bf16-mixed whichever this is
+  s.set_to_none = true;
+  s.set_to_none_source = "";  // the knob changes nothing the main_grad buffers hold
   return s;
 }
 

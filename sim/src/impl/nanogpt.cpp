@@ -47,6 +47,10 @@ ImplSpec nanogpt() {
   s.optimizer_source =
       "configure_optimizers: fused AdamW on CUDA where torch >= 2.0 has it; the slow path's torch < "
       "2.0 AdamW loops";
+  // exec10: train.py @ e2221318 "flush the gradients as soon as we can":
+  // `optimizer.zero_grad(set_to_none=True)`, explicit on every torch
+  s.set_to_none = true;
+  s.set_to_none_source = "train.py's optimizer.zero_grad(set_to_none=True)";
   return s;
 }
 

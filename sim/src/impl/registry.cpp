@@ -175,6 +175,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   // implver: the release's optimizer (ImplSpec::optimizer, its eager-path default under
   // --attention standard) when --optimizer is not given
   if (!s.optimizer) s.optimizer = resolved_optimizer(s);
+  if (!s.set_to_none) s.set_to_none = resolved_set_to_none(s);  // exec10: the release's
   impl_rows::resolve_lora(model, sp, s);  // feat: LoRA / QLoRA
   if (s.fp8 != Fp8Recipe::kOff) {  // feat: --fp8, one precision regime per recipe
     const bool te = s.fp8 == Fp8Recipe::kTeDelayed || s.fp8 == Fp8Recipe::kTeCurrent;

@@ -46,6 +46,10 @@ ImplSpec torchtitan() {
   s.optimizer = Optimizer::kAdamFused;
   s.optimizer_eager = Optimizer::kAdamFused;
   s.optimizer_source = "optimizer.implementation = fused (config/job_config.py)";
+  // exec10: train.py Trainer.train_step `self.optimizers.zero_grad()` (the code index's copy,
+  // commit not pinned): torch.optim's zero_grad, set_to_none=True by default on torch >= 2.0
+  s.set_to_none = true;
+  s.set_to_none_source = "train_step's optimizers.zero_grad(), set_to_none=True on torch >= 2.0";
   return s;
 }
 
