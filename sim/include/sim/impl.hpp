@@ -241,6 +241,10 @@ struct ImplSpec {
   // at the division), which every code base but HF's Trainer runs.
   int loop_temporaries = 2;
   // --- end implver ---
+  // --- fam12 (issue 12): eager attention's softmax as the model's own modeling file writes it
+  // (ModelConfig::eager_softmax_fp32); only a code base that runs that file (hf) sets it ---
+  bool model_softmax = false;
+  // --- end fam12 ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

@@ -203,6 +203,7 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type) {
   m.hidden_dropout = 0.0;
   m.embd_dropout = 0.0;
   read_head(in, m, type);  // implhf
+  m.eager_softmax_fp32 = true;  // fam12: eager_attention_forward (modeling_llama.py @ 5dd4a635)
   // hfimpl: _update_causal_mask's 4-D additive eager mask (ModelConfig::additive_causal_mask) is
   // built and tested, but not set here yet: the CPU executor has no kernel for its model-level
   // op, and the measured-cpu rows run this loader's Llama eagerly.
