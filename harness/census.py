@@ -32,6 +32,10 @@ LLAMA_MHA = dict(LLAMA, g=4)                   # as Llama 2 7B: no repeat_kv
 # famdec (issue 12): Gemma 2 (GeGLU, (1 + w) RMSNorm in fp32, four norms, soft-capping), with
 # head_dim 12 != h / a as Gemma's 256 is.
 GEMMA2 = dict(DIMS, family="gemma2", g=2, f=88, d=12)
+# fam12 (issue 12): Gemma 1 (gemma-7b's MHA, two norms) and Gemma 3 (GQA, per-head q/k norms, a
+# sliding window of 4 < s: the layer's mask as a bool buffer), with Gemma's scaled embeddings.
+GEMMA = dict(DIMS, family="gemma", g=4, f=88, d=12)
+GEMMA3 = dict(DIMS, family="gemma3", g=2, f=88, d=12, window=4)
 # census12 (issue 12): GPT-NeoX (fused query_key_value, rotary on 2 of 8 channels as Pythia's
 # rotary_pct 0.25, parallel residual, exact GeLU), Phi-3 (fused qkv_proj and gate_up_proj, GQA),
 # OLMo 2 (q/k norms over whole projections, post-norms).
@@ -223,6 +227,13 @@ def platform_note(rec):
                           "mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim), "
                           "keeps only sizes, so the pow output is a transient",
                 "cuda_equivalent": None}
+    if by == "MulBackward0.other" and rec["shape"] == [] and rec["role"] == "new":
+        # fam12: Gemma's embedding normalizer, torch.tensor(h ** 0.5, dtype=...) made without a
+        # device (modeling_gemma.py GemmaModel.forward): a CPU scalar tensor under CUDA too
+        return {"reason": "a 0-dim tensor made on the CPU (torch.tensor without a device, "
+                          "Gemma's embedding normalizer) that MulBackward0 keeps: host memory "
+                          "under CUDA",
+                "cuda_equivalent": None}
     if rec["dtype"] == "fp64" and rec["shape"] == []:
         # famdec: `t / cap`, `t * cap` with a Python float (Gemma 2's soft-capping)
         return {"reason": "a Python scalar operand, wrapped as a 0-dim double tensor that "
@@ -256,7 +267,8 @@ def softcap(C, t, cap):
         return r.out(t * cap)
 
 
-def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None, scale_op=False):
+def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None, scale_op=False,
+              hf_softmax=False):
     """Standard attention as explicit ops. `to3` folds a layout's q, k or v into the [b*a, s, d]
     operand of the batched matmuls (a view or a copy, whichever the layout gives; inside the
     qk and av regions, so a copy counts as theirs). `megatron_mask` (True = masked): Megatron's
@@ -283,7 +295,16 @@ def attention(C, q, k, v, to3, mask, p, d, megatron_mask=None, cap=None, scale_o
         with C.op("causal mask", scores) as r:
             masked = r.out(torch.where(mask, scores, float("-inf")))
         with C.op("softmax", masked) as r:
-            probs = r.out(torch.softmax(masked, dim=-1))
+            if hf_softmax:
+                # fam12: HF eager_attention_forward (modeling_llama.py @ 5dd4a635, and the Gemma,
+                # Phi-3, OLMo 2, Mixtral and Qwen2-MoE copies): softmax(w, dim=-1,
+                # dtype=torch.float32).to(query.dtype): fp32 probabilities saved, a 16-bit copy
+                probs = r.out(torch.softmax(masked, dim=-1, dtype=torch.float32))
+            else:
+                probs = r.out(torch.softmax(masked, dim=-1))
+        if hf_softmax:
+            with C.op("softmax to input dtype", probs) as r:
+                probs = r.out(probs.to(q.dtype))  # x itself when fp32 (no op)
     dprobs = dropout(C, "attention dropout", probs, p)
     with C.op("av", dprobs, v) as r:
         return r.out(torch.bmm(dprobs, to3(v)))
@@ -567,7 +588,7 @@ def llama_block(C, P, x, cos, sin, mask, p):
         kk = repeat_kv("repeat k", kr)
         vv = repeat_kv("repeat v", v)
     to3 = lambda t: t.reshape(b * a, s, d)  # as HF's matmul folds [b, a, s, d]
-    ctx = attention(C, qr, kk, vv, to3, mask, p, d, scale_op=True)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, scale_op=True, hf_softmax=True)
     with C.op("attention out copy", ctx) as r:
         c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
     with C.op("proj", c) as r:
@@ -691,45 +712,60 @@ def gemma_norm(C, name, w, x, eps=1e-6):
 def gemma2_block(C, P, x, cos, sin, mask, p):
     """famdec: HF Gemma2DecoderLayer, eager attention (modeling_gemma2.py @ 006e8693):
     pre and post norms around both sub-layers, attention soft-capping, GeGLU (tanh GeLU)."""
+    return gemma_block(C, P, x, cos, sin, mask, p, 2)
+
+
+def gemma_block(C, P, x, cos, sin, mask, p, version):
+    """famdec, fam12: the Gemma decoder layers, eager attention.
+    1: GemmaDecoderLayer (modeling_gemma.py @ 0125ac68): Llama's layout (two norms) with
+       GemmaRMSNorm's (1 + w) in fp32 and GeGLU; eager_attention_forward `* scaling`, no cap.
+    2: Gemma2DecoderLayer (modeling_gemma2.py @ 006e8693): four norms, soft-capping at 50.
+    3: Gemma3DecoderLayer (modeling_gemma3.py, the indexed copy @ 0018aa64): Gemma 2's four norms,
+       no soft-capping, q_norm and k_norm (Gemma3RMSNorm(head_dim)) on the [b, heads, s, d] views
+       before the rotary. Every eager_attention_forward here runs softmax in fp32 and casts back."""
     b, s, h = x.shape
     a, g, d = P["a"], P["g"], P["d"]
-    y = gemma_norm(C, "input norm", P["ln1_w"], x)
+    y = gemma_norm(C, "input norm" if version > 1 else "norm1", P["ln1_w"], x)
     with C.op("q proj", y) as r:
         q = r.out(F.linear(y, P["q_w"]))
     with C.op("k proj", y) as r:
         k = r.out(F.linear(y, P["k_w"]))
     with C.op("v proj", y) as r:
         v = r.out(F.linear(y, P["v_w"]))
+    heads = lambda t, n: t.view(b, s, n, d).transpose(1, 2)
+    qh, kh = heads(q, a), heads(k, g)
+    if version == 3:
+        qh = gemma_norm(C, "q norm", P["qn_w"], qh)
+        kh = gemma_norm(C, "k norm", P["kn_w"], kh)
 
-    def rope(name, t, heads):
-        with C.op(name, t, cos, sin) as r:
-            tv = t.view(b, s, heads, d).transpose(1, 2)
+    def rope(name, tv):
+        with C.op(name, tv, cos, sin) as r:
             c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
             return r.out(tv * c + rotate_half(tv) * sn)
 
-    qr = rope("rope q", q, a)
-    kr = rope("rope k", k, g)
+    qr = rope("rope q", qh)
+    kr = rope("rope k", kh)
 
     def repeat_kv(name, t):
         with C.op(name, t) as r:
-            if t.dim() == 3:
-                t = t.view(b, s, g, d).transpose(1, 2)
             return r.out(t[:, :, None].expand(b, g, a // g, s, d).reshape(b, a, s, d))
 
-    kk, vv = kr, v.view(b, s, g, d).transpose(1, 2)
+    kk, vv = kr, heads(v, g)
     if g != a:
         kk = repeat_kv("repeat k", kr)
-        vv = repeat_kv("repeat v", v)
+        vv = repeat_kv("repeat v", heads(v, g))
     to3 = lambda t: t.reshape(b * a, s, d)
-    ctx = attention(C, qr, kk, vv, to3, mask, p, d, cap=50.0, scale_op=True)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, cap=50.0 if version == 2 else None,
+                    scale_op=True, hf_softmax=True)
     with C.op("attention out copy", ctx) as r:
         c = r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
     with C.op("proj", c) as r:
         o = r.out(F.linear(c, P["o_w"]))
-    o = gemma_norm(C, "post-attention norm", P["post_attn_w"], o)
+    if version > 1:
+        o = gemma_norm(C, "post-attention norm", P["post_attn_w"], o)
     with C.op("residual 1", x, o) as r:
         x2 = r.out(x + o)
-    y2 = gemma_norm(C, "pre-feedforward norm", P["ln2_w"], x2)
+    y2 = gemma_norm(C, "pre-feedforward norm" if version > 1 else "norm2", P["ln2_w"], x2)
     with C.op("gate proj", y2) as r:
         gt = r.out(F.linear(y2, P["gate_w"]))
     with C.op("gelu", gt) as r:
@@ -740,9 +776,21 @@ def gemma2_block(C, P, x, cos, sin, mask, p):
         prod = r.out(act * up)
     with C.op("down proj", prod) as r:
         m = r.out(F.linear(prod, P["down_w"]))
-    m = gemma_norm(C, "post-feedforward norm", P["post_ff_w"], m)
+    if version > 1:
+        m = gemma_norm(C, "post-feedforward norm", P["post_ff_w"], m)
     with C.op("residual 2", x2, m) as r:
         return r.out(x2 + m)
+
+
+def gemma_embedding(C, P, ids, h):
+    """fam12: GemmaModel.forward (modeling_gemma.py @ 0125ac68; Gemma 2 and 3 the same):
+    embed_tokens(input_ids), then `hidden_states * normalizer` with normalizer =
+    torch.tensor(hidden_size**0.5, dtype=hidden_states.dtype): made on the CPU (no device), in
+    the embeddings' dtype (bf16 rounds sqrt(3072) = 55.43 to 55.5)."""
+    with C.op("embedding", ids) as r:
+        e = r.out(F.embedding(ids, P["lm_w"]))  # the tied table
+    with C.op("embedding * sqrt(h)", e) as r:
+        return r.out(e * torch.tensor(h ** 0.5, dtype=e.dtype))
 
 
 # census12 (issue 12): GPT-NeoX, Phi-3, OLMo 2 and Falcon blocks, written op for op from
@@ -766,11 +814,12 @@ def partial_rope(C, name, t, cos, sin, rot):
         return r.out(torch.cat((rotated, t[..., rot:]), dim=-1))
 
 
-def hf_eager(C, qr, kk, vv, b, s, a, d, mask, p):
+def hf_eager(C, qr, kk, vv, b, s, a, d, mask, p, hf_softmax=True):
     """The shared eager row (HF eager_attention_forward): qk, `* scaling`, mask, softmax,
-    dropout, av, the [b, s, a*d] output copy."""
+    dropout, av, the [b, s, a*d] output copy. hf_softmax: softmax in fp32 cast back (fam12);
+    GPT-NeoX's _attn (@ 006bd23d) runs softmax in the scores' dtype."""
     to3 = lambda t: t.reshape(b * a, s, d)
-    ctx = attention(C, qr, kk, vv, to3, mask, p, d, scale_op=True)
+    ctx = attention(C, qr, kk, vv, to3, mask, p, d, scale_op=True, hf_softmax=hf_softmax)
     with C.op("attention out copy", ctx) as r:
         return r.out(ctx.view(b, a, s, d).transpose(1, 2).contiguous().reshape(b, s, a * d))
 
@@ -795,7 +844,7 @@ def neox_block(C, P, x, cos, sin, mask, p):
         q, k, v = r.out(*qkv.view(b, s, a, 3 * d).transpose(1, 2).chunk(3, dim=-1))
     qr = partial_rope(C, "rope q", q, cos, sin, rot)
     kr = partial_rope(C, "rope k", k, cos, sin, rot)
-    c = hf_eager(C, qr, kr, v, b, s, a, d, mask, p)
+    c = hf_eager(C, qr, kr, v, b, s, a, d, mask, p, hf_softmax=False)
     with C.op("proj", c) as r:
         o = r.out(F.linear(c, P["proj_w"], P["proj_b"]))
     o = dropout(C, "proj dropout", o, p)
@@ -1017,6 +1066,25 @@ def t5_bucket(rel, bidirectional, num_buckets, max_distance=128):
     return buckets + torch.where(is_small, rel, large)
 
 
+def t5_norm(C, w, x, eps=1e-6):
+    """fam12: T5LayerNorm.forward (modeling_t5.py @ 6b8b757d): variance =
+    x.to(float32).pow(2).mean(-1); x * rsqrt(variance + eps) multiplies the input itself (fp32
+    result by promotion); .to(weight.dtype) only when the weight is 16-bit; weight * x. In fp32
+    the op list and every save equal rms_norm's."""
+    with C.op("rmsnorm to fp32", x) as r:
+        hs = r.out(x.to(torch.float32))
+    with C.op("rmsnorm pow+mean", hs) as r:
+        var = r.out(hs.pow(2).mean(-1, keepdim=True))
+    with C.op("rmsnorm rsqrt", var) as r:
+        rs = r.out(torch.rsqrt(var + eps))
+    with C.op("rmsnorm scale", x, rs) as r:
+        hn = r.out(x * rs)
+    with C.op("rmsnorm to input dtype", hn) as r:
+        hc = r.out(hn.to(w.dtype) if w.dtype in (torch.float16, torch.bfloat16) else hn)
+    with C.op("rmsnorm weight", hc) as r:
+        return r.out(w * hc)
+
+
 def t5_position_bias(C, P, b, sq, decoder):
     """compute_bias and `position_bias + mask` in the stack's first block."""
     with C.op("relative position buckets") as r:
@@ -1070,16 +1138,16 @@ def t5_attention(C, P, pre, xq, xkv, bias, p):
 
 def t5_block(C, P, x, bias, p, enc=None, cross_bias=None):
     """T5Block: self-attention, cross-attention (decoder), DenseReluDense; pre-norm residuals."""
-    y = rms_norm(C, P["sa_ln"], x)
+    y = t5_norm(C, P["sa_ln"], x)
     a1 = dropout(C, "self-attention dropout", t5_attention(C, P, "sa_", y, y, bias, p), p)
     with C.op("residual 1", x, a1) as r:
         x = r.out(x + a1)
     if enc is not None:
-        y = rms_norm(C, P["ca_ln"], x)
+        y = t5_norm(C, P["ca_ln"], x)
         a2 = dropout(C, "cross-attention dropout", t5_attention(C, P, "ca_", y, enc, cross_bias, p), p)
         with C.op("residual 2", x, a2) as r:
             x = r.out(x + a2)
-    y = rms_norm(C, P["ff_ln"], x)
+    y = t5_norm(C, P["ff_ln"], x)
     with C.op("wi", y) as r:
         u = r.out(F.linear(y, P["wi"]))
     with C.op("relu", u) as r:
@@ -1092,23 +1160,34 @@ def t5_block(C, P, x, bias, p, enc=None, cross_bias=None):
         return r.out(x + m)
 
 
-def run_t5_case(dims, p):
-    """Blocks 0 and 1 of each stack (t5 has no `loss` section: its loss is hf_loss's ops)."""
+def run_t5_case(dims, p, regime="fp32"):
+    """Blocks 0 and 1 of each stack, and (fam12) the head: the decoder's final norm and
+    dropout, `sequence_output * d_model**-0.5` (tied embeddings), lm_head, and
+    CrossEntropyLoss on lm_logits as they are (T5ForConditionalGeneration.forward: no .float())."""
+    dtype, _, sim_precision, label = REGIMES[regime]
     gen = torch.Generator().manual_seed(0)
     C = Census()
     b, s, t, h, a, d, f = (dims[k] for k in ("b", "s", "t", "h", "a", "d", "f"))
 
     def prm(*shape):
-        return C.param((torch.randn(*shape, generator=gen) * 0.05).requires_grad_())
+        return C.param((torch.randn(*shape, generator=gen) * 0.05).to(dtype).requires_grad_())
 
     P = dict(a=a, d=d, buckets=dims["buckets"], enc_rel=prm(dims["buckets"], a),
              dec_rel=prm(dims["buckets"], a), sa_ln=prm(h), ca_ln=prm(h), ff_ln=prm(h),
              sa_q=prm(a * d, h), sa_k=prm(a * d, h), sa_v=prm(a * d, h), sa_o=prm(h, a * d),
              ca_q=prm(a * d, h), ca_k=prm(a * d, h), ca_v=prm(a * d, h), ca_o=prm(h, a * d),
              wi=prm(f, h), wo=prm(h, f))
-    x = torch.randn(b, s, h, generator=gen).requires_grad_()    # the encoder's embeddings
-    enc = torch.randn(b, s, h, generator=gen).requires_grad_()  # the encoder's output
-    y = torch.randn(b, t, h, generator=gen).requires_grad_()    # the decoder's embeddings
+    x = torch.randn(b, s, h, generator=gen).to(dtype).requires_grad_()    # the encoder's embeddings
+    enc = torch.randn(b, s, h, generator=gen).to(dtype).requires_grad_()  # the encoder's output
+    y = torch.randn(b, t, h, generator=gen).to(dtype).requires_grad_()    # the decoder's embeddings
+    # fam12: the head's parameters and inputs come from their own generator (the fp32 cases'
+    # blocks keep their values)
+    hgen = torch.Generator().manual_seed(4)
+    P.update(fin_ln=C.param((torch.randn(h, generator=hgen) * 0.05).to(dtype).requires_grad_()),
+             table=C.param((torch.randn(dims["v"], h, generator=hgen) * 0.05).to(dtype)
+                           .requires_grad_()))
+    yh = torch.randn(b, t, h, generator=hgen).to(dtype).requires_grad_()  # the last block's output
+    labels = torch.randint(0, dims["v"], (b * t,), generator=hgen)
     sections, outs = {}, []
     with torch.autograd.graph.saved_tensors_hooks(C.pack, lambda t_: t_):
         n = 0
@@ -1119,23 +1198,34 @@ def run_t5_case(dims, p):
         sections["enc1"], n = C.ops[n:], len(C.ops)
         dbias = t5_position_bias(C, P, b, t, True)
         with C.op("cross-attention zero bias") as r:
-            zeros = r.out(torch.zeros((1, a, t, s)))
-        with C.op("inverted encoder mask") as r:
-            emask = r.out((1.0 - torch.ones(b, s, dtype=torch.long)[:, None, None, :].to(torch.float32))
-                          * torch.finfo(torch.float32).min)
+            zeros = r.out(torch.zeros((1, a, t, s), dtype=dtype))  # dtype=scores.dtype
+        with C.op("inverted encoder mask") as r:  # invert_attention_mask: the model's dtype
+            emask = r.out((1.0 - torch.ones(b, s, dtype=torch.long)[:, None, None, :].to(dtype))
+                          * torch.finfo(dtype).min)
         with C.op("cross bias + mask", zeros, emask) as r:
             cbias = r.out(zeros + emask)
         yd = t5_block(C, P, y, dbias, p, enc, cbias)
         sections["dec0"], n = C.ops[n:], len(C.ops)
         outs.append(t5_block(C, P, yd, dbias, p, enc, cbias))
-        sections["dec1"] = C.ops[n:]
-    sum(o.sum() for o in outs).backward()
+        sections["dec1"], n = C.ops[n:], len(C.ops)
+        # fam12: T5Stack's final_layer_norm and dropout, the tied head's rescale, lm_head, loss
+        yn = dropout(C, "decoder dropout", t5_norm(C, P["fin_ln"], yh), p)
+        with C.op("rescale d_model**-0.5", yn) as r:
+            yr = r.out(yn * (h ** -0.5))
+        with C.op("lm head", yr) as r:
+            logits = r.out(F.linear(yr, P["table"]))
+        with C.op("log softmax", logits) as r:
+            logp = r.out(F.log_softmax(logits.view(-1, logits.shape[-1]), dim=-1))
+        with C.op("nll loss", logp, labels) as r:
+            loss = r.out(F.nll_loss(logp, labels))
+        sections["head"] = C.ops[n:]
+    (sum(o.float().sum() for o in outs) + loss).backward()
     return dict({
         "family": "t5",
-        "regime": "fp32",
-        "regime_label": "fp32",
+        "regime": regime,
+        "regime_label": label,
         "informational": False,
-        "sim_precision": "fp32",
+        "sim_precision": sim_precision,
         "dropout": p,
         "dims": {k: dims[k] for k in ("b", "s", "t", "h", "a", "g", "d", "f", "v", "buckets")},
     }, **sections)
@@ -1395,11 +1485,13 @@ def make_params(C, dims, dtype):
                  proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
                  fc1_w=p(f, h), fc1_b=p(f), fc2_w=p(h, f), fc2_b=p(h),
                  lm_w=p(v, h))  # tied: the word-embedding table
-    elif dims["family"] == "gemma2":
+    elif dims["family"] in ("gemma", "gemma2", "gemma3"):  # fam12: Gemma 1 and 3 too
         P.update(ln1_w=p(h), q_w=p(a * d, h), k_w=p(g * d, h), v_w=p(g * d, h),
                  o_w=p(h, a * d), post_attn_w=p(h), ln2_w=p(h), post_ff_w=p(h),
                  gate_w=p(f, h), up_w=p(f, h), down_w=p(h, f),
                  lm_w=p(v, h))  # tied: the word-embedding table
+        if dims["family"] == "gemma3":
+            P.update(qn_w=p(d), kn_w=p(d))  # Gemma3RMSNorm(head_dim)
     elif dims["family"] == "gpt_neox":  # census12: biases everywhere, untied embed_out
         P.update(rot=dims["rot"], ln1_w=p(h), ln1_b=p(h), qkv_w=p(3 * h, h), qkv_b=p(3 * h),
                  proj_w=p(h, a * d), proj_b=p(h), ln2_w=p(h), ln2_b=p(h),
@@ -1510,7 +1602,13 @@ def run_case(dims, regime, p, hf_layout=False):
             emb = torch.cat((fr, fr), dim=-1)[None].expand(b, s, rd)
             cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
             block = {"gemma2": gemma2_block, "gpt_neox": neox_block, "phi3": phi3_block,
-                     "olmo2": olmo2_block, "falcon": falcon_block}.get(dims["family"], llama_block)
+                     "olmo2": olmo2_block, "falcon": falcon_block,
+                     "gemma": lambda *a_: gemma_block(*a_, 1),  # fam12
+                     "gemma3": lambda *a_: gemma_block(*a_, 3)}.get(dims["family"], llama_block)
+            if dims.get("window"):  # fam12: a sliding layer's mask (the window's bool buffer)
+                w = dims["window"]
+                mask = C.buffer(torch.ones(s, s, dtype=torch.bool).tril()
+                                & ~torch.ones(s, s, dtype=torch.bool).tril(-w))
             out = block(C, P, x, cos, sin, mask, p)
         n_block = len(C.ops)
         if hf_gpt2:
@@ -1518,8 +1616,16 @@ def run_case(dims, regime, p, hf_layout=False):
         else:
             loss = hf_cls_head(C, P, y, labels, head, p) if head else \
                 hf_loss(C, P, y, labels, 30.0 if dims["family"] == "gemma2" else None)
-    (out.float().sum() + loss).backward()  # every save is usable: the graph is whole
+        n_loss = len(C.ops)
+        emb = None
+        if dims["family"] in ("gemma", "gemma3"):  # fam12: the scaled embedding lookup
+            ids = torch.randint(0, dims["v"], (b, s), generator=torch.Generator().manual_seed(3))
+            emb = gemma_embedding(C, P, ids, h)
+    total = out.float().sum() + loss + (emb.float().sum() if emb is not None else 0)
+    total.backward()  # every save is usable: the graph is whole
     extra = {"head": head, "num_labels": dims["num_labels"]} if head else {}
+    if emb is not None:
+        extra["embedding"] = C.ops[n_loss:]
     if nano:
         extra["impl"] = "nanogpt"
     if hf_gpt2:
@@ -1533,9 +1639,9 @@ def run_case(dims, regime, p, hf_layout=False):
         "sim_precision": sim_precision,
         "dropout": p,
         "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "e", "k", "fe",
-                                      "shared", "norm_topk", "lora", "rot") if k in dims},
+                                      "shared", "norm_topk", "lora", "rot", "window") if k in dims},
         "block": C.ops[:n_block],
-        "loss": C.ops[n_block:],
+        "loss": C.ops[n_block:n_loss],
     }
 
 
@@ -1553,6 +1659,10 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("gpt2-hf-layout-fp32", GPT, "fp32", 0.1, True),
     ("gemma2-fp32", GEMMA2, "fp32", 0.0, False),             # famdec
     ("gemma2-bf16-mixed", GEMMA2, "bf16-mixed", 0.0, False),  # famdec
+    ("gemma-fp32", GEMMA, "fp32", 0.0, False),                # fam12
+    ("gemma-bf16-mixed", GEMMA, "bf16-mixed", 0.0, False),    # fam12
+    ("gemma3-fp32", GEMMA3, "fp32", 0.0, False),              # fam12
+    ("gemma3-bf16-mixed", GEMMA3, "bf16-mixed", 0.0, False),  # fam12
     ("gpt-neox-fp32", NEOX, "fp32", 0.1, False),              # census12
     ("gpt-neox-bf16-mixed", NEOX, "bf16-mixed", 0.0, False),  # census12
     ("phi3-fp32", PHI3, "fp32", 0.1, False),                  # census12
@@ -1620,6 +1730,7 @@ def main():
         "cases": dict({name: run_case(dims, regime, p, hf) for name, dims, regime, p, hf in CASES},
                       **{"t5-fp32": run_t5_case(T5, 0.1),  # famenc
                          "t5-fp32-nodropout": run_t5_case(T5, 0.0),
+                         "t5-bf16-mixed": run_t5_case(T5, 0.0, "bf16-mixed"),  # fam12
                          "vit-fp32": run_vit_case(VIT, "fp32", 0.1),  # census12
                          "vit-bf16-mixed": run_vit_case(VIT, "bf16-mixed", 0.0),
                          # moe2: MLA up to the attention

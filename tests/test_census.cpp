@@ -98,7 +98,8 @@ ModelConfig census_model(const std::string& name, const json& c) {
       m.shared_gate = true;
     }
   }
-  if (m.family == "gemma2") {  // famdec: harness/census.py gemma2_block
+  // famdec: harness/census.py gemma2_block; fam12: gemma_block's Gemma 1 and Gemma 3
+  if (m.family == "gemma" || m.family == "gemma2" || m.family == "gemma3") {
     m.mlp = MlpKind::kSwiglu;
     m.norm = NormKind::kRmsNorm;
     m.positions = PosEmbedding::kRope;
@@ -111,7 +112,22 @@ ModelConfig census_model(const std::string& name, const json& c) {
     m.sub_norms = ModelConfig::SubNorms::kPrePost;
     m.attn_softcap = 50.0;
     m.final_softcap = 30.0;
+    if (m.family == "gemma") {  // Llama's layout, no soft-capping
+      m.sub_norms = ModelConfig::SubNorms::kPre;
+      m.attn_softcap = m.final_softcap = 0.0;
+    }
+    if (m.family == "gemma3") {  // per-head q/k norms, no soft-capping, sliding layers
+      m.attn_softcap = m.final_softcap = 0.0;
+      m.qk_norm = ModelConfig::QkNorm::kPerHead;
+      m.sliding_window = dim(c, "window");
+      m.global_every = 6;
+      m.local_rope_tables = true;
+    }
   }
+  // fam12: HF eager_attention_forward's softmax(dtype=torch.float32).to(query.dtype), as the
+  // loaders set it (load_hf.cpp llama_like, hf_decoders.cpp)
+  for (const char* f : {"llama", "mixtral", "qwen2_moe", "gemma", "gemma2", "gemma3", "phi3", "olmo2"})
+    if (m.family == f) m.eager_softmax_fp32 = true;
   // census12 (issue 12): the HF loaders' fields for these families (sim/io/src/hf_decoders.cpp)
   if (m.family == "gpt_neox") {  // harness/census.py neox_block: Pythia's layout
     m.mlp = MlpKind::kGelu;
@@ -556,8 +572,14 @@ TEST_CASE("census: T5's encoder and decoder blocks save what PyTorch saves, per 
         FAIL_CHECK(m.where << ": " << m.op << ": " << m.check << " differ: " << m.message);
       ++b;
     }
+    // fam12: the head, from the decoder's final norm to the loss
+    const IdxRange last = g.block_ops[3];
+    for (const Mismatch& m : compare(name + " head", census_ops(c.at("head")),
+                                     sim_ops(g, last.begin + last.count,
+                                             static_cast<int32_t>(g.ops.size()))))
+      FAIL_CHECK(m.where << ": " << m.op << ": " << m.check << " differ: " << m.message);
   }
-  CHECK(cases == 2);
+  CHECK(cases == 3);
 }
 
 // census12 (issue 12): ViT's embedding (pixel cast, patch Conv2d, flatten/transpose and the class
@@ -691,4 +713,24 @@ TEST_CASE("census: nanoGPT's slow path is held op by op") {
     ++cases;
   }
   CHECK(cases == 2);
+}
+
+// fam12 (issue 12): Gemma's embedding lookup and its `* normalizer` (harness/census.py
+// gemma_embedding), from the simulator's "embedding" op to its first block.
+TEST_CASE("census: Gemma's scaled embedding saves what PyTorch saves, per op") {
+  const json census = load_census();
+  int cases = 0;
+  for (const auto& [name, c] : census.at("cases").items()) {
+    if (!c.contains("embedding") || c.at("family").get<std::string>() == "vit") continue;
+    ++cases;
+    const Graph g = build_graph(census_model(name, c), census_setup(c), census_device());
+    const IdxRange blk = g.block_ops[0];
+    int32_t first = 0;
+    while (first < blk.begin && std::string_view(g.ops[first].name) != "embedding") ++first;
+    REQUIRE(first < blk.begin);
+    for (const Mismatch& m :
+         compare(name + " embedding", census_ops(c.at("embedding")), sim_ops(g, first, blk.begin)))
+      FAIL_CHECK(m.where << ": " << m.op << ": " << m.check << " differ: " << m.message);
+  }
+  CHECK(cases == 4);
 }

@@ -88,7 +88,9 @@ TEST_SUITE("famdec: decoder families") {
                           Case{"gemma-2-9b", "gemma2", 9'241'705'984},
                           Case{"phi-3-mini-4k", "phi3", 3'821'079'552},
                           Case{"olmo-2-7b", "olmo2", 7'298'617'344},
-                          Case{"llama-3-8b", "llama", 8'030'261'248}}) {
+                          Case{"llama-3-8b", "llama", 8'030'261'248},
+                          // fam12: Llama-3.1-8B's config (rope_scaling llama3), as published
+                          Case{"llama-3.1-8b", "llama", 8'030'261'248}}) {
       CAPTURE(c.name);
       const sim::ModelConfig m = sim_io::load_model(c.name, kDirs);
       CHECK(m.family == c.family);

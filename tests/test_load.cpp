@@ -115,6 +115,7 @@ TEST_SUITE("load: shipped models") {
                        "gemma-7b", "gpt2-large", "gpt2-medium", "gpt2-small", "gpt2-xl",
                        "korthikanti-175b", "korthikanti-1t", "korthikanti-22b", "korthikanti-530b",
                        "llama-2-13b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b",
+                       "llama-3.1-8b",  // fam12
                        "mixtral-8x7b", "olmo-2-7b", "phi-3-mini-4k", "pythia-1b", "pythia-410m",
                        "qwen1.5-moe-a2.7b", "t5-small", "vit-base-patch16-224"});  // famdec, famenc, moe
   }

@@ -244,20 +244,21 @@ int32_t t5_mlp(Builder& bld, const Dims& dm, int32_t x) {
 // One T5Block: T5LayerSelfAttention (norm, attention, dropout, residual), for decoder blocks
 // T5LayerCrossAttention (norm, attention over the encoder output, dropout, residual), then
 // T5LayerFF (norm, DenseReluDense, dropout, residual). T5LayerNorm is Ops::rms_norm's op list
+// (fam12: with scale_input, its `hidden_states * rsqrt(...)` on the input itself)
 // under fp32 weights (docs/memory-model.md "T5").
 int32_t t5_block(Builder& bld, const Dims& dm, int32_t x, int32_t bias, int32_t enc_out,
                  int32_t cross_bias, int64_t s_enc) {
   Ops o(bld, dm);
   const int64_t sq = dm.s;
-  int32_t n1 = o.rms_norm(x, "self-attention norm");
+  int32_t n1 = o.rms_norm(x, "self-attention norm", true);
   int32_t a1 = t5_attention(bld, dm, n1, n1, sq, sq, bias, true);
   x = o.add(x, o.dropout(a1, dm.p_hidden, "self-attention dropout"), "residual 1");
   if (enc_out >= 0) {
-    int32_t n2 = o.rms_norm(x, "cross-attention norm");
+    int32_t n2 = o.rms_norm(x, "cross-attention norm", true);
     int32_t a2 = t5_attention(bld, dm, n2, enc_out, sq, s_enc, cross_bias, false);
     x = o.add(x, o.dropout(a2, dm.p_hidden, "cross-attention dropout"), "residual 2");
   }
-  int32_t n3 = o.rms_norm(x, "ff norm");
+  int32_t n3 = o.rms_norm(x, "ff norm", true);
   int32_t m = t5_mlp(bld, dm, n3);
   return o.add(x, o.dropout(m, dm.p_hidden, "ff dropout out"), "residual ff");
 }
@@ -305,7 +306,7 @@ void build_t5(Builder& bld, const Dims& enc, int64_t target_seq) {
     x = t5_block(bld, enc, x, bias, -1, -1, 0);
   }
   bld.current_block = -1;
-  int32_t enc_out = o.dropout(o.rms_norm(x, "encoder final norm"), enc.p_hidden, "encoder dropout");
+  int32_t enc_out = o.dropout(o.rms_norm(x, "encoder final norm", true), enc.p_hidden, "encoder dropout");
   // _shift_right(labels): decoder_input_ids, a new int64 [b, t] (saved by the lookup)
   int32_t dec_ids = constant(bld, dec, OpKind::kCopy, "shift labels right",
                              bytes(dec.n_full(), DType::kI64), DType::kI64);
@@ -321,7 +322,7 @@ void build_t5(Builder& bld, const Dims& enc, int64_t target_seq) {
   }
   bld.current_block = -1;
   Ops od(bld, dec);
-  y = od.dropout(od.rms_norm(y, "decoder final norm"), dec.p_hidden, "decoder dropout");
+  y = od.dropout(od.rms_norm(y, "decoder final norm", true), dec.p_hidden, "decoder dropout");
   if (m.scale_tied_head) {
     // sequence_output * (d_model ** -0.5): MulBackward0 saves only the Python scalar
     OpDraft d = od.draft(OpKind::kMul, "rescale d_model**-0.5");
@@ -334,7 +335,9 @@ void build_t5(Builder& bld, const Dims& enc, int64_t target_seq) {
   }
   int32_t logits = od.linear(y, dec.h, m.vocab, false, Tp::kNone, "lm head", "logits",
                              m.tied_embeddings ? table : -1);
-  cross_entropy(bld, dec, logits, labels, dec.n_full(), m.vocab);
+  // fam12: CrossEntropyLoss on lm_logits as they are (no .float(); autocast's cross_entropy
+  // still runs in fp32): bf16 log-probabilities under bf16-mixed
+  cross_entropy(bld, dec, logits, labels, dec.n_full(), m.vocab, false);
 }
 
 // ---------------------------------------------------------------- ViT

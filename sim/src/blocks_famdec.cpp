@@ -59,7 +59,11 @@ bool famdec_block(const ModelConfig& m) {
 }
 
 bool famdec_heterogeneous(const ModelConfig& m, const Dims& dm) {
-  // Local and global layers differ in ops only where a sliding layer makes its own mask.
+  // Local and global layers differ in ops only where a sliding layer makes its own mask; fam12:
+  // and in the rotary pair they save where there are two (Gemma 3)
+  if (m.sliding_window > 0 && m.global_every > 0 && m.local_rope_tables &&
+      m.positions == PosEmbedding::kRope)
+    return true;
   return m.sliding_window > 0 && m.global_every > 0 && dm.attention == AttentionKind::kFlash &&
          sdpa_gets_mask(m, dm);
 }
@@ -112,6 +116,14 @@ int32_t famdec_sdpa_mask(Builder& bld, const Dims& dm) {
   d.outputs.push_back(local);
   bld.add_op(std::move(d));
   return local;
+}
+
+int32_t famdec_rope_tables(Builder& bld, const Dims& dm) {
+  // Gemma3DecoderLayer.forward: position_embeddings_local on sliding layers, _global otherwise
+  // (two cos/sin pairs made once per forward by Gemma3TextModel; each layer saves its own)
+  return bld.famdec_local_rope >= 0 && sliding_layer(*dm.model, bld.current_block)
+             ? bld.famdec_local_rope
+             : bld.rope_tables();
 }
 
 int32_t famdec_embed_scale(Builder& bld, const Dims& dm, int32_t x) {

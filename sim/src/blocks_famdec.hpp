@@ -47,5 +47,8 @@ int32_t famdec_softcap(Builder& bld, const Dims& dm, int32_t x, const char* name
 // The additive mask SDPA takes in this block (the model's 4-D mask, or a sliding layer's own),
 // or -1 when SDPA runs without one (flash).
 int32_t famdec_sdpa_mask(Builder& bld, const Dims& dm);
+// fam12: the cos/sin pair the block being built rotates with (Gemma 3's sliding layers: the local
+// pair; every other layer and model: the one rope_tables() pair)
+int32_t famdec_rope_tables(Builder& bld, const Dims& dm);
 
 }  // namespace sim::detail

@@ -135,6 +135,7 @@ class Builder {
   bool ignore_transients = false; // paper profile
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
+  int32_t famdec_local_rope = -1;  // fam12: Gemma 3's local cos/sin pair (its sliding layers')
   int32_t hf_mask = -1;           // hfimpl: HF's model-level attention mask (blocks_hfmask.cpp)
   // feat (LoRA): param() makes frozen weights (persistent, no gradient, no optimizer state).
   bool freeze_params = false;

@@ -35,10 +35,18 @@ void build_rope_tables(Builder& bld, const Dims& dm) {
   if (is_mla(*dm.model)) table = bytes(mul(dm.s, dm.model->qk_rope_dim), DType::kF32);
   const DType tdt = is_mla(*dm.model) ? DType::kF32 : dm.resid_dt;
   if (is_mla(*dm.model)) d.exec = Exec::kNone;  // the executor has no complex rotary
+  // fam12: Gemma 3's two pairs are two storages, each saved only by the layers that use it
+  if (tables == 2) table /= 2;
   int32_t cs = bld.fresh(table, tdt, "rotary cos+sin");
   d.outputs = {cs};
+  bld.famdec_local_rope = -1;
+  if (tables == 2) {
+    bld.famdec_local_rope = bld.fresh(table, tdt, "rotary cos+sin (local)");
+    d.outputs.push_back(bld.famdec_local_rope);
+  }
   bld.add_op(std::move(d));
   bld.model_level(cs);
+  if (bld.famdec_local_rope >= 0) bld.model_level(bld.famdec_local_rope);
   bld.set_rope_tables(cs);
 }
 
@@ -158,7 +166,7 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
   if (m.positions == PosEmbedding::kRope) {
     // q*cos + rotate_half(q)*sin (HF apply_rotary_pos_emb): saves only cos and sin (they need no
     // grad); its temporaries are q*cos, -x2, cat(-x2, x1) and rotate_half(q)*sin.
-    int32_t cos_sin = bld.rope_tables();
+    int32_t cos_sin = famdec_rope_tables(bld, dm);  // fam12: Gemma 3's local pair on sliding layers
     auto rope = [&](int32_t t_in, const char* name) {
       // famdec: partial rotary rotates a slice of each head and concatenates the rest
       const bool partial = famdec_partial_rotary(dm);
@@ -453,10 +461,16 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     sm.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s, causal && (dm.paper || megatron_sm) ? 1 : 0};
     sm.op.math16 = false;
     sm.inputs.push_back({sm_in, GradRule::kNew});
+    // fam12: HF eager's softmax(dtype=torch.float32) on 16-bit scores without autocast makes and
+    // saves fp32 probabilities; `.to(query.dtype)` makes the 16-bit copy dropout and av take
+    const bool fp32_probs = !dm.amp && im && im->model_softmax && m.eager_softmax_fp32 &&
+                            !dm.paper && !megatron_sm && p_dt != DType::kF32;
+    if (fp32_probs) p_dt = DType::kF32;
     int32_t probs = bld.fresh(bytes(scores_numel, p_dt), p_dt, "softmax out");
     sm.outputs = {probs};
     sm.saves = {probs};
     bld.add_op(std::move(sm));
+    if (fp32_probs) probs = o.cast(probs, hdt, "softmax to input dtype", "probs (16-bit copy)");
     int32_t dprobs = o.dropout(probs, dm.p_attn, "attention dropout");
     if (dprobs != probs) bld.mark_core_attention_last();
     int32_t pv_in = o.to_half(dprobs, "probs cast", "probs cast");

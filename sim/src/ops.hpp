@@ -314,7 +314,10 @@ class Ops {
   // RMSNorm as HuggingFace's LlamaRMSNorm runs it in eager mode:
   //   h = x.to(fp32); var = h.pow(2).mean(-1); r = rsqrt(var + eps); y = w * (h * r).to(x.dtype)
   // pow saves h, rsqrt saves r, the mul saves h and r, the weight mul saves its 16-bit operand.
-  int32_t rms_norm(int32_t x, const char* name) {
+  // fam12: `scale_input` is T5LayerNorm's `hidden_states * torch.rsqrt(variance + eps)`
+  // (modeling_t5.py @ 6b8b757d), which multiplies the input itself (16-bit under bf16-mixed:
+  // the product saves it and promotes to fp32) where Llama's multiplies the fp32 copy.
+  int32_t rms_norm(int32_t x, const char* name, bool scale_input = false) {
     const Tensor tx = b_.tensor(x);
     const int64_t n = numel_of(tx) / dm_.h;
     int32_t w = b_.param(dm_.h, dm_.param_dt, name);
@@ -353,7 +356,7 @@ class Ops {
       // (MulBackward0: grad * other, then sum_to_size; torch 1.13's CPU profiler lists mul, mul,
       // sum): the product is written and read back, + 2 x its bytes, three kernels.
       const int64_t prod32 = bytes(mul(n, dm_.h), DType::kF32);
-      int32_t hn = mul_op(h32, rs, bytes(mul(n, dm_.h), DType::kF32), DType::kF32,
+      int32_t hn = mul_op(scale_input ? x : h32, rs, bytes(mul(n, dm_.h), DType::kF32), DType::kF32,
                           "rmsnorm scale", "rmsnorm normalized", true, true, Exec::kRowScale, n,
                           dm_.h, mul(2, prod32), 3);
       int32_t hc = cast(hn, tx.dtype, "rmsnorm to input dtype", "rmsnorm normalized");

@@ -247,6 +247,10 @@ struct ImplSpec {
   bool set_to_none = true;
   std::string_view set_to_none_source;  // the call and the torch it ran on
   // --- end exec10 ---
+  // --- fam12 (issue 12): eager attention's softmax as the model's own modeling file writes it
+  // (ModelConfig::eager_softmax_fp32); only a code base that runs that file (hf) sets it ---
+  bool model_softmax = false;
+  // --- end fam12 ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

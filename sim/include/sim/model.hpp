@@ -196,6 +196,13 @@ struct ModelConfig {
   // BertSelfAttention adds to its scores.
   bool extended_mask_always = false;
   // --- end hfimpl ---
+  // --- fam12 (issue 12): read only under an implementation whose ImplSpec::model_softmax is set
+  // (hf). HF's eager_attention_forward (modeling_llama.py @ 5dd4a635; the copies in Mistral,
+  // Qwen2, Gemma 1/2/3, Phi-3, OLMo 2, Mixtral, Qwen2-MoE): softmax(w, dim=-1,
+  // dtype=torch.float32).to(query.dtype). With 16-bit scores and no autocast (bf16-mixed) the
+  // probabilities are fp32 (saved by the softmax) and a 16-bit copy goes on to dropout and av.
+  bool eager_softmax_fp32 = false;
+  // --- end fam12 ---
 };
 
 // famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the

@@ -183,11 +183,12 @@ void llama_sizes(const ObjectReader& in, sim::ModelConfig& m, const Defaults& d)
   m.hidden_dropout = m.embd_dropout = 0.0;
 }
 
-// Gemma's MLP activation: GemmaMLP/Gemma2MLP/Gemma3MLP take ACT2FN[hidden_activation]
-// (Gemma 1's config falls back to hidden_act, gemma-7b's "gelu"): F.gelu, exact or tanh, one op
-// saving its input either way.
+// Gemma's MLP activation: GemmaMLP/Gemma2MLP/Gemma3MLP take ACT2FN[hidden_activation]: F.gelu,
+// exact or tanh, one op saving its input either way. fam12: GemmaMLP.__init__
+// (modeling_gemma.py @ 0125ac68) ignores hidden_act: when hidden_activation is None (gemma-7b's
+// config has only hidden_act "gelu") it sets "gelu_pytorch_tanh" (PR 29402).
 void gemma_activation(const ObjectReader& in, sim::ModelConfig& m, const std::string& type) {
-  const std::string_view key = in.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const std::string_view key = "hidden_activation";
   const std::string act = in.string_or(key, "gelu_pytorch_tanh");
   if (!gelu_activation(act, &m.activation))
     refuse(in, key, std::string(key) + " " + act + " (" + type + ")");
@@ -211,6 +212,7 @@ sim::ModelConfig gemma(const ObjectReader& in, const std::string& type) {
     llama_sizes(in, m, {2304, 26, 8, 4, 256, 9216, 262208, 131072});
   }
   gemma_activation(in, m, type);
+  m.eager_softmax_fp32 = true;  // fam12: eager_attention_forward, softmax in fp32 cast back
   m.embed_scale = true;
   m.norm_weight_fp32 = true;
   m.tied_embeddings = in.boolean_or("tie_word_embeddings", true);
@@ -259,6 +261,7 @@ sim::ModelConfig phi3(const ObjectReader& in) {
   m.qkv_bias = m.linear_bias = false;
   m.fused_qkv = true;
   m.fused_gate_up = true;
+  m.eager_softmax_fp32 = true;  // fam12: eager_attention_forward, softmax in fp32 cast back
   // sliding_window (default None): the window of every layer; under SDPA it makes HF pass a mask
   // once the sequence reaches it (Phi-3-mini-4k: 2047)
   if (in.has("sliding_window")) m.sliding_window = size_or(in, "sliding_window", 1);
@@ -286,6 +289,7 @@ sim::ModelConfig olmo2(const ObjectReader& in) {
   m.qk_norm = QkNorm::kFull;
   m.norm_weight_fp32 = true;
   m.norm_weight_plain = true;  // census12: Olmo2RMSNorm `self.weight * hidden_states`
+  m.eager_softmax_fp32 = true;  // fam12: eager_attention_forward, softmax in fp32 cast back
   m.attn_dropout = probability(in, "attention_dropout", 0.0);
   return m;
 }

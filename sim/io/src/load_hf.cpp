@@ -206,6 +206,7 @@ sim::ModelConfig llama_like(const ObjectReader& in, const std::string& type) {
   m.embd_dropout = 0.0;
   read_head(in, m, type);  // implhf
   m.additive_causal_mask = true;  // hfimpl: _update_causal_mask's 4-D additive mask (exec10: on)
+  m.eager_softmax_fp32 = true;  // fam12: eager_attention_forward (modeling_llama.py @ 5dd4a635)
   return m;
 }
 

@@ -54,6 +54,9 @@ ImplSpec hf() {
   s.model_masks = true;
   // hfimpl: GPT2LMHeadModel.forward's shift_logits copy, the logits returned in the ModelOutput
   s.model_losses = true;
+  // fam12: eager_attention_forward's softmax(dtype=torch.float32).to(query.dtype)
+  // (modeling_llama.py @ 5dd4a635 and its copies; ModelConfig::eager_softmax_fp32)
+  s.model_softmax = true;
   s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
   s.not_modeled = "torch.compile";
   // --- implver: this release's key and its Trainer's optimizer ---
@@ -65,7 +68,7 @@ ImplSpec hf() {
       "gpt2=modeling_gpt2.py@c44b2d99 llama=modeling_llama.py@5dd4a635 "
       "mistral=modeling_llama.py@5dd4a635(Llama's) qwen2=modeling_llama.py@5dd4a635(Llama's) "
       "bert=modeling_bert.py@8ec58104 gpt_neox=modeling_gpt_neox.py@006bd23d "
-      "falcon=modeling_falcon.py@00dcc6dd gemma=modeling_gemma.py(unpinned) "
+      "falcon=modeling_falcon.py@00dcc6dd gemma=modeling_gemma.py@0125ac68 "
       "gemma2=modeling_gemma2.py@006e8693 gemma3=modeling_gemma3.py@953196a4 "
       "phi3=modeling_phi3.py(unpinned) olmo2=modeling_olmo2.py@000c33fd "
       "t5=modeling_t5.py@6b8b757d vit=modeling_vit.py@d8b2b23c "
