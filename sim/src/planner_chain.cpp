@@ -336,15 +336,21 @@ class ChainDp {
     const int64_t lo = rs(t.local), h = rs(t.held);
     const int64_t from = std::max(lo, h);
     if (from > slots_) return;
-    int64_t* ct = &time_[idx(a, 0)];
-    int64_t* cf = &flops_[idx(a, 0)];
-    int32_t* ch = &choice_[idx(a, 0)];
-    const int64_t* nt = &time_[idx(next, 0)] - h;
-    const int64_t* nf = &flops_[idx(next, 0)] - h;
-    for (int64_t s = from; s <= slots_; ++s) {
-      if (nt[s] == kInf) continue;
-      const int64_t tt = nt[s] + t.cost.time_ns, ff = nf[s] + t.cost.flops;
-      if (tt < ct[s] || (tt == ct[s] && ff < cf[s])) ct[s] = tt, cf[s] = ff, ch[s] = code;
+    // planner4: rows a and next never overlap, and nothing here writes the bounds or the costs
+    // added, so they live in registers (the loop reloaded slots_ after every store).
+    int64_t* __restrict ct = &time_[idx(a, 0)];
+    int64_t* __restrict cf = &flops_[idx(a, 0)];
+    int32_t* __restrict ch = &choice_[idx(a, 0)];
+    const int64_t* __restrict nt = &time_[idx(next, 0)] - h;
+    const int64_t* __restrict nf = &flops_[idx(next, 0)] - h;
+    const int64_t end = slots_, dt = t.cost.time_ns, df = t.cost.flops;
+    for (int64_t s = from; s <= end; ++s) {
+      const int64_t n_t = nt[s];
+      if (n_t == kInf) continue;
+      const int64_t tt = n_t + dt;
+      if (tt > ct[s]) continue;
+      const int64_t ff = nf[s] + df;
+      if (tt < ct[s] || ff < cf[s]) ct[s] = tt, cf[s] = ff, ch[s] = code;
     }
   }
 
