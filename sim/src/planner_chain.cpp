@@ -444,7 +444,8 @@ class ChainDp {
       const int64_t size = static_cast<int64_t>(st.size());
       if (size == 0) continue;
       int32_t& finger = finger_[static_cast<size_t>(s - h)];
-      const int64_t found = first_in_reach(st, std::min<int64_t>(finger, size - 1), a + k);
+      const int64_t found = st.front().j <= a + k ? 0  // every pushed j in reach
+                            : first_in_reach(st, std::min<int64_t>(finger, size - 1), a + k);
       if (found == size) continue;
       finger = static_cast<int32_t>(found);
       const Entry* it = &st[static_cast<size_t>(found)];
