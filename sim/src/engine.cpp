@@ -129,6 +129,14 @@ class Engine {
       live_.swap(scratch_->live);
       cat_.swap(scratch_->cat);
       fwd_ns_.swap(scratch_->fwd_ns);
+      if (o.record_timeline) {  // planner4 (issue 15): capacity handed back by a caller
+        res_.timeline.swap(scratch_->timeline);
+        res_.timeline.clear();
+        res_.timeline_breakdown.swap(scratch_->timeline_breakdown);
+        res_.timeline_breakdown.clear();
+        res_.spans.swap(scratch_->spans);
+        res_.spans.clear();
+      }
     }
     live_.assign(g.storages.size(), 0);
     cat_.assign(g.storages.size(), 0);

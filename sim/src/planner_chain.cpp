@@ -212,6 +212,16 @@ namespace {
 // single block, kSegCode + (length - 1) for a segment.
 constexpr int32_t kSegCode = 1 + kPlanOptionCount;
 
+// A hint to load p's cache line (planner4). GCC 12 drops __builtin_prefetch (and _mm_prefetch)
+// from the DP's loop at -O1 and above, so x86-64 gets the instruction by inline assembly.
+inline void prefetch_line(const void* p) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p);
+#endif
+}
+
 struct DpEntry {
   int64_t j;
   Cost value;
@@ -223,6 +233,10 @@ struct DpWorkspace {
   std::vector<int64_t> time, flops;
   std::vector<int32_t> choice;
   std::vector<std::vector<DpEntry>> stacks;
+  // planner4 (issue 15): per stack, its back entry's value (push compares with it without
+  // touching the stack's own memory) and the index of the last answer of window's search.
+  std::vector<Cost> back;
+  std::vector<int32_t> finger;
 };
 
 class ChainDp {
@@ -232,7 +246,7 @@ class ChainDp {
   ChainDp(const ChainModel& m, int64_t slot, bool round_up, bool window, DpWorkspace& ws)
       : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
         allow_window_(window), time_(ws.time), flops_(ws.flops), choice_(ws.choice),
-        stacks_(ws.stacks) {}
+        stacks_(ws.stacks), back_(ws.back), finger_(ws.finger) {}
 
   // Fills the tables for every budget of up to `slots` slots (issue 15: one table answers every
   // lower budget with the same slot size, since g[0][s] is the optimum with s slots; row a's
@@ -258,6 +272,8 @@ class ChainDp {
     if (window_) {
       stacks_.resize(static_cast<size_t>(slots_ + 1));
       for (auto& st : stacks_) st.clear();
+      back_.assign(static_cast<size_t>(slots_ + 1), Cost{});
+      finger_.assign(static_cast<size_t>(slots_ + 1), 0);
     }
     for (int64_t a = n_ - 1; a >= 0; --a) row(a);
   }
@@ -320,15 +336,21 @@ class ChainDp {
     const int64_t lo = rs(t.local), h = rs(t.held);
     const int64_t from = std::max(lo, h);
     if (from > slots_) return;
-    int64_t* ct = &time_[idx(a, 0)];
-    int64_t* cf = &flops_[idx(a, 0)];
-    int32_t* ch = &choice_[idx(a, 0)];
-    const int64_t* nt = &time_[idx(next, 0)] - h;
-    const int64_t* nf = &flops_[idx(next, 0)] - h;
-    for (int64_t s = from; s <= slots_; ++s) {
-      if (nt[s] == kInf) continue;
-      const int64_t tt = nt[s] + t.cost.time_ns, ff = nf[s] + t.cost.flops;
-      if (tt < ct[s] || (tt == ct[s] && ff < cf[s])) ct[s] = tt, cf[s] = ff, ch[s] = code;
+    // planner4: rows a and next never overlap, and nothing here writes the bounds or the costs
+    // added, so they live in registers (the loop reloaded slots_ after every store).
+    int64_t* __restrict ct = &time_[idx(a, 0)];
+    int64_t* __restrict cf = &flops_[idx(a, 0)];
+    int32_t* __restrict ch = &choice_[idx(a, 0)];
+    const int64_t* __restrict nt = &time_[idx(next, 0)] - h;
+    const int64_t* __restrict nf = &flops_[idx(next, 0)] - h;
+    const int64_t end = slots_, dt = t.cost.time_ns, df = t.cost.flops;
+    for (int64_t s = from; s <= end; ++s) {
+      const int64_t n_t = nt[s];
+      if (n_t == kInf) continue;
+      const int64_t tt = n_t + dt;
+      if (tt > ct[s]) continue;
+      const int64_t ff = nf[s] + df;
+      if (tt < ct[s] || ff < cf[s]) ct[s] = tt, cf[s] = ff, ch[s] = code;
     }
   }
 
@@ -341,7 +363,6 @@ class ChainDp {
     // Segments [a, b]. With the window, the slots each length needs are collected and the
     // transitions are taken from the stacks; a start whose needs are not monotone in b (a
     // shrinking gradient state can make a longer segment need less) is relaxed one by one.
-    if (window_) push(a + 1);
     std::vector<int64_t> locals;
     bool monotone = true;
     int64_t held = 0;
@@ -359,10 +380,11 @@ class ChainDp {
       }
     }
     if (!window_) return;
-    if (monotone) {
-      window(a, locals, held);
-      return;
-    }
+    // planner4 (issue 15): j = a + 1 is pushed and the window read in one pass over the slots
+    // (the stack read at s, s - held, was pushed held slots earlier in the same pass, so its
+    // memory is still in cache; two passes touched every stack twice per row).
+    window(a, locals, held, monotone);
+    if (monotone) return;
     SegmentTerms again(m_, p_, a);
     for (int64_t b = a; b < a + static_cast<int64_t>(locals.size()); ++b) {
       const UnitTerms t = again.extend();
@@ -379,44 +401,105 @@ class ChainDp {
   // less P(a). For every s' a stack holds the j pushed so far (j > a) that no smaller j
   // dominates (smaller j, value no larger: whenever j's segment fits, the shorter one fits too,
   // since a start's needs are monotone in b where the window is used); values strictly fall as
-  // j grows, so the best j <= a + kmax(s) is the largest such, found by binary search.
+  // j grows, so the best j <= a + kmax(s) is the largest such, found by a search from the last
+  // answer (planner4; a binary search before).
   using Entry = DpEntry;
-  void window(int64_t a, const std::vector<int64_t>& locals, int64_t h) {
-    if (locals.empty()) return;
-    const int64_t kcap = static_cast<int64_t>(locals.size());
+  void window(int64_t a, const std::vector<int64_t>& locals, int64_t h, bool query) {
+    const int64_t kcap = query ? static_cast<int64_t>(locals.size()) : 0;
+    const int64_t j = a + 1;  // pushed at every s before the query
+    const Cost base = add(prefix_inner_[static_cast<size_t>(a)], m_.blocks[static_cast<size_t>(a)].seg_last_cost);
     const Cost pa = prefix_inner_[static_cast<size_t>(a)];
     int64_t k = 0;  // segments of lengths 1..k fit in s slots
     int64_t* ct = &time_[idx(a, 0)];
     int64_t* cf = &flops_[idx(a, 0)];
     int32_t* ch = &choice_[idx(a, 0)];
+    // planner4: each stack's memory is its own allocation, touched once per row at a place
+    // known in advance (push reads its back, the query the entry at its finger), so it is
+    // prefetched kAhead slots early: the pass was bound by those loads' latency.
+    constexpr int64_t kAhead = 16;
+    const auto prefetch = [&](int64_t t) {
+      if (t > slots_) return;
+      const std::vector<Entry>& sp = stacks_[static_cast<size_t>(t)];
+      if (!sp.empty()) prefetch_line(&sp.back());
+      if (sp.size() > 1) prefetch_line(&sp[sp.size() - 2]);
+      const int64_t q = t - h;
+      if (q >= 0 && k > 0) {
+        const std::vector<Entry>& sq = stacks_[static_cast<size_t>(q)];
+        const size_t f = static_cast<size_t>(finger_[static_cast<size_t>(q)]);
+        if (f < sq.size()) prefetch_line(&sq[f]);
+      }
+    };
+    for (int64_t s = 0; s < kAhead; ++s) prefetch(s);
     for (int64_t s = 0; s <= slots_; ++s) {
+      prefetch(s + kAhead);
+      push(j, s, base);
       while (k < kcap && locals[static_cast<size_t>(k)] <= s) ++k;
       if (k == 0 || s - h < 0) continue;
       const std::vector<Entry>& st = stacks_[static_cast<size_t>(s - h)];
-      // st is ordered by decreasing j (back = smallest j); find the largest j <= a + k.
-      // (Issue 15: most often every pushed j is in reach: the front, without the search.)
-      auto it = !st.empty() && st.front().j <= a + k
-                    ? st.begin()
-                    : std::lower_bound(st.begin(), st.end(), a + k,
-                                       [](const Entry& x, int64_t v) { return x.j > v; });
-      if (it == st.end()) continue;
+      // st is ordered by decreasing j (back = smallest j); find the largest j <= a + k, the
+      // first index whose j is in reach. planner4 (issue 15): searched from the index this
+      // stack answered last (the bound a + k moves by about one block per row, so the answer
+      // is at or next to it), galloping away from it; the same index as a binary search over
+      // the whole stack (which cost ~40 % of the DP in cache misses and mispredicted branches).
+      const int64_t size = static_cast<int64_t>(st.size());
+      if (size == 0) continue;
+      int32_t& finger = finger_[static_cast<size_t>(s - h)];
+      const int64_t found = st.front().j <= a + k ? 0  // every pushed j in reach
+                            : first_in_reach(st, std::min<int64_t>(finger, size - 1), a + k);
+      if (found == size) continue;
+      finger = static_cast<int32_t>(found);
+      const Entry* it = &st[static_cast<size_t>(found)];
       const Cost cost = {it->value.time_ns - pa.time_ns, it->value.flops - pa.flops};
       if (cost.time_ns < ct[s] || (cost.time_ns == ct[s] && cost.flops < cf[s]))
         ct[s] = cost.time_ns, cf[s] = cost.flops,
         ch[s] = kSegCode + static_cast<int32_t>(it->j - 1 - a);
     }
   }
-  void push(int64_t j) {
-    const BlockCosts& last = m_.blocks[static_cast<size_t>(j - 1)];
-    const Cost base = add(prefix_inner_[static_cast<size_t>(j - 1)], last.seg_last_cost);
-    for (int64_t s = 0; s <= slots_; ++s) {
-      const size_t i = idx(j, s);
-      if (time_[i] == kInf) continue;
-      const Cost v = {time_[i] + base.time_ns, flops_[i] + base.flops};
-      std::vector<Entry>& st = stacks_[static_cast<size_t>(s)];
-      while (!st.empty() && !(st.back().value < v)) st.pop_back();  // dominated by the shorter j
-      st.push_back({j, v});
+  // Pushes j (the segment ending at j - 1) onto the stack of s; base: P(j - 1) + last(j - 1).
+  void push(int64_t j, int64_t s, Cost base) {
+    const size_t i = idx(j, s);
+    if (time_[i] == kInf) return;
+    const Cost v = {time_[i] + base.time_ns, flops_[i] + base.flops};
+    std::vector<Entry>& st = stacks_[static_cast<size_t>(s)];
+    // Dominated by the shorter j. planner4: the back's value is read from back_ (contiguous
+    // over s), the stack itself only when it pops.
+    Cost& top = back_[static_cast<size_t>(s)];
+    if (!st.empty() && !(top < v)) {
+      st.pop_back();
+      while (!st.empty() && !(st.back().value < v)) st.pop_back();
     }
+    st.push_back({j, v});
+    top = v;
+  }
+
+  // The first index of `st` (j decreasing with the index) whose j is at most `bound`, or
+  // st.size(): galloping from `from` towards the answer, then a binary search in the bracket.
+  static int64_t first_in_reach(const std::vector<Entry>& st, int64_t from, int64_t bound) {
+    const int64_t size = static_cast<int64_t>(st.size());
+    const auto in = [&](int64_t i) { return st[static_cast<size_t>(i)].j <= bound; };
+    int64_t lo = 0, hi = size;  // answer in [lo, hi]: !in(lo - 1), in(hi) (or hi == size)
+    if (in(from)) {
+      hi = from;
+      for (int64_t step = 1;; step *= 2) {
+        const int64_t i = hi - step;
+        if (i < 0) { lo = 0; break; }
+        if (!in(i)) { lo = i + 1; break; }
+        hi = i;
+      }
+    } else {
+      lo = from + 1;
+      for (int64_t step = 1;; step *= 2) {
+        const int64_t i = lo - 1 + step;
+        if (i >= size) { hi = size; break; }
+        if (in(i)) { hi = i; break; }
+        lo = i + 1;
+      }
+    }
+    while (lo < hi) {  // in(hi) or hi == size; !in(lo - 1)
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (in(mid)) hi = mid; else lo = mid + 1;
+    }
+    return lo;
   }
 
   const ChainModel& m_;
@@ -428,6 +511,8 @@ class ChainDp {
   std::vector<int64_t>& flops_;
   std::vector<int32_t>& choice_;
   std::vector<std::vector<Entry>>& stacks_;
+  std::vector<Cost>& back_;
+  std::vector<int32_t>& finger_;
   std::vector<Cost> prefix_inner_;  // P(i): inner recompute costs of blocks < i
 };
 

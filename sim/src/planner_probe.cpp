@@ -201,6 +201,10 @@ Probe run_probe(const Graph& g, const Device& d, const Plan& plan, ProbeScratch&
       const Op& op = g.ops[static_cast<size_t>(e.id)];
       if (op.block >= 0) p.rc_cost[static_cast<size_t>(op.block)].flops += op.fwd.flops;
     }
+  // planner4: the timeline's memory goes back to the scratch for the next probe.
+  ps.engine_scratch.timeline = std::move(r.timeline);
+  ps.engine_scratch.timeline_breakdown = std::move(r.timeline_breakdown);
+  ps.engine_scratch.spans = std::move(r.spans);
   return p;
 }
 

@@ -28,6 +28,13 @@ struct EngineScratch {
   // next simulation, so their memory is not faulted in anew for each plan the planner simulates.
   std::unique_ptr<CachingAllocator> allocator;
   std::vector<int32_t> heap_handle;
+  // planner4 (issue 15): a run that records its timeline takes these (cleared) as its Result's
+  // timeline, breakdown and spans; a caller done with a Result may hand its vectors back, so
+  // that the planner's probes (seven timelines of ~10^6 samples and spans at 10,000 blocks) do
+  // not fault their memory in seven times. Capacity only, as above.
+  std::vector<MemorySample> timeline;
+  std::vector<Breakdown> timeline_breakdown;
+  std::vector<OpSpan> spans;
 };
 
 struct Workspace::Buffers {

@@ -243,6 +243,9 @@ struct BudgetPlan {
   FixedChoice fixed;          // best_fixed's answer for this budget (a candidate at any depth)
   int64_t simulations = 0;    // plans simulated to verify (probes not counted; repeats cached)
   int64_t dp_tables = 0;      // DP tables filled (ChainSolver::builds, all views)
+  // planner4: fixed strategies settled as misses by an exact-allocator simulation (a fifth of a
+  // caching one) instead of a caching-allocator simulation (not in `simulations`).
+  int64_t exact_simulations = 0;
 };
 
 // The plan of `budget:<bytes>`: the DP's plan, verified by simulation (budget_peak_bytes);
