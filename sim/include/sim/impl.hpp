@@ -241,6 +241,12 @@ struct ImplSpec {
   // at the division), which every code base but HF's Trainer runs.
   int loop_temporaries = 2;
   // --- end implver ---
+
+  // --- time5 (issue 11): the release has torchtitan's fused Triton RMSNorm (`norm_type =
+  // "fused_rmsnorm"`, torchtitan/models/norms.py TritonFusedRMSNorm), which --norm-kernel triton
+  // selects (a train config's choice, so a run setting: TrainSetup::norm_kernel)
+  bool triton_rmsnorm = false;
+  // --- end time5 ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first
