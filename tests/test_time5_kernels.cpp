@@ -1,5 +1,6 @@
 // time5 (issue 11): --norm-kernel triton, torchtitan's fused Triton RMSNorm
-// (torchtitan/models/norms.py TritonFusedRMSNorm @ 04133643 and 9dec370), a run setting.
+// (torchtitan/models/norms.py TritonFusedRMSNorm @ 04133643 and 9dec370), a run setting; and
+// Megatron's vocab-parallel cross entropy timed per kernel.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -84,4 +85,33 @@ TEST_CASE("--norm-kernel triton only where the release has it and the model has 
   CHECK(parse_norm_kernel("default") == NormKernel::kDefault);
   CHECK_FALSE(parse_norm_kernel("fused").has_value());
   CHECK(name(NormKernel::kTriton) == "triton");
+}
+
+// cross_entropy.py @ d98e8a6: six kernels over the [tokens, vocab/t] logits forward (.float(),
+// max, -=, exp, sum, div_: 38 B per logit from 16-bit logits) and two backward (mul_, the cast
+// back: 14 B); 20 and 8 kernels in all with the small ones over the tokens.
+TEST_CASE("Megatron's vocab-parallel cross entropy moves its logits through each kernel") {
+  const ModelConfig m = fixtures::gpt2_small();
+  for (int64_t tp : {1, 4}) {
+    TrainSetup t;
+    t.impl = Impl::kMegatron;
+    t.micro_batch = 2;
+    t.seq = 128;
+    t.tp = tp;
+    const Graph g = build_graph(m, t, fixtures::h100());
+    int found = 0;
+    for (const Op& op : g.ops) {
+      if (op.kind != OpKind::kVocabCe) continue;
+      // Megatron pads the vocabulary to a multiple of 128 x tp, split over the tp ranks
+      const int64_t v = (m.vocab + 128 * tp - 1) / (128 * tp) * (128 * tp) / tp;
+      const int64_t nv = 2 * 128 * v;
+      CHECK(op.fwd.bytes >= 38 * nv);
+      CHECK(op.fwd.bytes < 38 * nv + 64 * 2 * 128);  // + the labels and the loss
+      CHECK(op.bwd.bytes >= 14 * nv);
+      CHECK(op.fwd.kernels == 20);
+      CHECK(op.bwd.kernels == 8);
+      ++found;
+    }
+    CHECK(found == 1);
+  }
 }
