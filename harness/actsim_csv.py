@@ -31,7 +31,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # implver (issue 10): the implementation's release (empty: its default)
               "impl_version",
               # hfimpl (issue 10): a padding attention mask (on/off)
-              "padding"])
+              "padding",
+              # time5 (issue 11): the RMSNorm kernel (--norm-kernel; the eager code: default)
+              "norm_kernel"])
 
 
 def csv_field(v):

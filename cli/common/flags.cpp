@@ -77,6 +77,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--padding", f.padding,
       "on|off: the batch is padded and HF gets an attention mask (4-D additive mask; SDPA runs "
       "its memory-efficient kernel; GQA K/V repeated); off: no padding (default)");
+  // time5 (issue 11): the RMSNorm kernel, a train-config setting (torchtitan's norm_type)
+  add("--norm-kernel", f.norm_kernel,
+      "default|triton: the RMSNorm kernel; triton: torchtitan's fused Triton RMSNorm (norm_type = "
+      "fused_rmsnorm, torchtitan@9dec370); default: the implementation's own op list");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -206,6 +210,11 @@ Axes parse_axes(const CommonFlags& f) {
     const std::vector<bool> v = parse_switch_axis(f.padding, "--padding");
     if (v.size() != 1) throw sim::ConfigError("--padding", f.padding, "takes one value, not a list");
     a.padding = v.front();
+  }
+  {  // time5 (issue 11)
+    const std::optional<sim::NormKernel> k = sim::parse_norm_kernel(f.norm_kernel);
+    if (!k) throw sim::ConfigError("--norm-kernel", f.norm_kernel, "expected default or triton");
+    a.norm_kernel = *k;
   }
   return a;
 }

@@ -57,6 +57,7 @@ struct CommonFlags {
   std::string output;                  // -o/--output; empty: stdout
   // --- famenc (issue 12) ---
   std::string target_seq;              // --target-seq (one value); empty: --seq (T5's decoder)
+  std::string norm_kernel = "default"; // time5 (issue 11): --norm-kernel default|triton (one value)
 };
 
 // Which of the common flags a verb takes.
@@ -109,6 +110,7 @@ struct Axes {
   std::vector<sim::Fp8Recipe> fp8s{sim::Fp8Recipe::kOff};
   // --- end feat ---
   bool padding = false;  // hfimpl: --padding (one value for the whole sweep)
+  sim::NormKernel norm_kernel = sim::NormKernel::kDefault;  // time5: --norm-kernel (one value)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

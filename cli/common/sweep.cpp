@@ -136,6 +136,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
   t.padding = a.padding;  // hfimpl
+  t.norm_kernel = a.norm_kernel;  // time5 (issue 11)
   return p;
 }
 

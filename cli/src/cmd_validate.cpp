@@ -238,6 +238,8 @@ int cmd_validate(const Invocation& inv) {
       if (v != "on" && v != "off") throw sim::ConfigError(where, "padding", "'" + v + "' is not on or off");
       s.padding = v == "on";
     }
+    if (const std::string v = optional("norm_kernel"); !v.empty())  // time5 (issue 11)
+      s.norm_kernel = parsed("norm_kernel", sim::parse_norm_kernel(v));
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

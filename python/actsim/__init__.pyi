@@ -32,6 +32,7 @@ def run(
     lora_targets: _Value = ...,
     qlora: _Value = ...,
     padding: _Value = ...,
+    norm_kernel: _Value = ...,  # time5 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -71,6 +72,7 @@ def sweep(
     lora_targets: _Value = ...,
     qlora: _Value = ...,
     padding: _Value = ...,
+    norm_kernel: _Value = ...,  # time5 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -108,6 +110,7 @@ def plan(
     lora_targets: _Value = ...,
     qlora: _Value = ...,
     padding: _Value = ...,
+    norm_kernel: _Value = ...,  # time5 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -141,6 +144,7 @@ def valley(
     lora_targets: _Value = ...,
     qlora: _Value = ...,
     padding: _Value = ...,
+    norm_kernel: _Value = ...,  # time5 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,

@@ -609,6 +609,28 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
     d.outputs = {soft, loss};
     d.saves = {soft, bld.labels()};
     if (dm.t > 1) d.op.fwd.comm_bytes = mul(3 * 4, n), d.op.fwd.comm_kind = kAllReduce;
+    // --- time5 (issue 11): the kernels of that code (cross_entropy.py @ d98e8a6), timed one by
+    // one as time3 did the norm. Over the [n, v] logits, forward: `.float()` (16-bit logits: r 2,
+    // w 4 B per element; a no-op on fp32 ones), `torch.max(dim=-1)` (r 4), `-= logits_max` (r 4,
+    // w 4), `torch.exp(out=)` (r 4, w 4), `.sum(-1)` (r 4), `div_` (r 4, w 4): 38 B per element
+    // (36 from fp32 logits) against the 6 (8) counted from the op's input and output: + 32 (+ 28).
+    // Backward: `grad_input.mul_(grad_output)` (r 4, w 4) and, for 16-bit logits, the cast of the
+    // gradient back (r 4, w 2): 14 B against the 6 counted from the saved softmax and the new
+    // gradient: + 8 (fp32: the mul_ writes the saved softmax in place, + 0). Kernels, as written:
+    // forward 20 (the six above less the no-op cast; on [n]: the two target-mask compares and
+    // their `|`, `clone() - start`, the masked `= 0` (nonzero + index_put), arange, the gather
+    // and its clone, `predicted_logits[target_mask] = 0.0` (nonzero + index_put), `log`, `-`);
+    // backward 8 (`target_mask.float()`, `1.0 -`, arange, the indexed `-=` (gather, sub,
+    // index_put), `mul_`, the cast), 7 from fp32 logits.
+    {
+      const bool half = bld.tensor(logits).dtype != DType::kF32;
+      const int64_t nv = mul(n, dm.v);
+      d.fwd_inner_bytes = mul(nv, half ? 32 : 28);
+      d.bwd_inner_bytes = half ? mul(nv, 8) : 0;
+      d.op.fwd.kernels = half ? 20 : 19;
+      d.op.bwd.kernels = half ? 8 : 7;
+    }
+    // --- end time5 ---
     bld.add_op(std::move(d));
   } else {
     // HF: logits.float(); F.cross_entropy = log_softmax (saves its output) + nll_loss (saves

@@ -45,6 +45,8 @@ void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t i
 void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_bytes,
                        int64_t out_bytes, int64_t lse_bytes);
 // --- end feat ---
+// time5 (issue 11): torchtitan's fused Triton RMSNorm (sim/src/norm_kernels.cpp)
+int32_t triton_rms_norm(Builder& bld, const Dims& dm, int32_t x, const char* name);
 
 class Ops {
  public:
@@ -372,6 +374,7 @@ class Ops {
 
   int32_t norm(int32_t x, const char* name) {
     if (dm_.model->norm_weight_fp32) return famdec_rms_norm(b_, dm_, x, dm_.h, name);  // famdec
+    if (dm_.triton_norm) return triton_rms_norm(b_, dm_, x, name);  // time5 (issue 11)
     return dm_.model->norm == NormKind::kRmsNorm ? rms_norm(x, name) : layer_norm(x, name);
   }
 

@@ -31,6 +31,8 @@ def flags(r):
         f += ["--cp", r["cp"]]
     if r.get("fp8"):
         f += ["--fp8", r["fp8"]]
+    if r.get("norm_kernel"):  # time5 (issue 11): the run's RMSNorm kernel (--norm-kernel)
+        f += ["--norm-kernel", r["norm_kernel"]]
     return f
 
 

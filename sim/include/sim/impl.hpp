@@ -251,6 +251,12 @@ struct ImplSpec {
   // (ModelConfig::eager_softmax_fp32); only a code base that runs that file (hf) sets it ---
   bool model_softmax = false;
   // --- end fam12 ---
+
+  // --- time5 (issue 11): the release has torchtitan's fused Triton RMSNorm (`norm_type =
+  // "fused_rmsnorm"`, torchtitan/models/norms.py TritonFusedRMSNorm), which --norm-kernel triton
+  // selects (a train config's choice, so a run setting: TrainSetup::norm_kernel)
+  bool triton_rmsnorm = false;
+  // --- end time5 ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

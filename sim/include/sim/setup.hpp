@@ -30,6 +30,21 @@ enum class Fp8Recipe : uint8_t { kOff, kTeDelayed, kTeCurrent, kTorchaoTensorwis
 std::string_view name(Fp8Recipe r);  // "off", "te-delayed", ...
 std::optional<Fp8Recipe> parse_fp8(std::string_view s);
 
+// --- time5 (issue 11): which kernel a model's RMSNorm runs, a run setting (a code base's train
+// config picks it, not its release): kDefault, the implementation's own op list (eager RMSNorm
+// under HF and torchtitan; sim/src/ops.hpp Ops::rms_norm); kTriton, torchtitan's fused Triton
+// RMSNorm (`norm_type = "fused_rmsnorm"`, torchtitan/models/norms.py @ 04133643 and 9dec370: one
+// kernel forward, three backward; sim/src/norm_kernels.cpp), where the release has it
+// (ImplSpec::triton_rmsnorm).
+enum class NormKernel : uint8_t { kDefault, kTriton };
+inline std::string_view name(NormKernel k) { return k == NormKernel::kTriton ? "triton" : "default"; }
+inline std::optional<NormKernel> parse_norm_kernel(std::string_view s) {
+  if (s == "default") return NormKernel::kDefault;
+  if (s == "triton") return NormKernel::kTriton;
+  return std::nullopt;
+}
+// --- end time5 ---
+
 struct TrainSetup {
   int64_t micro_batch = 1;    // b
   int64_t seq = 1024;         // s (the CLI default)
@@ -98,6 +113,9 @@ struct TrainSetup {
   // takes no mask); off: no padding (packed or equal-length sequences; HF drops an all-ones mask).
   bool padding = false;
   // --- end hfimpl ---
+  // --- time5 (issue 11): --norm-kernel: the kernel the model's RMSNorm runs (NormKernel) ---
+  NormKernel norm_kernel = NormKernel::kDefault;
+  // --- end time5 ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

@@ -65,7 +65,10 @@ std::vector<std::string> make_columns() {
         // column, appended); empty under the paper profile.
         "impl_version",
         // hfimpl (issue 10): a padding attention mask (on/off; a key column, appended)
-        "padding"})
+        "padding",
+        // time5 (issue 11): the RMSNorm kernel (--norm-kernel default|triton; a key column,
+        // appended)
+        "norm_kernel"})
     c.emplace_back(name);
   return c;
 }
@@ -144,8 +147,8 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version; hfimpl: padding
-  constexpr int kAfterError = 28;
+  // implver: impl_version; hfimpl: padding; time5: norm_kernel
+  constexpr int kAfterError = 29;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -240,6 +243,7 @@ std::string csv_row(const Row& row) {
   w.text(sim::name(s.fp8));
   w.text(s.impl ? s.impl_version : std::string_view());  // implver
   w.text(s.padding ? "on" : "off");  // hfimpl
+  w.text(sim::name(s.norm_kernel));  // time5 (issue 11)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

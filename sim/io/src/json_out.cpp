@@ -45,6 +45,7 @@ std::string result_json(const Row& row) {
   j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
   j["qlora"] = s.qlora;
   j["padding"] = s.padding;  // hfimpl
+  j["norm_kernel"] = std::string(sim::name(s.norm_kernel));  // time5 (issue 11)
   j["cp"] = s.cp;
   j["fp8"] = std::string(sim::name(s.fp8));
   j["impl_version"] = s.impl ? Json(std::string(s.impl_version)) : Json(nullptr);  // implver

@@ -207,6 +207,18 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                                                             : "T5's masks are not modeled yet") +
                             ")");
   }
+  // time5 (issue 11): --norm-kernel triton, where the release has torchtitan's Triton RMSNorm
+  if (s.norm_kernel == NormKernel::kTriton) {
+    if (!sp.triton_rmsnorm)
+      throw Unsupported("--norm-kernel", "norm_kernel",
+                        "the Triton fused RMSNorm under --impl " + std::string(sp.name) + "@" +
+                            std::string(sp.version_key) +
+                            " (torchtitan 9dec370's norm_type = \"fused_rmsnorm\")");
+    if (model.norm != NormKind::kRmsNorm || model.norm_weight_fp32)
+      throw Unsupported("--norm-kernel", "norm_kernel",
+                        "the Triton fused RMSNorm for the " + model.family +
+                            " family (it replaces a plain RMSNorm)");
+  }
   return s;
 }
 

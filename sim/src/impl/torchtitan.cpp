@@ -68,6 +68,10 @@ ImplSpec torchtitan_9dec370() {
   // (model.py:209), which then saves the repeated K and V; v0.2.2 passes enable_gqa instead
   // (models/llama3/model/model.py:201, 275).
   s.flash_repeat_kv = true;
+  // time5 (issue 11): torchtitan/models/norms.py @ 9dec370 (and @ 04133643, its A100 tables'
+  // commit: the same Triton kernels) builds FusedRMSNorm for norm_type = "fused_rmsnorm"
+  // (config_manager.py `--model.norm_type`, default "rmsnorm"); v0.2.2 has no fused norm.
+  s.triton_rmsnorm = true;
   return s;
 }
 
