@@ -209,6 +209,8 @@ struct Dims {
   int64_t cp = 1;             // context parallel: s is this rank's s / cp (sim/src/cp.cpp)
   Fp8Recipe fp8 = Fp8Recipe::kOff;  // FP8 linears (sim/src/fp8.cpp)
   // --- end feat ---
+  // feat3 (issue 13): bitsandbytes' bnb_4bit_compute_dtype (the 4-bit matmuls' dtype; make_dims)
+  DType qlora_compute_dt = DType::kBF16;
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions
