@@ -97,6 +97,10 @@ struct TrainSetup {
   // takes no mask); off: no padding (packed or equal-length sequences; HF drops an all-ones mask).
   bool padding = false;
   // --- end hfimpl ---
+  // feat3 (issue 13): --zero not given. Under fsdp2-bf16 (torchtitan's default regime: FSDP2
+  // always shards) resolve_setup then takes ZeRO 3 when dp x cp > 1; an explicit --zero 0/1/2
+  // under fsdp2-bf16 stays refused (validate).
+  bool zero_default = false;
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
