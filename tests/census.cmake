@@ -26,3 +26,18 @@ fi
 diff -u "$2/harness/census/census.json" "$3"
 ]=] sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_CENSUS_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/census.json)
 set_tests_properties(census.regenerate PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# cpfp8 (issue 13): torch's context-parallel ring, its eager code on torch 1.13
+# (harness/census_cp.py); tests/test_cpfp8.cpp holds sim/src/cp.cpp to harness/census/cp.json.
+add_test(NAME census.cp_regenerate
+         COMMAND sh -c [=[
+set -e
+if ! "$1" -c "import torch" > /dev/null 2>&1
+then
+  echo "census: $1 cannot import torch (python3-torch not installed): skipped"
+  exit 77
+fi
+"$1" "$2/harness/census_cp.py" -o "$3"
+diff -u "$2/harness/census/cp.json" "$3"
+]=] sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_CENSUS_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/cp.json)
+set_tests_properties(census.cp_regenerate PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)

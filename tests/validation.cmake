@@ -180,7 +180,7 @@ awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i } NR > 1 { $c["p
 # renamed to nanogpt, which has no Llama, are refused naming the implementation).
 add_test(NAME validation.published_rows_load
          COMMAND sh -c [=[
-for f in megatron-lm torchtitan hf-docs-bert-large-v100; do
+for f in megatron-lm torchtitan torchtitan-cp torchtitan-fp8 hf-docs-bert-large-v100; do
   "$1" validate "validation/published/$f.csv" > "$2.$f.out"
   status=$?
   test "$status" -eq 0 -o "$status" -eq 3 || exit 1
@@ -194,6 +194,11 @@ awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i } NR > 1 { $c["i
 test $? -eq 2 && grep -q "llama family under --impl nanogpt" "$2.err"
 ]=] sh $<TARGET_FILE:actsim> ${CMAKE_CURRENT_BINARY_DIR}/published-rows)
 set_tests_properties(validation.published_rows_load PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+# cpfp8: torchtitan's CP table (compile + Float8, one host: run_llama_train.sh @ 9dec370 sets
+# expandable_segments:True) within the 7 % reserved tolerance, every row (exit 0, not 3).
+add_test(NAME validation.published_torchtitan_cp
+         COMMAND actsim validate validation/published/torchtitan-cp.csv
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 
 # nanoGPT's real model.py measured on the CPU (validation/real-code, source torch-cpu, impl
 # nanogpt, fp32): every row within 0.5 % of its measured absolute peak (issue 10's target). The

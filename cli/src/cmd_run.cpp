@@ -220,6 +220,18 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
                         grouped(static_cast<int64_t>(r.tokens_per_s + 0.5)),
                         grouped(static_cast<int64_t>(r.tokens_per_s_per_gpu + 0.5)),
                         percent(r.mfu), percent(r.hfu))});
+  // cpfp8 (issues 11/13): which peak MFU and HFU divide by (sim/src/utilization.cpp)
+  work.add({"MFU, HFU peak", "", "",
+            fmt::format("{:.1f} TFLOP/s per GPU, the device's dense {} peak (torchtitan's "
+                        "get_peak_flops convention)",
+                        r.mfu_peak_flops_per_s * 1e-12,
+                        sim::resolved_precision(row.key.setup) == sim::Precision::kFp32 ? "fp32"
+                                                                              : "16-bit")});
+  if (r.fp8_model_flops > 0)
+    work.add({"MFU, fp8 mixed peak", human_flops(r.fp8_model_flops), "",
+              fmt::format("{}: these fp8 GEMM FLOPs at the dense fp8 peak {:.1f} TFLOP/s, the "
+                          "rest at the 16-bit one",
+                          percent(r.mfu_fp8_mixed), device.peak_fp8_flops_per_s * 1e-12)});
   out += "\nWork and time\n" + work.render("  ");
 
   // The fit is judged on reserved bytes under caching (equal to allocated under exact).

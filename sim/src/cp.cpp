@@ -54,12 +54,25 @@ void torch_allgather_ring(OpDraft& d, const Dims& dm, int64_t q, int64_t kv16, i
   const int64_t cp = dm.cp;
   const int64_t kv = kv16;  // the k, v SDPA sees (repeated under flash_repeat_kv)
   const int64_t q32 = mul(2, q), lse32 = lse;                // fp32 copies (lse is fp32)
-  // forward: the cat(k, v), the gathered cp chunks; the merger's fp32 out and lse, and one
-  // step's output, its fp32 copy, (out - block_out), the product, the new out
-  d.op.fwd_transient_bytes += mul(cp + 1, kv) + q32 + mul(2, lse32) + q + mul(4, q32);
+  // forward, at its peak (a merge step): the gathered cp chunks; the merger's fp32 out; the
+  // step's 16-bit output (still the caller's `out`), its fp32 copy, (out - block_out) and the
+  // product; lse-sized: the merger's lse and the sigmoid. The cat(k, v) handed to the gather is
+  // freed once the gather is waited at step 1, the contiguous k, v once step 1 rebinds them
+  // (step 0's (cp + 2) kv + 2q is never above this, kv <= 2q). cpfp8: held by torch 1.13 on the
+  // CPU, harness/census_cp.py (the ring's eager code with stand-ins for flash and the
+  // collectives; harness/census/cp.json): cp kv + 8q + 2 lse for cp 2, 4, 8 and kv = 2q or q/2,
+  // where feat2 had (cp + 1) kv + 11q + 2 lse.
+  // At that peak: cp kv + 4 fp32 q-sized (merger out, copy, difference, product) + q + 3 lse
+  // (merger lse, the step's lse, the sigmoid); the op's outputs (out, lse), which the engine
+  // counts, are made only after it (results()), so they come off the transient.
+  d.op.fwd_transient_bytes += mul(cp, kv) + mul(4, q32) + q + mul(3, lse32) - (q + lse32);
   // backward: the gathered chunks and cat again; fp32 grad_query, grad_key, grad_value; one
-  // step's dq, dk, dv; the fp32 dk, dv cat and the permute's receive buffer
-  d.op.bwd_transient_bytes += mul(cp + 1, kv) + q32 + mul(2, kv) + q + kv + mul(4, kv);
+  // step's dq, dk, dv; the fp32 dk, dv cat and the permute's receive buffer. cpfp8: torch 1.13's
+  // measurement of the ring's eager code (harness/census_cp.py; the CPU's cast temporaries of
+  // the in-place fp32 += bf16 adds left out, CUDA casts inside the kernel) is cp kv + 3q +
+  // 7.5 kv for kv = 2q, q, q/2 (feat2's account had cp kv + 3q + 8 kv; the half kv is one
+  // fp32 dk or dv less at the peak than that sum of the step's buffers assumed).
+  d.op.bwd_transient_bytes += mul(cp, kv) + q32 + q + (15 * kv) / 2;
   d.op.cp_gather_bytes = mul(cp, kv);  // all-gather output bytes, forward and backward
   d.op.cp_dkv_bytes = mul(2, kv);      // fp32 dk, dv per step, cp steps
   // Bytes read + written by the merges on rank cp - 1 (full-length q every step):
@@ -68,14 +81,19 @@ void torch_allgather_ring(OpDraft& d, const Dims& dm, int64_t q, int64_t kv16, i
   //   final cast 3q, and the cat of k, v (2 kv), which the loop makes again at every step but
   //   the last (`if i < size - 1: next_kv = torch.cat(...)`; the all-gather rotater ignores all
   //   but the first).
-  d.op.fwd_serial_bytes = mul(cp - 1, mul(19, q) + mul(18, lse) + mul(2, kv)) + mul(6, q);
-  d.op.fwd_serial_kernels = static_cast<int32_t>(mul(cp - 1, 10) + 3);
+  // cpfp8: and first `key = key.contiguous(); value = value.contiguous()` (_templated_ring_
+  // attention, and again in _templated_ring_attention_backward on the k, v SDPA saved): the k, v
+  // torchtitan hands SDPA are transposed views, [b, s, h, d] in memory (model.py @ 9dec370:
+  // repeat_kv's reshape, then .transpose(1, 2)), so each is a copy: read kv, write kv.
+  d.op.fwd_serial_bytes =
+      mul(cp - 1, mul(19, q) + mul(18, lse) + mul(2, kv)) + mul(6, q) + mul(2, kv);
+  d.op.fwd_serial_kernels = static_cast<int32_t>(mul(cp - 1, 10) + 3 + 2);
   //   backward per step: grad_query += dq (5q), grad_key/value's _partial_update (chunk add
   //   2.5 kv, torch.cat 4 kv), the dk, dv cat (4 kv), the cat of k, v (2 kv, all but the last
   //   step); once: zeros (2q + 2 kv), casts back (3q + 3 kv)
-  d.op.bwd_serial_bytes =
-      mul(cp, mul(5, q) + (21 * kv) / 2) + mul(cp - 1, mul(2, kv)) + mul(5, q) + mul(5, kv);
-  d.op.bwd_serial_kernels = static_cast<int32_t>(mul(cp, 6) + 6);
+  d.op.bwd_serial_bytes = mul(cp, mul(5, q) + (21 * kv) / 2) + mul(cp - 1, mul(2, kv)) +
+                          mul(5, q) + mul(5, kv) + mul(2, kv);  // cpfp8: + the contiguous k, v
+  d.op.bwd_serial_kernels = static_cast<int32_t>(mul(cp, 6) + 6 + 2);
 }
 
 }  // namespace

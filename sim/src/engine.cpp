@@ -18,6 +18,7 @@
 #include "sim/simulate.hpp"
 #include "comm.hpp"
 #include "kernels.hpp"
+#include "utilization.hpp"  // cpfp8
 #include "workspace.hpp"
 
 namespace sim {
@@ -603,6 +604,8 @@ class Engine {
       res_.recompute_time_ns += dur;
     } else {
       res_.fwd_flops = checked_add(res_.fwd_flops, op.fwd.flops, "fwd_flops");
+      if (op.fp8)  // cpfp8: model FLOPs of fp8 GEMMs (MFU against the mixed peak)
+        res_.fp8_model_flops = checked_add(res_.fp8_model_flops, op.fwd.flops, "fp8_model_flops");
       res_.fwd_time_ns += dur;
     }
     record(k);
@@ -623,6 +626,8 @@ class Engine {
     advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns));  // feat(2)
     bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
+    if (op.fp8)  // cpfp8
+      res_.fp8_model_flops = checked_add(res_.fp8_model_flops, op.bwd.flops, "fp8_model_flops");
     res_.bwd_time_ns += ns;
     record(k);
   }
@@ -716,15 +721,10 @@ class Engine {
     }
     if (r.step_time_ns > 0) {
       const double step_s = static_cast<double>(r.step_time_ns) * 1e-9;
-      const double peak = g_.precision == Precision::kFp32 ? dev_.peak_fp32_flops_per_s
-                                                           : dev_.peak_bf16_flops_per_s;
       r.tokens_per_s = static_cast<double>(g_.tokens) / step_s;
       // A replica is tp x pp GPUs (each data-parallel replica processes its own tokens).
       r.tokens_per_s_per_gpu = r.tokens_per_s / static_cast<double>(g_.tp * g_.cp * g_.pp);
-      r.mfu = static_cast<double>(r.model_flops) / (step_s * peak);
-      // Summed in double: the int64 sum may not exist.
-      r.hfu = (static_cast<double>(r.model_flops) + static_cast<double>(r.recompute_flops)) /
-              (step_s * peak);
+      detail::set_utilization(r, step_s, 1.0, dev_, g_.precision);  // cpfp8: the peak used
     }
     // Fit (DESIGN.md §3): peak + CUDA context + communicator buffers against the bytes CUDA
     // offers (the nvidia-smi total less the driver's reservation).

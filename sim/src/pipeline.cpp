@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "comm.hpp"
+#include "utilization.hpp"  // cpfp8
 #include "sim/error.hpp"
 #include "workspace.hpp"
 
@@ -46,7 +47,7 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
   PipelineResult out;
   Workspace ws;
   int64_t slowest_ns = 0, optimizer_ns = 0, dp_tail_ns = 0;
-  int64_t fwd = 0, bwd = 0, rec = 0;
+  int64_t fwd = 0, bwd = 0, rec = 0, fp8 = 0;  // cpfp8: fp8
   // A stage's graph depends only on whether it has the embedding (stage 0) and the head (stage
   // p - 1): the middle stages are one simulation, reused (their in-flight counts differ).
   std::optional<Result> middle;
@@ -85,6 +86,7 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
     fwd = checked_add(fwd, checked_mul(r.fwd_flops, n, "fwd_flops"), "fwd_flops");
     bwd = checked_add(bwd, checked_mul(r.bwd_flops, n, "bwd_flops"), "bwd_flops");
     rec = checked_add(rec, checked_mul(r.recompute_flops, n, "recompute_flops"), "recompute_flops");
+    fp8 = checked_add(fp8, checked_mul(r.fp8_model_flops, n, "fp8_model_flops"), "fp8_model_flops");
     out.stages.push_back(std::move(st));
   }
   for (size_t i = 1; i < out.stages.size(); ++i)
@@ -118,19 +120,16 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
   s.bwd_flops = bwd;
   s.recompute_flops = rec;
   s.model_flops = checked_add(fwd, bwd, "model_flops");
+  s.fp8_model_flops = fp8;  // cpfp8
   for (int64_t* t : {&s.fwd_time_ns, &s.bwd_time_ns, &s.recompute_time_ns, &s.comm_time_ns,
                      &s.offload_stall_ns})
     *t = checked_mul(*t, n, "step time");  // the worst stage's, over its N micro-batches
   if (s.step_time_ns > 0) {
     const double step_s = static_cast<double>(s.step_time_ns) * 1e-9;
-    const double peak = resolved_precision(setup) == Precision::kFp32
-                            ? device.peak_fp32_flops_per_s
-                            : device.peak_bf16_flops_per_s;
     const double gpus = static_cast<double>(p);  // FLOPs are summed over the p stages
     s.tokens_per_s = static_cast<double>(n * setup.micro_batch * setup.seq) / step_s;
     s.tokens_per_s_per_gpu = s.tokens_per_s / static_cast<double>(setup.tp * setup.cp * p);
-    s.mfu = static_cast<double>(s.model_flops) / (step_s * peak * gpus);
-    s.hfu = static_cast<double>(s.model_flops + s.recompute_flops) / (step_s * peak * gpus);
+    detail::set_utilization(s, step_s, gpus, device, resolved_precision(setup));  // cpfp8
   }
   out.summary = std::move(s);
   return out;

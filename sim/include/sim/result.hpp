@@ -138,6 +138,13 @@ struct Result {
   std::vector<Breakdown> timeline_breakdown;  // per sample: the ledger by category, transients
                                               // of the running event excluded
   std::vector<OpSpan> spans;
+
+  // cpfp8 (issues 11/13): the peak mfu and hfu divide by (the dense 16-bit one, fp32 under fp32:
+  // sim/src/utilization.cpp), the model FLOPs run as fp8 GEMMs (--fp8), and the MFU against the
+  // mixed peak (fp8 GEMM FLOPs at the dense fp8 peak, the rest at the 16-bit one; 0 without fp8).
+  double mfu_peak_flops_per_s = 0;
+  int64_t fp8_model_flops = 0;
+  double mfu_fp8_mixed = 0;
 };
 
 }  // namespace sim

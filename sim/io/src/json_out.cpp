@@ -98,6 +98,9 @@ std::string result_json(const Row& row) {
     j["comm_wait_ns"] = r.comm_wait_ns;
     j["mfu"] = r.mfu;
     j["hfu"] = r.hfu;
+    j["mfu_peak_flops_per_s"] = r.mfu_peak_flops_per_s;  // cpfp8: the peak mfu/hfu divide by
+    j["fp8_model_flops"] = r.fp8_model_flops;
+    j["mfu_fp8_mixed"] = r.mfu_fp8_mixed;
     j["fits"] = r.fits;
     j["headroom_bytes"] = r.headroom_bytes;
     j["cuda_context_bytes"] = r.cuda_context_bytes;
