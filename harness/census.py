@@ -1234,13 +1234,14 @@ def run_t5_case(dims, p, regime="fp32"):
 # moe2 (issue 13): MLA as HF's DeepseekV2Attention runs it
 # (src/transformers/models/deepseek_v2/modeling_deepseek_v2.py @ 0233e509531a: forward,
 # apply_rotary_emb, DeepseekV2RotaryEmbedding, DeepseekV2RMSNorm), from the block's input norm to
-# the query and key concatenations. The attention after them is SDPA (the simulator refuses
-# eager MLA), which torch 1.13 lacks: this census stops before it.
+# the query and key concatenations. SDPA, HF's default after them, is not in torch 1.13; the
+# eager cases (feat3: `eager=True`) go on through eager_attention_forward (qk head dim nope + rope
+# != v head dim vd) to the [b, s, a * vd] copy that o_proj takes.
 MLA = dict(DIMS, family="deepseek_v2", g=4, nope=6, rope=4, d=10, vd=8, r=12, ql=0, f=40)
 MLA_Q = dict(MLA, ql=16)  # with the q latent (q_a_proj, q_a_layernorm, q_b_proj)
 
 
-def run_mla_case(dims, regime):
+def run_mla_case(dims, regime, eager=False):
     dtype = REGIMES[regime][0]
     gen = torch.Generator().manual_seed(2)
     C = Census()
@@ -1300,7 +1301,22 @@ def run_mla_case(dims, regime):
             qs = rg.out(torch.cat((q_nope, q_pe), dim=-1))
         with C.op("key cat", k_nope, k_pe) as rg:
             ks = rg.out(torch.cat((k_nope, k_pe.expand(*k_nope.shape[:-1], -1)), dim=-1))
-    (qs.float().sum() + ks.float().sum() + v.float().sum()).backward()
+        if eager:
+            # feat3: eager_attention_forward @ 0233e509 with num_key_value_groups 1 (no
+            # repeat_kv copy): matmul(q, k^T) * scaling (qk_head_dim ** -0.5), the causal mask,
+            # softmax, dropout (0 here), matmul(probs, v), transpose(1, 2).contiguous(). The
+            # concatenated q and k are contiguous [b, a, s, qd]; v is a strided view of kv_b's
+            # output, which matmul folds to [b*a, s, vd] with a copy. (HF's softmax runs with
+            # dtype=float32 and casts back: the same ops in this fp32 case.)
+            mask = C.buffer(torch.ones(s, s, dtype=torch.bool).tril())
+            to3 = lambda t_: t_.reshape(b * a, s, t_.shape[-1])
+            c = attention(C, qs, ks, v, to3, mask, 0.0, qd, scale_op=True)
+            with C.op("attention out copy", c) as rg:
+                o = rg.out(c.view(b, a, s, vd).transpose(1, 2).contiguous().reshape(b, s, a * vd))
+    if eager:
+        o.float().sum().backward()
+    else:
+        (qs.float().sum() + ks.float().sum() + v.float().sum()).backward()
     return {
         "family": "deepseek_v2",
         "regime": regime,
@@ -1310,6 +1326,7 @@ def run_mla_case(dims, regime):
         "dropout": 0.0,
         "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "nope", "rope",
                                       "vd", "r", "ql")},
+        "eager": eager,  # feat3
         "mla": C.ops,
     }
 
@@ -1738,6 +1755,9 @@ def main():
                          "mla-bf16-mixed": run_mla_case(MLA, "bf16-mixed"),
                          "mla-qlatent-fp32": run_mla_case(MLA_Q, "fp32"),
                          "mla-qlatent-bf16-mixed": run_mla_case(MLA_Q, "bf16-mixed"),
+                         # feat3: MLA's eager core attention (qk head dim != v head dim)
+                         "mla-eager-fp32": run_mla_case(MLA, "fp32", eager=True),
+                         "mla-qlatent-eager-fp32": run_mla_case(MLA_Q, "fp32", eager=True),
                          # moe2: DeepSeek-V2's MoE layer
                          "deepseek-moe-fp32": run_deepseek_moe_case(DSMOE, "fp32"),
                          "deepseek-moe-bf16-mixed": run_deepseek_moe_case(DSMOE, "bf16-mixed")}),

@@ -68,7 +68,7 @@ test "$rc" -eq 2
 ]=])
 
 # moe: --ep that does not divide the experts or --dp, --moe-imbalance out of range, knobs HF's
-# loop lacks, eager MLA and MLA under megatron: exit 2, one line naming the flag.
+# loop lacks and MLA under megatron: exit 2, one line naming the flag.
 actsim_cli_test(moe_bad_input [=[
 bad() {
   rc=0
@@ -88,10 +88,9 @@ rc=0
 "$1" run --model gpt2-small --ep 2 --dp 2 > out.txt 2> err.txt || rc=$?
 test "$rc" -eq 2
 grep -q "^actsim: error: --ep: ep: .* has no experts" err.txt
-rc=0
-"$1" run --model deepseek-v2-lite --seq 256 --attention standard > out.txt 2> err.txt || rc=$?
-test "$rc" -eq 2
-grep -q "eager MLA attention under --impl hf" err.txt
+# feat3: eager MLA is modeled (census mla-eager-*): it runs
+"$1" run --model deepseek-v2-lite --seq 256 --attention standard > out.txt
+grep -q "standard attention" out.txt
 rc=0
 "$1" run --model deepseek-v2-lite --seq 256 --impl megatron > out.txt 2> err.txt || rc=$?
 test "$rc" -eq 2
@@ -406,9 +405,21 @@ test "$(wc -l < err3.txt)" -eq 1
 grep -q -- '--impl' err1.txt
 grep -q -- '--strategy' err2.txt
 grep -q 'sac:torchtitan' err2.txt
-grep -q -- '--precision' err3.txt
+grep -q -- '--zero' err3.txt
 "$1" run --model llama-3-8b --impl torchtitan --seq 256 --dp 8 --zero 3 --strategy sac:torchtitan > ok.txt
 grep -q 'fsdp2-bf16' ok.txt
+# feat3: without --zero, FSDP2 shards (ZeRO 3), and run says so; an explicit --zero 0 is refused
+"$1" run --model llama-3-8b --impl torchtitan --seq 256 --dp 8 --strategy sac:torchtitan > dflt.txt
+grep -q 'dp 8, ZeRO 3' dflt.txt
+grep -q -- '(--zero 3 by default: FSDP2 always shards)' dflt.txt
+sed 's/ (--zero 3 by default: FSDP2 always shards)//' dflt.txt | diff - ok.txt
+set +e
+"$1" run --model llama-3-8b --impl torchtitan --seq 64 --dp 2 --zero 0 2> err4.txt
+rc4=$?
+set -e
+test $rc4 -eq 2
+test "$(wc -l < err4.txt)" -eq 1
+grep -q -- '--zero: zero: fsdp2-bf16' err4.txt
 ]=])
 
 # --impl nanogpt refuses what nanoGPT lacks (one line naming the implementation and the feature,

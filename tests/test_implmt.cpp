@@ -162,6 +162,20 @@ TEST_CASE("torchtitan: fsdp2-bf16 over several ranks needs --zero 3") {
   t.zero = 1;
   t.precision = Precision::kFsdp2Bf16;
   CHECK_THROWS_AS(build_graph(fixtures::tiny_llama(), t, fixtures::h100()), ConfigError);
+  // feat3: --zero not given: FSDP2 always shards, so resolve_setup takes ZeRO 3
+  t.zero = 0;
+  t.zero_default = true;
+  CHECK(resolve_setup(fixtures::tiny_llama(), t).zero == 3);
+  t.dp = 1;  // one rank: nothing to shard
+  CHECK(resolve_setup(fixtures::tiny_llama(), t).zero == 0);
+  t.dp = 2;
+  t.zero_default = false;  // an explicit --zero 0 stays refused, naming --zero
+  try {
+    (void)build_graph(fixtures::tiny_llama(), t, fixtures::h100());
+    FAIL("no refusal");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.where()) == "--zero");
+  }
 }
 
 TEST_CASE("torchtitan: sac:torchtitan keeps every second mm's output fewer than sac:mm") {

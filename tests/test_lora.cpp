@@ -173,6 +173,141 @@ TEST_CASE("qlora: one 4096 x 4096 linear's bytes as docs/memory-model.md derives
   CHECK(nf4 == 3 * 4);  // q, k, v and o proj of each block (all 4096 x 4096 under MHA)
 }
 
+// feat3 (issue 13): LoRA under ZeRO-3 and FSDP2, QLoRA under bf16-mixed (docs/memory-model.md
+// "LoRA and QLoRA", the hand derivations of "Sharded LoRA" and "QLoRA without autocast").
+// tiny_llama per block: q, o [256x256], k, v [256x64], gate, up, down [256x688], two RMSNorm
+// weights: 692,736 frozen parameters; rank 4 on q and v: (4x256 + 4x256) + (4x256 + 4x64) =
+// 3,328 adapter parameters; outside the blocks 2 x 1000 x 256 + 256 = 512,256 frozen.
+TEST_CASE("lora under zero-3: the frozen base is sharded and gathered, only the adapters train") {
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.precision = Precision::kBf16Amp;
+  t.seq = 128;
+  t.dp = 4;
+  t.zero = 3;
+  t.lora_rank = 4;
+  const Graph g = build_graph(m, t, fixtures::h100());
+  // every fp32 parameter, frozen or not, over 4 ranks: 4 (4 x 692,736 + 512,256 + 4 x 3,328) / 4
+  CHECK(g.weights_bytes == 3'296'512);
+  // the current and the prefetched block gathered whole, fp32: 2 x 4 x (692,736 + 3,328)
+  CHECK(storage_bytes(g, "ZeRO-3 gathered weights") == 5'568'512);
+  CHECK(g.grads_bytes == 4 * 4 * 3'328 / 4);      // the adapters' fp32 gradient shards: 13,312
+  CHECK(g.optimizer_bytes == 8 * 4 * 3'328 / 4);  // Adam's m and v of the adapters: 26,624
+  // the frozen weight casts autocast makes at every use are per rank and unchanged by sharding
+  TrainSetup one = t;
+  one.dp = 1;
+  one.zero = 0;
+  const Graph g1 = build_graph(m, one, fixtures::h100());
+  CHECK(storage_bytes(g, "frozen weight cast") == storage_bytes(g1, "frozen weight cast"));
+  CHECK(storage_bytes(g, "frozen weight cast") > 0);
+  // time: the frozen weights are all-gathered in forward and again in backward but no gradient
+  // of theirs is reduce-scattered: against full fine-tuning (the same gathers plus a
+  // reduce-scatter of as many fp32 bytes), LoRA's data-parallel traffic is about two thirds.
+  // (At Llama-2-7B's width, where the collectives are bandwidth-bound, not latency-bound.)
+  ModelConfig wide = m;
+  wide.hidden = 4096;
+  wide.heads = wide.kv_heads = 32;
+  wide.head_dim = 128;
+  wide.ffn_hidden = 11008;
+  TrainSetup full = t;
+  full.lora_rank = 0;
+  full.lora_targets = 0;
+  const Result rl = fixtures::run(wide, t, "none"), rf = fixtures::run(wide, full, "none");
+  const double ratio = static_cast<double>(rl.dp_comm_ns) / static_cast<double>(rf.dp_comm_ns);
+  CAPTURE(ratio);
+  CHECK(ratio > 0.6);
+  CHECK(ratio < 0.72);
+}
+
+TEST_CASE("lora under fsdp2-bf16: fp32 shards of base and adapters, bf16 gathers, bf16 adapters") {
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.precision = Precision::kFsdp2Bf16;
+  t.seq = 128;
+  t.dp = 4;
+  t.zero = 3;
+  t.lora_rank = 4;
+  const Graph g = build_graph(m, t, fixtures::h100());
+  // fp32 shards of every parameter: 4 (4 x (692,736 + 3,328) + 512,256) / 4
+  CHECK(g.weights_bytes == 3'296'512);
+  // bf16 gathers: the current and the prefetched block, 2 x 2 x (692,736 + 3,328), and the
+  // root module (embedding, final norm, lm head) for the whole step, 2 x 512,256
+  CHECK(storage_bytes(g, "FSDP2 all-gathered bf16 parameters (root, current and prefetched block)") ==
+        3'808'768);
+  CHECK(g.grads_bytes == 13'312);
+  CHECK(g.optimizer_bytes == 26'624);
+  // MixedPrecisionPolicy(param_dtype=bf16) casts the adapters too: no fp32 input copy, no
+  // promoted sum cast back (as under bf16-mixed, where PEFT's fp32 adapters make both)
+  int casts = 0, lora_a = 0;
+  for (const Op& op : g.ops) {
+    const std::string name = op.name;
+    if (name == "lora input cast" || name == "lora result cast") ++casts;
+    if (name == "lora_A") ++lora_a;
+  }
+  CHECK(casts == 0);
+  CHECK(lora_a == 2 * 4);
+  CHECK(storage_bytes(g, "frozen weight cast") == 0);  // no autocast: the gathered bf16 weight
+}
+
+TEST_CASE("qlora under bf16-mixed: fp32 everywhere but the 4-bit matmuls, which run in bf16") {
+  // prepare_model_for_kbit_training casts every non-4-bit parameter to fp32; without autocast
+  // every other op runs in fp32; Linear4bit casts x to bf16 (bnb_4bit_compute_dtype) and its
+  // output back to x's dtype; bnb.py's LoRA layer converts nothing (x and the adapters are fp32).
+  // Per 4096 x 4096 q_proj, seq 2048, b 1 (n = 2048 tokens):
+  //   4-bit input cast: 2 x 2048 x 4096 = 16,777,216 B (bf16, not saved)
+  //   the 4-bit matmul's transients as under autocast: 35,651,584 / 34,603,008 B
+  //   its bf16 output 16,777,216 B, cast back to fp32: 33,554,432 B
+  //   lora_A saves x itself (fp32, 33,554,432 B: no "lora input cast"), lora_B lora_A's fp32
+  //   output 4 x 2048 x 8 = 65,536 B.
+  ModelConfig m = fixtures::tiny_llama();
+  m.hidden = 4096;
+  m.heads = m.kv_heads = 32;
+  m.head_dim = 128;
+  m.ffn_hidden = 11008;
+  m.layers = 3;
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.precision = Precision::kBf16Mixed;
+  t.seq = 2048;
+  t.lora_rank = 8;
+  t.qlora = true;
+  const Graph g = build_graph(m, t, fixtures::h100());
+  int q = 0, in_cast = 0, out_cast = 0, lora_in = 0, a_saves = 0;
+  for (const Op& op : g.ops) {
+    const std::string name = op.name;
+    auto out0 = [&] { return g.storages[g.idx[op.outputs.begin]]; };
+    if (name == "q proj" && op.kind == OpKind::kLinear) {
+      ++q;
+      CHECK(op.fwd_transient_bytes == 35'651'584);
+      CHECK(op.bwd_transient_bytes == 34'603'008);
+      CHECK(out0().dtype == DType::kBF16);
+      CHECK(out0().bytes == 16'777'216);
+      CHECK(op.math16);
+    }
+    if (name == "4-bit input cast" && out0().bytes == 16'777'216 && out0().dtype == DType::kBF16)
+      ++in_cast;
+    if (name == "4-bit output cast" && out0().dtype == DType::kF32) ++out_cast;
+    if (name == "lora input cast") ++lora_in;
+    if (name == "lora_A") {
+      int64_t saved = 0;
+      for (int32_t k = 0; k < op.saves.count; ++k) {
+        const Storage& st = g.storages[g.idx[op.saves.begin + k]];
+        if (st.category != Category::kWeights) saved += st.bytes;
+      }
+      if (saved == 33'554'432) ++a_saves;
+    }
+    if (op.kind == OpKind::kRmsNorm) CHECK_FALSE(op.math16);
+  }
+  CHECK(q == 3);
+  CHECK(in_cast == 3 * 6);   // q, k, v, o, gate, up: 4096 wide inputs (down's is 11008)
+  CHECK(out_cast == 3 * 7);  // every 4-bit linear (the lm head is not quantized)
+  CHECK(lora_in == 0);
+  CHECK(a_saves == 3 * 2);   // q and v (PEFT's llama default), x in fp32 as the block gives it
+  CHECK(g.optimizer_bytes == 8 * 3 * 2 * (8 * 4096 + 4096 * 8));  // fp32 adapters, no master copy
+}
+
 TEST_CASE("lora builds the same graph cloned and block by block") {
   const ModelConfig m = nanogpt(7);
   for (const char* targets : {"q,k,v", "q,k,v,o,up,down"}) {
@@ -217,11 +352,18 @@ TEST_CASE("lora and qlora refusals: one line naming the flag") {
   h.lora_rank = 4;
   h.precision = Precision::kFp32;  // QLoRA computes in 16 bits
   CHECK(where(llama, h) == "--qlora");
-  h.precision = Precision::kBf16Mixed;  // moe2: QLoRA is modeled under autocast only
+  h.precision = Precision::kBf16Mixed;  // feat3: modeled (no autocast)
+  CHECK(where(llama, h) == "");
+  h.precision = Precision::kFsdp2Bf16;  // feat3: 4-bit weights under FSDP2 not modeled
+  CHECK(where(llama, h) == "--qlora");
+  h.precision = Precision::kBf16Amp;
+  h.dp = 2;
+  h.zero = 3;  // feat3: nor under ZeRO-3
   CHECK(where(llama, h) == "--qlora");
   h.qlora = false;
-  h.precision = Precision::kFsdp2Bf16;  // moe2: FSDP2 would shard the frozen base
-  CHECK(where(llama, h) == "--precision");
+  CHECK(where(llama, h) == "");  // feat3: LoRA under ZeRO-3 is modeled
+  h.dp = 1;
+  h.zero = 0;
   h.precision.reset();
   h.lora_targets = 0;
   h.lora_rank = 0;

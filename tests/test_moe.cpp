@@ -235,6 +235,46 @@ TEST_SUITE("moe mla") {
     CHECK(build_graph(mla_shaped(true), t, fixtures::h100()).params_per_rank ==
           parameter_count(mla_shaped(true)));
   }
+
+  TEST_CASE("MLA's SDPA runs the memory-efficient kernel; eager MLA's outputs take v's head dim") {
+    // feat3: flash needs one head dim for q, k and v (sdp_utils check_head_dim_size_flash);
+    // qk 192 != v 128 leaves the memory-efficient kernel, its logsumexp padded to 32 rows.
+    const int64_t N = 100, a = 16, qd = 192, v = 128;
+    TrainSetup t;
+    t.impl = Impl::kHf;
+    t.seq = N;
+    const Graph g = build_graph(mla_shaped(true), t, fixtures::h100());
+    int sdpa = 0;
+    for (const Op& op : g.ops) {
+      if (op.kind != OpKind::kFlashAttention) continue;
+      ++sdpa;
+      CHECK(op.kernel == KernelChoice::kSdpaMemEfficient);
+      CHECK(g.storages[g.idx[op.outputs.begin + 1]].bytes == 4 * a * 128);  // ceil(100/32)*32
+    }
+    CHECK(sdpa == 4);
+    // eager (census mla-eager-*): qk makes [a, N, N] scores from the contiguous cats (no operand
+    // copies), av and the output copy are [N, a * v], not [N, a * qd]
+    t.attention = AttentionKind::kStandard;
+    t.precision = Precision::kFp32;
+    const Graph e = build_graph(mla_shaped(true), t, fixtures::h100());
+    int qk = 0, av = 0;
+    for (const Op& op : e.ops) {
+      const std::string name = op.name;
+      if (name == "qk") {
+        ++qk;
+        CHECK(op.outputs.count == 1);
+        CHECK(e.storages[e.idx[op.outputs.begin]].bytes == 4 * a * N * N);
+        CHECK(op.fwd.flops == 2 * N * N * a * qd);
+      }
+      if (name == "av") {
+        ++av;
+        CHECK(e.storages[e.idx[op.outputs.begin]].bytes == 4 * N * a * v);
+        CHECK(op.fwd.flops == 2 * N * N * a * v);
+      }
+    }
+    CHECK(qk == 4);
+    CHECK(av == 4);
+  }
 }
 
 // moe2: HF's load-balancing auxiliary loss (output_router_logits; docs/memory-model.md "Mixture of

@@ -148,7 +148,8 @@ Axes parse_axes(const CommonFlags& f) {
   a.tps = parse_int_axis(f.tp, "--tp", false, 1);
   a.sps = parse_switch_axis(f.sp, "--sp");
   a.dps = parse_int_axis(f.dp, "--dp", false, 1);
-  a.zeros = parse_int_axis(f.zero, "--zero", false, 0, 3);
+  a.zero_default = f.zero.empty();  // feat3: fsdp2-bf16 then shards (resolve_setup)
+  a.zeros = parse_int_axis(a.zero_default ? std::string("0") : f.zero, "--zero", false, 0, 3);
   if (f.optimizer.empty()) {  // implver: the implementation's default
     a.optimizers = {std::nullopt};
   } else {

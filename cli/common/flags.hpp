@@ -31,7 +31,7 @@ struct CommonFlags {
   std::string tp = "1";                // --tp
   std::string sp = "off";              // --sp; given alone it is "" (on)
   std::string dp = "1";                // --dp
-  std::string zero = "0";              // --zero
+  std::string zero;                    // --zero (feat3: empty: not given, 0)
   std::string optimizer;               // --optimizer; empty: the implementation's (implver)
   std::string allocator = "exact";     // --allocator
   std::string prefetch = "1";          // --prefetch (one value, not an axis)
@@ -96,7 +96,8 @@ struct Axes {
   std::optional<bool> reentrant;  // --reentrant (one value); unset: the implementation's
   // --- famenc (issue 12) ---
   std::optional<int64_t> target_seq;  // --target-seq (one value); unset: --seq
-  bool seq_default = false;           // --seq not given (seqs = {1024}; ViT takes its tokens)
+  bool seq_default = false;
+  bool zero_default = false;          // feat3: --zero not given (zeros = {0}; fsdp2-bf16 takes 3)           // --seq not given (seqs = {1024}; ViT takes its tokens)
   // moe (one value each for the whole sweep, but --ep: a list, feat2)
   std::vector<int64_t> eps{1};  // --ep (a list: swept, innermost set-up axes; feat2)
   double moe_imbalance = 1.0;

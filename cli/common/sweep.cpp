@@ -131,6 +131,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.reentrant = a.reentrant;
   t.target_seq = a.target_seq;    // famenc
   t.seq_default = a.seq_default;  // famenc
+  t.zero_default = a.zero_default;  // feat3
   t.moe_imbalance = a.moe_imbalance;
   t.moe_capacity = a.moe_capacity;
   t.lora_targets = a.lora_targets;

@@ -120,8 +120,12 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
                      row.key.strategy);
   out += fmt::format("   {}\n", setup_line(row.key.setup, model.family));
   if (row.key.setup.impl && row.key.setup.dp > 1)  // what data parallelism means in that code
-    out += fmt::format("   --dp {} --zero {}: {}\n", row.key.setup.dp, row.key.setup.zero,
-                       sim::spec(*row.key.setup.impl, row.key.setup.impl_version).zero_means);
+    out += fmt::format("   --dp {} --zero {}: {}{}\n", row.key.setup.dp, row.key.setup.zero,
+                       sim::spec(*row.key.setup.impl, row.key.setup.impl_version).zero_means,
+                       // feat3: resolve_setup's default under fsdp2-bf16
+                       row.key.setup.zero_default && row.key.setup.zero == 3
+                           ? " (--zero 3 by default: FSDP2 always shards)"
+                           : "");
   // implhf: a classification head (from the config's architectures) is named; LM heads are the
   // family's default
   const std::string head =

@@ -1,7 +1,9 @@
 // The training set-up panel: every knob of sim::TrainSetup.
 #include <array>
 #include <span>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <imgui.h>
@@ -132,8 +134,29 @@ bool setup_panel(AppState& st) {
   if (s.lora_rank > 0) {
     form_label("QLoRA (4-bit)");
     changed |= ImGui::Checkbox("##qlora", &s.qlora);
-  } else if (s.qlora) {
-    s.qlora = false, changed = true;
+    // feat3: --lora-targets (0: PEFT's default for the family, resolved by resolve_setup; a
+    // target naming no module is an error naming --lora-targets, shown like any other)
+    form_label("LoRA targets");
+    bool peft_default = s.lora_targets == 0;
+    if (ImGui::Checkbox("PEFT default##loratargets", &peft_default)) {
+      s.lora_targets = peft_default ? 0 : (sim::kLoraQ | sim::kLoraV);
+      changed = true;
+    }
+    if (!peft_default) {
+      static constexpr std::pair<const char*, uint32_t> kTargets[] = {
+          {"q##lt", sim::kLoraQ},       {"k##lt", sim::kLoraK},   {"v##lt", sim::kLoraV},
+          {"o##lt", sim::kLoraO},       {"gate##lt", sim::kLoraGate},
+          {"up##lt", sim::kLoraUp},     {"down##lt", sim::kLoraDown}};
+      for (size_t i = 0; i < std::size(kTargets); ++i) {
+        if (i == 0 || i == 4) form_label("");  // attention's four, then the MLP's three
+        else ImGui::SameLine();
+        unsigned int mask = s.lora_targets;
+        if (ImGui::CheckboxFlags(kTargets[i].first, &mask, kTargets[i].second) && mask != 0)
+          s.lora_targets = mask, changed = true;  // an empty set stays the last non-empty one
+      }
+    }
+  } else if (s.qlora || s.lora_targets != 0) {
+    s.qlora = false, s.lora_targets = 0, changed = true;
   }
   // hfimpl (issue 10): a padding attention mask (--padding; refused outside --impl hf, shown as
   // any other error)

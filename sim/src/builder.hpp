@@ -211,6 +211,8 @@ struct Dims {
   Fp8Recipe fp8 = Fp8Recipe::kOff;  // FP8 linears (sim/src/fp8.cpp)
   // --- end feat ---
   bool triton_norm = false;  // time5 (issue 11): --norm-kernel triton (sim/src/norm_kernels.cpp)
+  // feat3 (issue 13): bitsandbytes' bnb_4bit_compute_dtype (the 4-bit matmuls' dtype; make_dims)
+  DType qlora_compute_dt = DType::kBF16;
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

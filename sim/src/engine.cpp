@@ -374,6 +374,17 @@ class Engine {
       block_gather_[b] += g_.precision == Precision::kFsdp2Bf16 ? 2 * numel : st.bytes * shards;
       block_grad_[b] += 4 * numel;
     }
+    // feat3 (issue 13): LoRA's frozen base (Storage::frozen) is gathered with its block under
+    // ZeRO-3 and FSDP2, in forward and again in backward, but has no gradient to reduce.
+    if (g_.zero >= 3)
+      for (int32_t sid : g_.persistent) {
+        const Storage& st = g_.storages[sid];
+        if (!st.frozen) continue;
+        const int64_t numel = st.bytes / bytes_of(st.dtype) * shards;
+        const size_t b = st.block >= 0 && st.block < g_.n_blocks ? static_cast<size_t>(st.block)
+                                                                 : block_gather_.size() - 1;
+        block_gather_[b] += g_.precision == Precision::kFsdp2Bf16 ? 2 * numel : st.bytes * shards;
+      }
   }
 
   // One collective on the data-parallel stream, issued at `issue` (or when the stream frees).

@@ -251,6 +251,10 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     // hfimpl: with a mask HF's sdpa_attention_forward repeats K and V to a heads (no enable_gqa),
     // and autocast casts the mask per layer
     const bool repeated = sdpa_mask >= 0 && dm.impl && dm.impl->model_masks && dm.g != dm.a;
+    // feat3: MLA's qk head dim != v head dim: SDPA's flash kernel needs one head dim for q, k
+    // and v (aten/src/ATen/native/transformers/sdp_utils_cpp.h check_head_dim_size_flash), the
+    // memory-efficient kernel takes a v of its own (check_head_dim_size_mem_efficient)
+    const bool mem_efficient = sdpa_mask >= 0 || nv != nq;
     if (repeated) {
       k = hf_repeat_kv(bld, dm, k, "repeat k");
       v = hf_repeat_kv(bld, dm, v, "repeat v");
@@ -273,9 +277,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       sdpa_mask = hf_sdpa_mask_operand(bld, dm, sdpa_mask);
     OpDraft d = o.draft(OpKind::kFlashAttention,
                         sdpa_mask >= 0 ? "sdpa attention (mask)" : "flash attention");
-    d.exec = sdpa_mask >= 0 ? Exec::kNone : Exec::kFlash;
+    d.exec = mem_efficient ? Exec::kNone : Exec::kFlash;
     // time (issue 11): the kernel that runs it, timed from its table (sim/src/kernels.cpp)
-    if (sdpa_mask >= 0) d.op.kernel = KernelChoice::kSdpaMemEfficient;
+    if (mem_efficient) d.op.kernel = KernelChoice::kSdpaMemEfficient;
     else if (dm.impl) d.op.kernel = dm.impl->attention_kernel;
     d.dim = {dm.b, dm.a, dm.s, hd, dm.a / kv_heads, causal ? 1 : 0};  // implver: kv_heads
     d.p = static_cast<float>(dm.p_attn);
@@ -286,9 +290,9 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     // hfimpl: the memory-efficient kernel's logsumexp is [b, a, ceil(s / 32) * 32]
     // (aten/src/ATen/native/transformers/cuda/attention.cu _efficient_attention_forward:
     // kAlignLSE = 32)
-    const int64_t lse_s = sdpa_mask >= 0 ? (dm.s + 31) / 32 * 32 : dm.s;
+    const int64_t lse_s = mem_efficient ? (dm.s + 31) / 32 * 32 : dm.s;
     int32_t lse = bld.fresh(bytes(mul(mul(dm.b, dm.a), lse_s), DType::kF32), DType::kF32,
-                            sdpa_mask >= 0 ? "mem-efficient logsumexp" : "flash logsumexp");
+                            mem_efficient ? "mem-efficient logsumexp" : "flash logsumexp");
     d.outputs = {out, lse};
     d.saves = {q, k, v, out, lse};
     if (sdpa_mask >= 0) {
@@ -323,6 +327,7 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     }
     const int64_t scores_numel = mul(mul(dm.b, dm.a), mul(dm.s, dm.s));
     const int64_t fl = mul(mul(2, dm.b), mul(mul(dm.s, dm.s), nq));
+    const int64_t fl_av = mul(mul(2, dm.b), mul(mul(dm.s, dm.s), nv));  // feat3: MLA's v dim
     // HF layout (three projections, [b, a, s, d] views over [b, s, a, d] memory): torch.matmul
     // folds its operands to [b*a, s, d], which copies a non-contiguous operand (and autocast
     // casts an fp32 one); the op saves the copy, not its input. repeat_kv's output is already
@@ -351,7 +356,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     int32_t scores = bld.fresh(bytes(scores_numel, hdt), hdt, "attention scores");
     qk.outputs = {scores};
     // famdec: partial rotary's torch.cat makes q and k contiguous [b, a, s, d] (no copy)
-    const bool catted = famdec_partial_rotary(dm);
+    // feat3: so do MLA's query and key concatenations (modeling_deepseek_v2.py torch.cat)
+    const bool catted = famdec_partial_rotary(dm) || is_mla(m);
     const int32_t q_op = operand(qk, q, catted, "q for bmm");
     int32_t k_op = operand(qk, kk, dm.g != dm.a || catted, "k for bmm");
     if (kv_bcast) {  // census12: the broadcast K, a copy with every query head
@@ -479,7 +485,7 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     av.op.core_attention = true;
     av.exec = Exec::kAv;
     av.inputs = {{pv_in, GradRule::kNew}, {vv, GradRule::kNew}};
-    int32_t out = bld.fresh(bytes(mul(nf, nq), hdt), hdt, "attention out");
+    int32_t out = bld.fresh(bytes(mul(nf, nv), hdt), hdt, "attention out");  // feat3: nv
     av.outputs = {out};
     av.saves = {pv_in, operand(av, vv, dm.g != dm.a, "v for bmm")};
     if (kv_bcast) {  // census12: the broadcast V, a copy with every query head
@@ -488,8 +494,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     }
     // dim[5] bit 1: v's copy; exec10: bit 2, the broadcast copy (the last output)
     av.dim = {dm.b, dm.a, dm.s, hd, 1, (av.saves[1] != vv ? 2 : 0) | (kv_bcast ? 4 : 0)};
-    av.op.fwd.flops = fl;
-    av.op.bwd.flops = mul(2, fl);
+    av.op.fwd.flops = fl_av;
+    av.op.bwd.flops = mul(2, fl_av);
     bld.add_op(std::move(av));
     // [b, a, s, d] -> [s, b, a*d] (Megatron permute().contiguous(); HF transpose().contiguous()):
     // a copy whose backward hands the gradient on as a view

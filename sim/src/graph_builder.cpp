@@ -73,8 +73,11 @@ int32_t Builder::view(int32_t base, int64_t bytes, DType dtype, int32_t col, int
 int32_t Builder::param(int64_t numel, DType dtype, const char* role) {
   // feat (LoRA): a frozen base weight is persistent but no parameter of the optimizer: the
   // backward computes no gradient for it (requires_grad=False) and holds no state.
-  if (freeze_params)
-    return buffer(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role);
+  if (freeze_params) {
+    const int32_t t = buffer(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role);
+    g_.storages[tensors_[t].storage].frozen = true;  // feat3: sharded under ZeRO-3 / FSDP2
+    return t;
+  }
   int32_t t = fresh(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role,
                     Category::kWeights);
   int32_t s = tensors_[t].storage;
@@ -430,6 +433,18 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
       dm.param_dt = DType::kF32, dm.half_dt = DType::kF32, dm.resid_dt = DType::kF32;
       break;
   }
+  // feat3 (issue 13): QLoRA without autocast (bf16-mixed: a bf16 load, the Trainer's bf16 off).
+  // prepare_model_for_kbit_training (peft utils/other.py @ 5d602fdb) casts every parameter that
+  // is not 4-bit to fp32 (embeddings, norms, the lm head), so every op outside the 4-bit matmuls
+  // runs in fp32, as under --precision fp32; Linear4bit casts its input to the compute dtype and
+  // its output back (bitsandbytes nn/modules.py @ 95f9af30). The persistent state stays
+  // bf16-mixed's (g.precision): fp32 adapters, no master copy.
+  dm.qlora_compute_dt = dm.half_dt;
+  if (s.qlora && dm.precision == Precision::kBf16Mixed) {
+    dm.precision = Precision::kFp32;
+    dm.param_dt = dm.half_dt = dm.resid_dt = DType::kF32;
+    dm.qlora_compute_dt = DType::kBF16;
+  }
   dm.p_attn = s.dropout ? *s.dropout : m.attn_dropout;
   if (m.no_attention_dropout) dm.p_attn = 0.0;  // census12: Falcon's rotary attention
   dm.p_hidden = s.dropout ? *s.dropout : m.hidden_dropout;
@@ -466,6 +481,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
 void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& s,
                           const Device& dev) {
   const char* f = "persistent bytes";
+  const Precision prec = g.precision;
   int64_t numel = 0, max_block_weights = 0;
   std::vector<int64_t> block_weights(static_cast<size_t>(g.n_blocks), 0);
   for (int32_t sid : g.param_storages) {
@@ -474,12 +490,26 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     // weights of a block: those created while building it
     if (st.block >= 0 && st.block < g.n_blocks) block_weights[st.block] += st.bytes;
   }
+  // feat3 (issue 13): LoRA's frozen base parameters (Storage::frozen) are no optimizer
+  // parameters, but ZeRO-3 and FSDP2 shard and all-gather them with the trainable ones:
+  // DeepSpeed stage 3 partitions every module parameter (partition_parameters.py
+  // _convert_to_zero_parameters over module.parameters()), FSDP2's fully_shard every parameter
+  // of the module (_fsdp_param_group.py: one FSDPParam per parameter, requires_grad or not).
+  // They have no gradient, so nothing of theirs is reduce-scattered or kept in the optimizer.
+  std::vector<int32_t> sharded_params(g.param_storages);
+  const bool shards_params = prec == Precision::kFsdp2Bf16 || s.zero >= 3;
+  if (shards_params)
+    for (int32_t sid : g.persistent)
+      if (g.storages[sid].frozen) {
+        sharded_params.push_back(sid);
+        const Storage& st = g.storages[sid];
+        if (st.block >= 0 && st.block < g.n_blocks) block_weights[st.block] += st.bytes;
+      }
   for (int64_t w : block_weights) max_block_weights = std::max(max_block_weights, w);
   g.params_per_rank = numel;
   // feat: context-parallel ranks hold the same weights; Megatron's distributed optimizer and
   // torchtitan's FSDP shard over the data-parallel group with cp (dp x cp ranks).
   const int64_t d = s.dp * s.cp;
-  const Precision prec = g.precision;
   auto add = [&](int64_t bytes, Category cat, const char* role) {
     if (bytes <= 0) return;
     Storage st;
@@ -503,7 +533,7 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   // last): its bf16 copy is counted live throughout, beside the current and prefetched block.
   if (prec == Precision::kFsdp2Bf16) {
     int64_t root = 0;
-    for (int32_t sid : g.param_storages) {
+    for (int32_t sid : sharded_params) {  // feat3: the frozen ones too
       Storage& st = g.storages[sid];
       if (st.block < 0 || st.block >= g.n_blocks) root = checked_add(root, st.bytes, f);
       st.bytes = checked_mul(st.bytes / bytes_of(st.dtype), 4, f) / d;  // fp32 shard
@@ -520,7 +550,7 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   } else if (s.zero >= 3) {
     // ZeRO-3 shards the parameters (not the buffers: every rank keeps its causal mask); the
     // current and the prefetched block are gathered whole.
-    for (int32_t sid : g.param_storages) g.storages[sid].bytes /= d;
+    for (int32_t sid : sharded_params) g.storages[sid].bytes /= d;  // feat3: frozen ones too
     add(checked_mul(2, max_block_weights, f), Category::kComm, "ZeRO-3 gathered weights");
     weights = 0;
     for (int32_t sid : g.persistent)

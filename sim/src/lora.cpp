@@ -170,10 +170,11 @@ int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f
   const int64_t nw = mul(in_f, out_f);
   const int32_t w = bld.buffer(nf4_bytes(nw), DType::kBool, "NF4 weight + quant state");
   const int32_t b = bias ? bld.param(out_f, dm.param_dt, "bias") : -1;
-  const DType in_dt = bld.tensor(x).dtype, cdt = dm.half_dt;
+  const DType in_dt = bld.tensor(x).dtype, cdt = dm.qlora_compute_dt;  // feat3
   const int32_t xc = o.cast(x, cdt, "4-bit input cast", "4-bit input cast");
   const int64_t n = numel_of(bld.tensor(xc)) / in_f;
   OpDraft d = o.draft(OpKind::kLinear, name);
+  d.op.math16 = cdt != DType::kF32;  // feat3: 16-bit GEMMs under bf16-mixed's fp32 dims too
   d.exec = Exec::kLinear;
   d.dim = {n, in_f, out_f, 0};
   d.inputs.push_back({xc, GradRule::kNew});
@@ -241,13 +242,17 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   // base, no autocast) the adapters are fp32 and compute in fp32.
   Dims plain = dm;
   plain.lora_rank = 0;
-  plain.param_dt = DType::kF32;
+  // feat3: under fsdp2-bf16 the adapters' fp32 shards are all-gathered as bf16 (FSDP2's
+  // MixedPrecisionPolicy param_dtype casts every parameter of the module): lora_A.weight is
+  // bf16 during forward, so _cast_input_dtype casts nothing and the adapter computes in bf16.
+  const DType adapter_dt = dm.precision == Precision::kFsdp2Bf16 ? dm.param_dt : DType::kF32;
+  plain.param_dt = adapter_dt;
   Ops po(bld, plain);
   bld.freeze_params = false;
   int32_t xa = x;
   // _cast_input_dtype(x, lora_A.weight.dtype): the plain layer casts x to the adapter's dtype;
   // bnb's Linear4bit layer does not under autocast (requires_conversion = not autocast).
-  if (!quant || !dm.amp) xa = o.cast(x, DType::kF32, "lora input cast", "lora input cast");
+  if (!quant || !dm.amp) xa = o.cast(x, adapter_dt, "lora input cast", "lora input cast");
   // lora_dropout: nn.Identity (LoraConfig lora_dropout = 0.0, the default)
   const int32_t a = po.linear(xa, in_f, dm.lora_rank, false, Ops::Tp::kNone, "lora_A", "lora_A out");
   const int32_t bo = po.linear(a, dm.lora_rank, out_f, false, Ops::Tp::kNone, "lora_B", "lora_B out");
@@ -288,20 +293,22 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     throw Unsupported("--lora-rank", "lora_rank",
                       "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
   const Precision p = resolved_precision(s);
-  // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear)
-  if (p == Precision::kFsdp2Bf16)
-    throw Unsupported("--precision", "precision",
-                      "LoRA under " + std::string(name(p)) +
-                          " (FSDP2 shards the frozen base with the adapters: not modeled)");
-  if (s.qlora && p == Precision::kBf16Mixed)
-    throw Unsupported("--qlora", "qlora",
-                      "QLoRA under bf16-mixed (modeled under autocast: bf16-amp or fp16-amp)");
+  // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear).
+  // feat3: LoRA under ZeRO-3 and fsdp2-bf16 shards the frozen base with the adapters
+  // (add_persistent_state, Storage::frozen); QLoRA under bf16-mixed is bitsandbytes' bf16 compute
+  // without autocast over prepare_model_for_kbit_training's fp32 rest (make_dims).
   if (s.qlora && p == Precision::kFp32)
     throw ConfigError("--qlora", "qlora",
-                      "QLoRA computes in 16 bits (bnb_4bit_compute_dtype) under autocast: "
-                      "--precision bf16-amp or fp16-amp");
-  if (s.zero >= 3)
-    throw Unsupported("--zero", "zero", "LoRA with ZeRO-3 / FSDP sharding of the frozen base");
+                      "QLoRA computes in 16 bits (bnb_4bit_compute_dtype): --precision "
+                      "bf16-mixed (no autocast), bf16-amp or fp16-amp");
+  if (s.qlora && p == Precision::kFsdp2Bf16)
+    throw Unsupported("--qlora", "qlora",
+                      "QLoRA under fsdp2-bf16 (bitsandbytes' packed uint8 weights under FSDP "
+                      "need bnb_4bit_quant_storage set to the param dtype: not modeled)");
+  if (s.qlora && s.zero >= 3)
+    throw Unsupported("--qlora", "qlora",
+                      "QLoRA with ZeRO-3 (DeepSpeed partitioning of bitsandbytes' 4-bit weights: "
+                      "not modeled)");
   const bool gated = model.mlp == MlpKind::kSwiglu;
   const bool fused = spec.qkv == QkvVariant::kFused ||
                      (spec.qkv == QkvVariant::kArchitecture &&

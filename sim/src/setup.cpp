@@ -174,10 +174,10 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
   }
   // (feat: context-parallel ranks shard with the data-parallel ones: dp x cp ranks)
   if (s.zero > 0) require(s.dp * s.cp > 1, "--zero", "zero", "ZeRO needs --dp > 1");
-  if (resolved_precision(s) == Precision::kFsdp2Bf16)
-    require(s.dp * s.cp == 1 || s.zero == 3, "--precision", "precision",
-            "fsdp2-bf16 shards parameters, gradients and optimizer state over --dp: it needs "
-            "--zero 3");
+  if (resolved_precision(s) == Precision::kFsdp2Bf16)  // feat3: --zero 3 is its default
+    require(s.dp * s.cp == 1 || s.zero == 3, "--zero", "zero",
+            "fsdp2-bf16 (FSDP2) always shards parameters, gradients and optimizer state over "
+            "--dp: --zero " + std::to_string(s.zero) + " is not its regime (leave --zero out, or 3)");
 
   if (s.profile == Profile::kPaper) {
     // The paper profile is Korthikanti et al. 2022 exactly and only (DESIGN.md §3 Profiles).

@@ -43,9 +43,8 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
   if (moe && impl->moe == MoeDispatch::kNone)
     throw Unsupported("--impl", "impl", "mixture of experts" + in);
   if (is_mla(m) && !impl->mla) throw Unsupported("--impl", "impl", "MLA attention" + in);
-  if (is_mla(m) && s.attention.value_or(impl->attention) != AttentionKind::kFlash)
-    throw Unsupported("--attention", "attention",
-                      "eager MLA attention" + in + " (only SDPA's op list is written)");
+  // feat3: eager MLA (HF eager_attention_forward, qk head dim != v head dim) is modeled by
+  // core_attention's eager path and held by the census (mla-eager-*)
   if (s.tp > 1)
     throw Unsupported("--tp", "tp", "tensor parallelism of MoE and MLA blocks (expert tensor "
                                     "parallelism is not modeled yet)");

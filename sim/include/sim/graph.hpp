@@ -35,6 +35,9 @@ struct Storage {
   const char* role = "";  // what it is, for explanations ("ln1 input", "softmax out")
   // moe: a routed expert's parameter (divided over --ep; its optimizer state over dp / ep)
   bool expert = false;
+  // feat3 (issue 13): a frozen base parameter (LoRA): persistent, no gradient, no optimizer
+  // state, but sharded and all-gathered like a parameter under ZeRO-3 and FSDP2.
+  bool frozen = false;
 };
 
 enum class OpKind : uint8_t {

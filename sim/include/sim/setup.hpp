@@ -116,6 +116,10 @@ struct TrainSetup {
   // --- time5 (issue 11): --norm-kernel: the kernel the model's RMSNorm runs (NormKernel) ---
   NormKernel norm_kernel = NormKernel::kDefault;
   // --- end time5 ---
+  // feat3 (issue 13): --zero not given. Under fsdp2-bf16 (torchtitan's default regime: FSDP2
+  // always shards) resolve_setup then takes ZeRO 3 when dp x cp > 1; an explicit --zero 0/1/2
+  // under fsdp2-bf16 stays refused (validate).
+  bool zero_default = false;
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

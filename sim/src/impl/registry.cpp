@@ -162,6 +162,10 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                           " (only megatron has it)");
   detail::check_moe_setup(model, s, &sp);  // moe: sim/src/setup_moe.cpp
   if (!s.precision) s.precision = sp.precision;
+  // feat3: FSDP2 shards whenever there are data-parallel ranks (torchtitan's apply_fsdp runs
+  // whenever dp_shard > 1): without --zero, fsdp2-bf16 means ZeRO 3 (run prints a note)
+  if (s.zero_default && s.zero == 0 && *s.precision == Precision::kFsdp2Bf16 && s.dp * s.cp > 1)
+    s.zero = 3;
   // famenc: a family whose modeling code has no SDPA path (T5Attention) runs eager attention
   if (!model.sdpa) {
     if (s.attention && *s.attention == AttentionKind::kFlash)
