@@ -497,8 +497,11 @@ def nanogpt_block(C, P, x, bias, p):
         return r.out(x2 + m2)
 
 
-def rms_norm(C, w, x, eps=1e-6):
-    """HF LlamaRMSNorm.forward, eager, one region per op of the simulator."""
+def rms_norm(C, w, x, eps=1e-6, t5=False):
+    """HF LlamaRMSNorm.forward, eager, one region per op of the simulator. t5 (fam12):
+    T5LayerNorm.forward (modeling_t5.py @ 6b8b757d) instead: x * rsqrt(variance + eps)
+    multiplies the input itself (fp32 result by promotion), and .to(weight.dtype) only when the
+    weight is 16-bit; in fp32 the op list and every save equal LlamaRMSNorm's."""
     in_dtype = x.dtype
     with C.op("rmsnorm to fp32", x) as r:
         hs = r.out(x.to(torch.float32))
@@ -506,10 +509,15 @@ def rms_norm(C, w, x, eps=1e-6):
         var = r.out(hs.pow(2).mean(-1, keepdim=True))
     with C.op("rmsnorm rsqrt", var) as r:
         rs = r.out(torch.rsqrt(var + eps))
-    with C.op("rmsnorm scale", hs, rs) as r:
-        hn = r.out(hs * rs)
+    scaled = x if t5 else hs
+    with C.op("rmsnorm scale", scaled, rs) as r:
+        hn = r.out(scaled * rs)
+    if t5:
+        out_dtype = w.dtype if w.dtype in (torch.float16, torch.bfloat16) else hn.dtype
+    else:
+        out_dtype = in_dtype
     with C.op("rmsnorm to input dtype", hn) as r:
-        hc = r.out(hn.to(in_dtype))
+        hc = r.out(hn.to(out_dtype))
     with C.op("rmsnorm weight", hc) as r:
         return r.out(w * hc)
 
@@ -1067,22 +1075,8 @@ def t5_bucket(rel, bidirectional, num_buckets, max_distance=128):
 
 
 def t5_norm(C, w, x, eps=1e-6):
-    """fam12: T5LayerNorm.forward (modeling_t5.py @ 6b8b757d): variance =
-    x.to(float32).pow(2).mean(-1); x * rsqrt(variance + eps) multiplies the input itself (fp32
-    result by promotion); .to(weight.dtype) only when the weight is 16-bit; weight * x. In fp32
-    the op list and every save equal rms_norm's."""
-    with C.op("rmsnorm to fp32", x) as r:
-        hs = r.out(x.to(torch.float32))
-    with C.op("rmsnorm pow+mean", hs) as r:
-        var = r.out(hs.pow(2).mean(-1, keepdim=True))
-    with C.op("rmsnorm rsqrt", var) as r:
-        rs = r.out(torch.rsqrt(var + eps))
-    with C.op("rmsnorm scale", x, rs) as r:
-        hn = r.out(x * rs)
-    with C.op("rmsnorm to input dtype", hn) as r:
-        hc = r.out(hn.to(w.dtype) if w.dtype in (torch.float16, torch.bfloat16) else hn)
-    with C.op("rmsnorm weight", hc) as r:
-        return r.out(w * hc)
+    """fam12: T5LayerNorm.forward (rms_norm's t5 path)."""
+    return rms_norm(C, w, x, eps, t5=True)
 
 
 def t5_position_bias(C, P, b, sq, decoder):
