@@ -22,7 +22,10 @@ void status_line(const AppState& st) {
     // the graph error below says why
   }
   const std::string impl =
-      s.impl ? std::string(sim::name(*s.impl)) + "@" + std::string(s.impl_version) + ", "  // implver
+      s.impl ? std::string(sim::name(*s.impl)) +
+                   (s.impl_version.empty() ? std::string()  // not resolved: the error says why
+                                           : "@" + std::string(s.impl_version)) +
+                   ", "  // implver
              : std::string();
   // census12 (issue 12): the decoder length (T5) and issue 13's features, as `run`'s setup line
   const std::string tseq = s.target_seq && st.inputs.model.decoder_layers > 0

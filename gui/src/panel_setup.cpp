@@ -9,6 +9,8 @@
 #include <imgui.h>
 
 #include "panels.hpp"
+#include "sim/error.hpp"
+#include "sim/impl.hpp"
 #include "widgets.hpp"
 
 namespace gui {
@@ -100,7 +102,17 @@ bool setup_panel(AppState& st) {
   form_label("seq. parallel");
   changed |= ImGui::Checkbox("##sp", &s.sp);
   changed |= edit_i64("data parallel", s.dp, 1, 1 << 20);
-  changed |= edit_int("ZeRO stage", s.zero, 0, 3);
+  // The stage the implementation takes when none is given (fsdp2-bf16 always shards: 3, as
+  // resolve_setup decides for `--zero` left out); an edit makes the stage explicit, as --zero.
+  if (edit_int("ZeRO stage", s.zero, 0, 3)) s.zero_default = false, changed = true;
+  if (s.zero_default) {
+    try {
+      const sim::TrainSetup r = sim::resolve_setup(st.inputs.model, s);
+      if (r.zero != s.zero) ImGui::TextDisabled("  ZeRO %d: the implementation's default", r.zero);
+    } catch (const sim::ConfigError&) {
+      // the set-up's error is shown with the others
+    }
+  }
   // moe: expert parallelism and routing of MoE models (--ep, --moe-imbalance, --moe-capacity;
   // a dense model with ep > 1 is an error naming --ep, shown like any other)
   changed |= edit_i64("expert parallel", s.ep, 1, 4096);
