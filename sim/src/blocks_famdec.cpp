@@ -165,15 +165,15 @@ int32_t famdec_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, 
     // census12: Olmo2RMSNorm `(self.weight * hidden_states).to(input_dtype)`: the parameter
     // itself is the other operand (promoted to fp32 by the fp32 input); MulBackward0 saves the
     // weight (a parameter) and the fp32 normalized tensor; no weight term.
-    OpDraft d = o.draft(OpKind::kMul, "rmsnorm weight");
-    d.op.math16 = false;
-    d.exec = Exec::kNone;
-    d.inputs.push_back({hn, GradRule::kNew});
-    d.inputs.push_back({w, GradRule::kNew});
+    OpDraft wd = o.draft(OpKind::kMul, "rmsnorm weight");
+    wd.op.math16 = false;
+    wd.exec = Exec::kNone;
+    wd.inputs.push_back({hn, GradRule::kNew});
+    wd.inputs.push_back({w, GradRule::kNew});
     const int32_t y = bld.fresh(bytes(mul(n, width), DType::kF32), DType::kF32, "rmsnorm weighted");
-    d.outputs.push_back(y);
-    d.saves.push_back(hn);
-    bld.add_op(std::move(d));
+    wd.outputs.push_back(y);
+    wd.saves.push_back(hn);
+    bld.add_op(std::move(wd));
     return o.cast(y, tx.dtype, "rmsnorm to input dtype", "norm out");
   }
   // (1 + w.float()): a [width] fp32 tensor from the parameter (needs grad), Gemma
