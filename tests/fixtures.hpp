@@ -58,6 +58,28 @@ inline sim::ModelConfig tiny_llama() {
   return m;
 }
 
+// tiny_llama widened so that the GEMMs, not the host, set the step time (the fp8, MFU and LoRA
+// timing tests): h 2048, 16 query and 4 K/V heads of 128, SwiGLU 5632.
+inline sim::ModelConfig wide_llama() {
+  sim::ModelConfig m = tiny_llama();
+  m.hidden = 2048;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.head_dim = 128;
+  m.ffn_hidden = 5632;
+  return m;
+}
+
+// A model at Llama-2-7B's width (h 4096, 32 heads of 128, MHA, SwiGLU 11008), m's depth and
+// everything else: QLoRA's 4096 x 4096 linears, bandwidth-bound collectives.
+inline sim::ModelConfig llama7b_width(sim::ModelConfig m = tiny_llama()) {
+  m.hidden = 4096;
+  m.heads = m.kv_heads = 32;
+  m.head_dim = 128;
+  m.ffn_hidden = 11008;
+  return m;
+}
+
 // H100 SXM figures of REFERENCE.md.
 inline sim::Device h100() {
   sim::Device d;

@@ -12,23 +12,8 @@
 
 using namespace sim;
 
-namespace {
-
-// tiny_llama widened so that the GEMMs set the step time (as test_timemodel.cpp's fp8 case)
-ModelConfig wide_llama() {
-  ModelConfig m = fixtures::tiny_llama();
-  m.hidden = 2048;
-  m.heads = 16;
-  m.kv_heads = 4;
-  m.head_dim = 128;
-  m.ffn_hidden = 5632;
-  return m;
-}
-
-}  // namespace
-
 TEST_CASE("MFU under --fp8: the 16-bit dense peak (torchtitan's convention), and the mixed peak") {
-  const ModelConfig m = wide_llama();
+  const ModelConfig m = fixtures::wide_llama();
   TrainSetup t;
   t.impl = Impl::kMegatron;
   t.seq = 2048;

@@ -146,11 +146,7 @@ TEST_CASE("qlora: one 4096 x 4096 linear's bytes as docs/memory-model.md derives
   //   + second-level code 1,024 + NF4 code 64 = 8,655,940 B, persistent;
   //   forward transient: bf16 weight 33,554,432 + two fp32 absmax 2 x 1,048,576 = 35,651,584 B;
   //   backward transient: 33,554,432 + 1,048,576 = 34,603,008 B.
-  ModelConfig m = fixtures::tiny_llama();
-  m.hidden = 4096;
-  m.heads = m.kv_heads = 32;
-  m.head_dim = 128;
-  m.ffn_hidden = 11008;
+  ModelConfig m = fixtures::llama7b_width();
   m.layers = 3;
   TrainSetup t;
   t.impl = Impl::kHf;
@@ -205,11 +201,7 @@ TEST_CASE("lora under zero-3: the frozen base is sharded and gathered, only the 
   // of theirs is reduce-scattered: against full fine-tuning (the same gathers plus a
   // reduce-scatter of as many fp32 bytes), LoRA's data-parallel traffic is about two thirds.
   // (At Llama-2-7B's width, where the collectives are bandwidth-bound, not latency-bound.)
-  ModelConfig wide = m;
-  wide.hidden = 4096;
-  wide.heads = wide.kv_heads = 32;
-  wide.head_dim = 128;
-  wide.ffn_hidden = 11008;
+  const ModelConfig wide = fixtures::llama7b_width(m);
   TrainSetup full = t;
   full.lora_rank = 0;
   full.lora_targets = 0;
@@ -261,11 +253,7 @@ TEST_CASE("qlora under bf16-mixed: fp32 everywhere but the 4-bit matmuls, which 
   //   its bf16 output 16,777,216 B, cast back to fp32: 33,554,432 B
   //   lora_A saves x itself (fp32, 33,554,432 B: no "lora input cast"), lora_B lora_A's fp32
   //   output 4 x 2048 x 8 = 65,536 B.
-  ModelConfig m = fixtures::tiny_llama();
-  m.hidden = 4096;
-  m.heads = m.kv_heads = 32;
-  m.head_dim = 128;
-  m.ffn_hidden = 11008;
+  ModelConfig m = fixtures::llama7b_width();
   m.layers = 3;
   TrainSetup t;
   t.impl = Impl::kHf;
@@ -488,12 +476,7 @@ TEST_CASE("context parallelism under torchtitan: torch's all-gather ring (feat2)
 
 TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights; torchao saves as bf16") {
   // tiny_llama widened so that the GEMMs, not the host, set the step time
-  ModelConfig m = fixtures::tiny_llama();
-  m.hidden = 2048;
-  m.heads = 16;
-  m.kv_heads = 4;
-  m.head_dim = 128;
-  m.ffn_hidden = 5632;
+  ModelConfig m = fixtures::wide_llama();
   const int64_t h = 2048, kv = 4 * 128, f = 5632;
   TrainSetup t;
   t.impl = Impl::kMegatron;

@@ -357,12 +357,7 @@ TEST_CASE("fp8 GEMMs (time2): the device's dense fp8 peak at MAMF's fp8/bf16 sha
 
 TEST_CASE("fp8 GEMMs (time2): the engine times fp8 linears at the device's fp8 rate") {
   // tiny_llama widened so that the GEMMs, not the host, set the step time (as test_lora.cpp)
-  ModelConfig m = fixtures::tiny_llama();
-  m.hidden = 2048;
-  m.heads = 16;
-  m.kv_heads = 4;
-  m.head_dim = 128;
-  m.ffn_hidden = 5632;
+  ModelConfig m = fixtures::wide_llama();
   TrainSetup t;
   t.impl = Impl::kMegatron;
   t.seq = 2048;
