@@ -13,31 +13,27 @@ doctest_discover_tests(census_tests)
 # Debian's python3-torch (PyTorch 1.13.1) is installed for /usr/bin/python3 only; a python3
 # earlier on the PATH may lack it (TOOLCHAIN.md).
 set(ACTSIM_CENSUS_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with torch for harness/census.py")
-# $1 python, $2 source root, $3 output. Exit 77 (SKIP_RETURN_CODE) when torch cannot be imported.
-add_test(NAME census.regenerate
-         COMMAND sh -c [=[
+# A census script re-run into the build tree and diffed against the committed file: $1 python,
+# $2 source root, $3 script (relative), $4 committed file (relative), $5 output. Exit 77
+# (SKIP_RETURN_CODE) when torch cannot be imported.
+function(actsim_census_regenerate name script committed timeout)
+  get_filename_component(out "${committed}" NAME)
+  add_test(NAME ${name}
+           COMMAND sh -c [=[
 set -e
 if ! "$1" -c "import torch" > /dev/null 2>&1
 then
   echo "census: $1 cannot import torch (python3-torch not installed): skipped"
   exit 77
 fi
-"$1" "$2/harness/census.py" -o "$3"
-diff -u "$2/harness/census/census.json" "$3"
-]=] sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_CENSUS_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/census.json)
-set_tests_properties(census.regenerate PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+"$1" "$2/$3" -o "$5"
+diff -u "$2/$4" "$5"
+]=] sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_CENSUS_ROOT} ${script} ${committed}
+           ${CMAKE_CURRENT_BINARY_DIR}/${out})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout})
+endfunction()
 
+actsim_census_regenerate(census.regenerate harness/census.py harness/census/census.json 300)
 # cpfp8 (issue 13): torch's context-parallel ring, its eager code on torch 1.13
 # (harness/census_cp.py); tests/test_cpfp8.cpp holds sim/src/cp.cpp to harness/census/cp.json.
-add_test(NAME census.cp_regenerate
-         COMMAND sh -c [=[
-set -e
-if ! "$1" -c "import torch" > /dev/null 2>&1
-then
-  echo "census: $1 cannot import torch (python3-torch not installed): skipped"
-  exit 77
-fi
-"$1" "$2/harness/census_cp.py" -o "$3"
-diff -u "$2/harness/census/cp.json" "$3"
-]=] sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_CENSUS_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/cp.json)
-set_tests_properties(census.cp_regenerate PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+actsim_census_regenerate(census.cp_regenerate harness/census_cp.py harness/census/cp.json 120)
