@@ -678,6 +678,8 @@ col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name
 "$actsim" run --model llama-3-8b --impl torchtitan@9dec370 --seq 2048 --norm-kernel triton --format csv > triton.csv
 test "$(col eager.csv norm_kernel)" = default && test "$(col triton.csv norm_kernel)" = triton
 test "$(col triton.csv step_time_ns)" -lt "$(col eager.csv step_time_ns)"
+"$actsim" run --model llama-3-8b --impl torchtitan@9dec370 --seq 2048 --norm-kernel triton | grep -q "; norm kernel triton"
+if "$actsim" run --model llama-3-8b --impl torchtitan@9dec370 --seq 2048 | grep -q "norm kernel"; then exit 1; fi
 for bad in "--norm-kernel fused" "--norm-kernel triton --impl torchtitan" "--norm-kernel triton --impl hf" \
            "--norm-kernel triton,default --impl torchtitan@9dec370"
 do

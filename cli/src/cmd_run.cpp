@@ -83,6 +83,10 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          (s.cp > 1 ? fmt::format("; cp {}", s.cp) : std::string()) +
          (s.ep > 1 ? fmt::format("; ep {}", s.ep) : std::string()) +
          (s.fp8 != sim::Fp8Recipe::kOff ? fmt::format("; fp8 {}", sim::name(s.fp8)) : std::string()) +
+         // time5: the norm kernel when not the model's own (torchtitan's fused Triton RMSNorm)
+         (s.norm_kernel != sim::NormKernel::kDefault
+              ? fmt::format("; norm kernel {} (fused RMSNorm, norms.py)", sim::name(s.norm_kernel))
+              : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")
