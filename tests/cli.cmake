@@ -174,8 +174,14 @@ actsim_cli_test(valley [=[
 "$1" valley --model gpt2-small > v.txt
 grep -q 'sqrt(n)' v.txt
 grep -q 'm\*' v.txt
+# gpt2-small's peak sits in the loss (vocabulary 50257) from m = 2 on: the table shows the block
+# phase M(m) models beside the step's peak, and says from which m the peak is outside the blocks.
+grep -q 'block phase' v.txt
+grep -q 'From m = 2 on, the step.s peak sits outside the blocks' v.txt
 "$1" valley --format csv > v.csv
-head -n 1 v.csv | grep -q '^model,device,n,m,'
+head -n 1 v.csv | grep -q '^model,device,n,m,.*,simulated_block_bytes$'
+# block phase <= step peak on every row (columns 7 and 13)
+awk -F, 'NR > 1 && $13 > $7 { exit 1 }' v.csv
 test "$(wc -l < v.csv)" -eq 13
 rc=0
 "$1" valley --batch 1,2 2> err.txt || rc=$?
