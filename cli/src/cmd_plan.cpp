@@ -146,6 +146,8 @@ sim_io::Row PlannedPoint::row() const {
 }
 
 int cmd_plan(const Invocation& inv) {
+  // pplan (issue 15): pipelines and gradient accumulation are planned per stage.
+  if (is_pipeline_plan(inv)) return cmd_plan_pipeline(inv);
   const Format format =
       cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
   const PlannedPoint pp = plan_point(inv, cli_common::search_dirs());
