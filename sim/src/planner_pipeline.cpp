@@ -162,8 +162,6 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     g.held_max = held_of(*g.model, none);
     const std::optional<Result>& r = simulate(g, Strategy{});
     g.sigma0 = r ? r->stash_bytes - g.held_max : 0;
-    // As plan_budget: the model sees offload's device bytes only roughly, so the search runs
-    // without it, and the offload options are solved once more at the best bound (a candidate).
     g.no_offload = *g.model;
     for (BlockCosts& b : g.no_offload.blocks) {
       b.single[static_cast<size_t>(PlanOption::kOffload)].available = false;
@@ -171,7 +169,6 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     }
   }
   ChainModel constrained;
-  const int64_t solves_at_start = solves_;
   // The least-cost plan with held <= s_hi whose model peak fits the budget less extra(s_lo).
   const auto solve = [&](const ChainModel& base, int64_t s_lo, int64_t s_hi, int64_t less) {
     const int64_t rel = budget_ - base.base_bytes - extra_model(g, s_lo, stage) - less;
@@ -191,23 +188,6 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     return sol.feasible ? (sol.optimal ? sol.cost : sol.lower_bound) : sol.lower_bound;
   };
   Cost upper = inf;  // the least model cost of a plan found (fits under the model)
-  int64_t best_s = -1;
-  // A plan at the bound s: feasible under the model; simulated (tightened by its excess when the
-  // simulation is over, up to three times).
-  const auto point = [&](const ChainModel& base, int64_t s_bound, bool search = true) {
-    int64_t less = 0;
-    for (int round = 0; round < 4; ++round) {
-      const ChainSolution sol = solve(base, s_bound, s_bound, less);
-      if (!sol.feasible) return;
-      if (search && round == 0 && sol.cost < upper) {
-        upper = sol.cost;
-        best_s = s_bound;
-      }
-      const std::optional<int64_t> peak = offer(strategy_of(sol.units), "DP", sol.optimal);
-      if (!peak || *peak <= budget_) return;
-      less += *peak - budget_;
-    }
-  };
   struct Interval {
     Cost lb;
     int64_t lo, hi;
@@ -215,27 +195,44 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
       return lb != o.lb ? lb > o.lb : lo != o.lo ? lo > o.lo : hi > o.hi;
     }
   };
-  const ChainModel& m = g.no_offload;
-  const int64_t hi = std::max<int64_t>(g.held_max, 0);
-  point(m, hi);
-  if (extra_model(g, hi, stage) == extra_model(g, 0, stage)) {
-    // No micro-batch in flight besides this one (or interleaved chunks that cost nothing more):
-    // the stash bound constrains nothing; the one solve is the model's optimum (or its bound).
-    best.lower_bound = lower(solve(m, hi, hi, 0));
-  } else {
+  // A plan at the bound s: feasible under the model; simulated (tightened by its excess when the
+  // simulation is over, up to three times).
+  const auto point = [&](const ChainModel& base, int64_t s_bound) {
+    int64_t less = 0;
+    for (int round = 0; round < 4; ++round) {
+      const ChainSolution sol = solve(base, s_bound, s_bound, less);
+      if (!sol.feasible) return;
+      if (round == 0 && sol.cost < upper) upper = sol.cost;
+      const std::optional<int64_t> peak = offer(strategy_of(sol.units), "DP", sol.optimal);
+      if (!peak || *peak <= budget_) return;
+      less += *peak - budget_;
+    }
+  };
+  // The branch and bound on one view of the model; returns the proven lower bound.
+  const auto search = [&](const ChainModel& m) {
+    upper = inf;
+    const int64_t hi = std::max<int64_t>(g.held_max, 0);
+    point(m, hi);
+    if (extra_model(g, hi, stage) == extra_model(g, 0, stage)) {
+      // No micro-batch in flight besides this one (or interleaved chunks that cost nothing
+      // more): the stash bound constrains nothing; the one solve is the model's optimum (or its
+      // bound).
+      return std::min(upper, lower(solve(m, hi, hi, 0)));
+    }
     // lb(lo, hi) bounds the cost of every plan whose held bytes H lie in [lo, hi]: such a plan
     // fits the budget less extra(H) <= the budget less extra(lo), and holds at most hi.
     std::priority_queue<Interval, std::vector<Interval>, std::greater<>> open;
     open.push({lower(solve(m, 0, hi, 0)), 0, hi});
     Cost bound = inf;  // of the intervals left unsplit
+    const int64_t at_start = solves_;
+    const int64_t unit = slot_bytes_for(std::max<int64_t>(budget_ - m.base_bytes, 1), nb);
     while (!open.empty()) {
       const Interval iv = open.top();
       if (!(iv.lb < upper)) break;  // every plan left costs at least the best found
       open.pop();
       // Split down to one slot of the DP (the intervals' bound cannot tighten below it), and at
-      // most kMaxStageSolves solves per stage.
-      const int64_t unit = slot_bytes_for(std::max<int64_t>(budget_ - m.base_bytes, 1), nb);
-      if (iv.hi - iv.lo <= unit || solves_ - solves_at_start >= kMaxStageSolves) {
+      // most kMaxStageSolves solves per view.
+      if (iv.hi - iv.lo <= unit || solves_ - at_start >= kMaxStageSolves) {
         // A leaf: its plans fit the budget less extra(lo) at best; the plan at hi is optimal
         // among them for the budget less extra(hi) - extra(lo) (the gap).
         bound = std::min(bound, iv.lb);
@@ -251,9 +248,15 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
         if (lb < upper) open.push({lb, a, b});
       }
     }
-    best.lower_bound = std::min(bound, upper);
-  }
-  if (best_s >= 0) point(*g.model, best_s, false);  // offload allowed, at the best bound
+    return std::min(bound, upper);
+  };
+  // As plan_budget: the model sees offload's device bytes only roughly, so the view without the
+  // offload options is searched first, then the whole model; both views' plans are candidates
+  // (simulated), and the bound is the whole model's (it covers every option).
+  search(g.no_offload);
+  const Cost without = upper;
+  best.lower_bound = search(*g.model);
+  upper = std::min(upper, without);
   if (!found) {
     throw ConfigError("--strategy", "budget",
                       "no plan fits a peak of " + gib(budget_) + " on pipeline stage " +
