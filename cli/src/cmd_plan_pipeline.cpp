@@ -60,8 +60,9 @@ std::string render(const std::string& model, const sim::Device& device, const si
       "simulations, {} DP solves\n",
       plan.simulations, plan.dp_solves);
   if (plan.proven) {
-    out += "  every stage's DP plan is the chain model's optimum without offload (its cost equals "
-           "the proven lower bound); offload and the fixed strategies were candidates beside it\n";
+    out += "  on every stage the DP's best plan is the chain model's optimum (its cost equals the "
+           "lower bound proven over every option); the fixed strategies were candidates beside "
+           "it\n";
   } else {
     for (const sim::StagePlan& sp : plan.stages)
       if (!(sp.model_cost == sp.lower_bound))

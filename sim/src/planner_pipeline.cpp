@@ -261,7 +261,7 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     throw ConfigError("--strategy", "budget",
                       "no plan fits a peak of " + gib(budget_) + " on pipeline stage " +
                           std::to_string(stage) + " (" + std::to_string(best.in_flight) +
-                          " micro-batches in flight); the smallest stage peak found is " +
+                          " micro-batch(es) in flight); the smallest stage peak found is " +
                           gib(least_peak));
   }
   best.model_cost = upper;
