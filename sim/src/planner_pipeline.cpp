@@ -95,7 +95,7 @@ class Planner {
   Workspace ws_;
   std::map<int, std::unique_ptr<StageGraph>> graphs_;  // 0 first, 1 inner, 2 last
   std::vector<Strategy> fixed_;
-  int64_t simulations_ = 0, solves_ = 0;
+  int64_t simulations_ = 0, solves_ = 0, cells_ = 0;
   ChainScratch scratch_;
 };
 
@@ -151,10 +151,7 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     return peak;
   };
 
-  // The fixed strategies: candidates on every stage.
-  for (const Strategy& s : fixed_) offer(s, "fixed " + s.canonical(), true);
-
-  // The DP over the stash bound S, by branch and bound (see the header).
+  // The chain model of the stage's graph (once per graph).
   if (!g.model) {
     g.model = probe_chain(g.graph, device_);
     std::vector<ChainUnit> none(static_cast<size_t>(nb));
@@ -168,6 +165,23 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
       b.single[static_cast<size_t>(PlanOption::kOffloadFull)].available = false;
     }
   }
+  // The fixed strategies: candidates on every stage. every:k and block:k (2 n of them) are
+  // simulated only where the chain model's stage peak is within kFixedModelMargin of the
+  // budget: the model is exact for fixed plans that keep everything on the device under the
+  // exact allocator, up to autocast's casts (sim/planner.hpp), and the caching allocator only
+  // adds to the peak; the margin covers the casts.
+  for (const Strategy& s : fixed_) {
+    if (s.kind == StrategyKind::kEvery || s.kind == StrategyKind::kBlock) {
+      const std::vector<ChainUnit> units = units_of(resolve(s, nb));
+      const int64_t model_peak = g.model->base_bytes + evaluate_chain(*g.model, units).peak_bytes +
+                                 extra_model(g, held_of(*g.model, units), stage);
+      if (model_peak > budget_ + budget_ / kFixedModelMargin) continue;
+    }
+    offer(s, "fixed " + s.canonical(), true);
+  }
+
+  // The DP over the stash bound S, by branch and bound (see the header).
+
   ChainModel constrained;
   // The least-cost plan with held <= s_hi whose model peak fits the budget less extra(s_lo).
   const auto solve = [&](const ChainModel& base, int64_t s_lo, int64_t s_hi, int64_t less) {
@@ -179,8 +193,10 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     }
     constrained = base;  // the head term forces held <= s_hi: held + head <= rel
     constrained.head_bwd_bytes = std::max(base.head_bwd_bytes, rel - s_hi);
-    ChainSolver solver(constrained, slot_bytes_for(rel, nb), true, &scratch_);
+    const int64_t slot = slot_bytes_for(rel, nb);
+    ChainSolver solver(constrained, slot, true, &scratch_);
     ++solves_;
+    cells_ += (nb + 1) * (rel / slot + 1);
     return solver.solve(rel);
   };
   const Cost inf{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max()};
@@ -188,6 +204,7 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     return sol.feasible ? (sol.optimal ? sol.cost : sol.lower_bound) : sol.lower_bound;
   };
   Cost upper = inf;  // the least model cost of a plan found (fits under the model)
+  int64_t best_s = 0;  // the bound at which it was found
   struct Interval {
     Cost lb;
     int64_t lo, hi;
@@ -202,7 +219,10 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     for (int round = 0; round < 4; ++round) {
       const ChainSolution sol = solve(base, s_bound, s_bound, less);
       if (!sol.feasible) return;
-      if (round == 0 && sol.cost < upper) upper = sol.cost;
+      if (round == 0 && sol.cost < upper) {
+        upper = sol.cost;
+        best_s = s_bound;
+      }
       const std::optional<int64_t> peak = offer(strategy_of(sol.units), "DP", sol.optimal);
       if (!peak || *peak <= budget_) return;
       less += *peak - budget_;
@@ -224,15 +244,15 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     std::priority_queue<Interval, std::vector<Interval>, std::greater<>> open;
     open.push({lower(solve(m, 0, hi, 0)), 0, hi});
     Cost bound = inf;  // of the intervals left unsplit
-    const int64_t at_start = solves_;
+    const int64_t at_start = cells_;
     const int64_t unit = slot_bytes_for(std::max<int64_t>(budget_ - m.base_bytes, 1), nb);
     while (!open.empty()) {
       const Interval iv = open.top();
       if (!(iv.lb < upper)) break;  // every plan left costs at least the best found
       open.pop();
       // Split down to one slot of the DP (the intervals' bound cannot tighten below it), and at
-      // most kMaxStageSolves solves per view.
-      if (iv.hi - iv.lo <= unit || solves_ - at_start >= kMaxStageSolves) {
+      // most kMaxStageCells DP table cells per view.
+      if (iv.hi - iv.lo <= unit || cells_ - at_start >= kMaxStageCells) {
         // A leaf: its plans fit the budget less extra(lo) at best; the plan at hi is optimal
         // among them for the budget less extra(hi) - extra(lo) (the gap).
         bound = std::min(bound, iv.lb);
@@ -288,13 +308,15 @@ PipelinePlan Planner::run() {
     Cost total;
     bool fits = true;
     for (int64_t i = 0; i < p && fits; ++i) {
-      const std::optional<Result>& r = simulate(graph_of(i), s);
-      if (!r || stage_peak(*r, i) > budget_) {
+      // Only what the stages simulated (a strategy skipped on a stage did not fit it).
+      const StageGraph& sg = graph_of(i);
+      const auto hit = sg.sims.find(s.canonical());
+      if (hit == sg.sims.end() || !hit->second || stage_peak(*hit->second, i) > budget_) {
         fits = false;
         break;
       }
-      total.time_ns += cost_of(*r).time_ns;
-      total.flops += cost_of(*r).flops;
+      total.time_ns += cost_of(*hit->second).time_ns;
+      total.flops += cost_of(*hit->second).flops;
     }
     if (fits && (!out.fixed_found || total < best_cost)) {
       out.fixed_found = true;

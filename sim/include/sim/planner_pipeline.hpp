@@ -17,7 +17,7 @@
 // over [0, H(none)] splits the interval of least bound at its middle, solves the middle point
 // (a plan, an upper bound) and both halves (bounds), and stops when no interval's bound is below
 // the best plan found (then that plan is the model's optimum: StagePlan::lower_bound equals
-// model_cost), when intervals are one DP slot wide, or after kMaxStageSolves solves: then
+// model_cost), when intervals are one DP slot wide, or after kMaxStageCells DP cells: then
 // lower_bound is what is proven, and the plan at each such interval's hi is solved too, so that
 // the best plan found costs at most the optimum for the budget lowered by
 // max(extra(hi) - extra(lo)) over them (StagePlan::gap_bytes). Every plan found is simulated (sim::simulate_plan on the
@@ -43,9 +43,15 @@
 
 namespace sim {
 
-// The most DP solves the branch and bound over the stash bound spends on one stage; where it
-// stops, the stage's lower_bound is the least of the intervals left.
-inline constexpr int64_t kMaxStageSolves = 400;
+// every:k and block:k are simulated on a stage only where the chain model's stage peak is at
+// most the budget plus budget / kFixedModelMargin (the others are taken not to fit).
+inline constexpr int64_t kFixedModelMargin = 16;
+
+// The most DP table cells ((blocks + 1) x slots per solve) the branch and bound over the stash
+// bound spends on one view of one stage; where it stops, the stage's lower_bound is the least of
+// the intervals left. Short stages are searched to the end; at 125 blocks and ~10^4 slots it
+// allows about a dozen solves.
+inline constexpr int64_t kMaxStageCells = int64_t{1} << 24;
 
 struct StagePlan {
   int64_t stage = 0;
