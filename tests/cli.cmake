@@ -360,6 +360,14 @@ actsim_cli_test(plan_budget [=[
 grep -q '^  custom:' plan.txt
 grep -q 'memory in 1 MiB slots' plan.txt
 grep -q 'Best fixed strategy that fits' plan.txt
+# native (plan): the best of what the code base's own settings run, with the setting
+grep -q "^What hf@4.48's own settings run (none, full)" plan.txt
+grep -q '^  setting: gradient_checkpointing=' plan.txt
+"$1" plan --model llama-3-8b --impl torchtitan --batch 2 --seq 8192 --dp 8 --device h100-96gb \
+  --budget 80GiB > tt.txt
+grep -q '^  sac:torchtitan ' tt.txt
+grep -q 'selective_ac_option = "op"' tt.txt
+grep -q "it needs checkpointing code of your own" tt.txt
 spec=$(grep '^  custom:' plan.txt | tr -d ' ')
 "$1" plan --model gpt2-small --batch 8 --budget 10GiB --format csv > plan.csv
 "$1" run --model gpt2-small --batch 8 --strategy "$spec" --format csv > rerun.csv
