@@ -23,8 +23,11 @@
 // max(extra(hi) - extra(lo)) over them (StagePlan::gap_bytes). Every plan found is simulated (sim::simulate_plan on the
 // stage's graph) and kept only if its stage peak (simulated peak + in-flight stash) fits; one
 // over is re-solved at a budget lowered by its excess (bounded rounds). The fixed strategies
-// (sim::fixed_strategies) are candidates on every stage too, so no stage's plan costs more than
-// the best fixed strategy that fits it. The chosen plans are verified together by
+// (sim::fixed_strategies) are candidates on every stage too (every:k and block:k where the chain
+// model puts the stage peak within 1/kFixedModelMargin of the budget), so no stage's plan costs
+// more than the best fixed strategy that fits it. The search runs on two views, as plan_budget's:
+// without the offload options (whose device bytes and stalls the model sees only roughly), then
+// the whole model, whose bound is reported. The chosen plans are verified together by
 // simulate_pipeline: every stage's simulated peak (budget_peak_bytes) is within the budget, or
 // the planner throws rather than return an unverified plan.
 #pragma once
