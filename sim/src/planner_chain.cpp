@@ -237,6 +237,9 @@ struct DpWorkspace {
   // touching the stack's own memory) and the index of the last answer of window's search.
   std::vector<Cost> back;
   std::vector<int32_t> finger;
+  // planner5 (issue 15): per stack, its front entry's j (the query compares with it first; read
+  // from the stack's own memory it was a cache miss per slot and row, ~20 % of the DP's time).
+  std::vector<int64_t> front;
 };
 
 class ChainDp {
@@ -246,7 +249,7 @@ class ChainDp {
   ChainDp(const ChainModel& m, int64_t slot, bool round_up, bool window, DpWorkspace& ws)
       : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
         allow_window_(window), time_(ws.time), flops_(ws.flops), choice_(ws.choice),
-        stacks_(ws.stacks), back_(ws.back), finger_(ws.finger) {}
+        stacks_(ws.stacks), back_(ws.back), finger_(ws.finger), front_(ws.front) {}
 
   // Fills the tables for every budget of up to `slots` slots (issue 15: one table answers every
   // lower budget with the same slot size, since g[0][s] is the optimum with s slots; row a's
@@ -274,6 +277,7 @@ class ChainDp {
       for (auto& st : stacks_) st.clear();
       back_.assign(static_cast<size_t>(slots_ + 1), Cost{});
       finger_.assign(static_cast<size_t>(slots_ + 1), 0);
+      front_.assign(static_cast<size_t>(slots_ + 1), 0);
     }
     for (int64_t a = n_ - 1; a >= 0; --a) row(a);
   }
@@ -427,6 +431,7 @@ class ChainDp {
         const std::vector<Entry>& sq = stacks_[static_cast<size_t>(q)];
         const size_t f = static_cast<size_t>(finger_[static_cast<size_t>(q)]);
         if (f < sq.size()) prefetch_line(&sq[f]);
+        if (f >= 1 && f - 1 < sq.size()) prefetch_line(&sq[f - 1]);  // planner5: the gallop's first step
       }
     };
     for (int64_t s = 0; s < kAhead; ++s) prefetch(s);
@@ -444,7 +449,7 @@ class ChainDp {
       const int64_t size = static_cast<int64_t>(st.size());
       if (size == 0) continue;
       int32_t& finger = finger_[static_cast<size_t>(s - h)];
-      const int64_t found = st.front().j <= a + k ? 0  // every pushed j in reach
+      const int64_t found = front_[static_cast<size_t>(s - h)] <= a + k ? 0  // every j in reach
                             : first_in_reach(st, std::min<int64_t>(finger, size - 1), a + k);
       if (found == size) continue;
       finger = static_cast<int32_t>(found);
@@ -470,6 +475,7 @@ class ChainDp {
     }
     st.push_back({j, v});
     top = v;
+    if (st.size() == 1) front_[static_cast<size_t>(s)] = j;
   }
 
   // The first index of `st` (j decreasing with the index) whose j is at most `bound`, or
@@ -513,6 +519,7 @@ class ChainDp {
   std::vector<std::vector<Entry>>& stacks_;
   std::vector<Cost>& back_;
   std::vector<int32_t>& finger_;
+  std::vector<int64_t>& front_;
   std::vector<Cost> prefix_inner_;  // P(i): inner recompute costs of blocks < i
 };
 
