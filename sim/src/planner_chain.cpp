@@ -259,9 +259,13 @@ class ChainDp {
     slots_ = slots;
     if (slots_ < 0) return;
     const size_t w = static_cast<size_t>(slots_ + 1);
-    time_.assign(static_cast<size_t>(n_ + 1) * w, kInf);
-    flops_.assign(time_.size(), 0);
-    choice_.assign(static_cast<size_t>(n_) * w, 0);
+    // planner5 (issue 15): each row is set to its initial values (kInf, 0, 0) just before it is
+    // filled, while it is in cache, instead of by a pass over the whole table first (at 1,000
+    // blocks, 312 MB written twice per table); resize writes only what the vectors never held.
+    time_.resize(static_cast<size_t>(n_ + 1) * w);
+    flops_.resize(time_.size());
+    choice_.resize(static_cast<size_t>(n_) * w);
+    clear_row(n_);
     const int64_t head = rs(head_local(m_, p_));
     for (int64_t s = head; s <= slots_; ++s) time_[idx(n_, s)] = 0, flops_[idx(n_, s)] = 0;
     // Block 0 is never an inner block.
@@ -279,7 +283,10 @@ class ChainDp {
       finger_.assign(static_cast<size_t>(slots_ + 1), 0);
       front_.assign(static_cast<size_t>(slots_ + 1), 0);
     }
-    for (int64_t a = n_ - 1; a >= 0; --a) row(a);
+    for (int64_t a = n_ - 1; a >= 0; --a) {
+      clear_row(a);
+      row(a);
+    }
   }
   int64_t built() const { return built_; }
   void invalidate() { built_ = -1; }
@@ -333,6 +340,12 @@ class ChainDp {
   }
   size_t idx(int64_t a, int64_t s) const {
     return static_cast<size_t>(a) * static_cast<size_t>(slots_ + 1) + static_cast<size_t>(s);
+  }
+  void clear_row(int64_t a) {
+    const size_t w = static_cast<size_t>(slots_ + 1);
+    std::fill_n(time_.begin() + static_cast<std::ptrdiff_t>(idx(a, 0)), w, kInf);
+    std::fill_n(flops_.begin() + static_cast<std::ptrdiff_t>(idx(a, 0)), w, int64_t{0});
+    if (a < n_) std::fill_n(choice_.begin() + static_cast<std::ptrdiff_t>(idx(a, 0)), w, int32_t{0});
   }
 
   // g[a][s] = min(cost + g[next][s - held]) over s >= local.
