@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   };
   int failures = 0;
   std::printf("%-15s %-7s %8s %8s %8s %8s %9s %11s %6s  %s\n", "config", "planner", "wall min",
-              "wall med", "cpu min", "cpu med", "peak GiB", "cost ms", "solves", "plan (simulations+exact-allocator ones, DP tables)");
+              "wall med", "cpu min", "cpu med", "peak GiB", "cost ms", "solves", "plan (caching simulations+warm-up-only ones+exact-allocator ones, DP tables)");
   for (const Config& c : configs) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     sim::ModelConfig model = sim_io::load_model((src / "bench" / "models" / c.model).string(), dirs);
@@ -226,11 +226,12 @@ int main(int argc, char** argv) {
       sim::FixedChoice fixed;
     };
     const auto report = [&](const char* who, const Timing& t, const Out& o) {
-      std::printf("%-15s %-7s %8.3f %8.3f %8.3f %8.3f %9.3f %11.3f %6" PRId64 "  (%" PRId64 "+%" PRId64 ", %" PRId64 ") %.90s\n",
+      std::printf("%-15s %-7s %8.3f %8.3f %8.3f %8.3f %9.3f %11.3f %6" PRId64 "  (%" PRId64 "+%" PRId64 "+%" PRId64 ", %" PRId64 ") %.90s\n",
                   c.name.c_str(), who, t.min, t.median, t.cpu_min, t.cpu_median,
                   static_cast<double>(sim::budget_peak_bytes(o.plan.result)) / static_cast<double>(kGiB),
                   static_cast<double>(cost_of(o.plan.result).time_ns) / 1e6, o.plan.solves,
-                  o.plan.simulations, o.plan.exact_simulations, o.plan.dp_tables,
+                  o.plan.simulations, o.plan.warmup_simulations, o.plan.exact_simulations,
+                  o.plan.dp_tables,
                   o.plan.strategy.canonical().c_str());
       std::fflush(stdout);
     };

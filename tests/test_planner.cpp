@@ -9,6 +9,8 @@
 #include "fixtures.hpp"
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
+#include "sim/schedule.hpp"
+#include "sim/simulate.hpp"
 
 using namespace sim;
 
@@ -649,5 +651,46 @@ TEST_CASE("planner: an exact-allocator simulation bounds a caching one's peak fr
       strict += budget_peak_bytes(re) < budget_peak_bytes(rc);
     }
     CHECK(strict > 0);  // the caching allocator's overhead shows, so the bound is not vacuous
+  }
+}
+
+// planner5 (issue 15): plan_budget settles a miss under a caching allocator by the warm-up step
+// alone when that step already leaves more than the budget reserved (sim::run_engine_bounded).
+// It rests on two facts checked here on every fixed strategy, with ZeRO-3 and offload, under both
+// caching allocators: the reserved bytes the warm-up leaves are at most the measured step's
+// reserved peak (so a stop is a certain miss), and the warm-up's cost (recompute time, offload
+// stalls, FLOPs) and step time are the measured step's.
+TEST_CASE("planner: the caching allocator's warm-up step bounds the measured step's reserved peak at equal cost") {
+  const Device dev = fixtures::h100();
+  TrainSetup t;
+  t.micro_batch = 4;
+  t.seq = 1024;
+  t.dp = 8;
+  t.zero = 3;
+  for (const AllocatorKind kind : {AllocatorKind::kCaching, AllocatorKind::kCachingExpandable}) {
+    t.allocator = kind;
+    const Graph g = build_graph(fixtures::gpt2_small(), t, dev);
+    int below = 0;
+    for (const Strategy& s : fixed_strategies(g.n_blocks)) {
+      CAPTURE(s.canonical());
+      const Plan p = resolve(s, g.n_blocks);
+      const Schedule sched = build_schedule(g, p, recompute_mode(g));
+      const Result full = simulate_plan(g, p, dev);
+      bool stopped = false;
+      const Result warm = run_engine_bounded(g, sched, dev, SimOptions{}, -1, stopped);
+      REQUIRE(stopped);  // it reserved something, more than -1 bytes
+      CHECK(warm.peak_reserved_bytes <= full.peak_reserved_bytes);
+      CHECK(cost_of(warm) == cost_of(full));
+      CHECK(warm.step_time_ns == full.step_time_ns);
+      below += warm.peak_reserved_bytes < full.peak_reserved_bytes;
+      // At the measured peak as the limit it never stops, and is the full simulation.
+      const Result at = run_engine_bounded(g, sched, dev, SimOptions{}, full.peak_reserved_bytes, stopped);
+      CHECK_FALSE(stopped);
+      CHECK(at.peak_reserved_bytes == full.peak_reserved_bytes);
+      CHECK(at.peak_allocated_bytes == full.peak_allocated_bytes);
+      CHECK(cost_of(at) == cost_of(full));
+    }
+    MESSAGE(below << " of " << fixed_strategies(g.n_blocks).size()
+                  << " warm-up steps leave less reserved than the measured step's peak");
   }
 }

@@ -834,6 +834,21 @@ Result run_engine(const Graph& graph, const Schedule& schedule, const Device& de
 
 Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
                   const SimOptions& options, EngineScratch& scratch) {
+  bool stopped = false;
+  return run_engine_bounded(graph, schedule, device, options, scratch,
+                            std::numeric_limits<int64_t>::max(), stopped);
+}
+
+Result run_engine_bounded(const Graph& graph, const Schedule& schedule, const Device& device,
+                          const SimOptions& options, int64_t reserved_limit, bool& stopped) {
+  EngineScratch scratch;
+  return run_engine_bounded(graph, schedule, device, options, scratch, reserved_limit, stopped);
+}
+
+Result run_engine_bounded(const Graph& graph, const Schedule& schedule, const Device& device,
+                          const SimOptions& options, EngineScratch& scratch,
+                          int64_t reserved_limit, bool& stopped) {
+  stopped = false;
   if (graph.allocator == AllocatorKind::kExact)
     return Engine(graph, schedule, device, options, nullptr, &scratch).run();
   // The steady-state step (DESIGN.md §3): a first step allocates the persistent state (one
@@ -847,7 +862,14 @@ Result run_engine(const Graph& graph, const Schedule& schedule, const Device& de
   else scratch.allocator = std::make_unique<CachingAllocator>(capacity, expandable);
   scratch.heap_handle.assign(graph.storages.size(), -1);
   Heap heap{*scratch.allocator, scratch.heap_handle};
-  Engine(graph, schedule, device, SimOptions{}, &heap, &scratch).run();
+  Result warm = Engine(graph, schedule, device, SimOptions{}, &heap, &scratch).run();
+  // planner5 (issue 15): the measured step's reserved peak is at least what the warm-up leaves
+  // reserved (reset_peaks starts it there), so above the limit the verdict is known.
+  if (heap.allocator.stats().reserved_bytes > reserved_limit) {
+    stopped = true;
+    warm.peak_reserved_bytes = heap.allocator.stats().reserved_bytes;
+    return warm;
+  }
   heap.allocator.reset_peaks();
   return Engine(graph, schedule, device, options, &heap, &scratch).run();
 }

@@ -13,6 +13,7 @@
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
 #include "sim/simulate.hpp"
+#include "workspace.hpp"
 
 namespace sim {
 namespace {
@@ -183,6 +184,33 @@ class Session {
   }
   int64_t exact_simulations() const { return exact_simulations_; }
 
+  // planner5 (issue 15): for callers that need only whether the plan fits `budget` (and its
+  // cost), not its memory figures when it does not. A plan whose warm-up step under the caching
+  // allocator already leaves more than `budget` reserved misses it (the measured step's reserved
+  // peak starts there: run_engine_bounded), and the warm-up's result is returned, its cost the
+  // measured step's and its peak_reserved_bytes a lower bound (above the budget); otherwise, or
+  // when the plan was simulated before, simulate()'s result. Kept apart from simulate()'s cache,
+  // which holds full results only.
+  const Result& simulate_verdict(const std::vector<ChainUnit>& units, int64_t budget) {
+    if (g_.allocator == AllocatorKind::kExact) return simulate(units);
+    std::string key = key_of(units);
+    if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (const auto it = warmup_misses_.find(key); it != warmup_misses_.end()) return it->second;
+    Workspace::Buffers& w = ws_.buffers();
+    const Plan plan = plan_of(units, g_.n_blocks);
+    check_plan(plan, g_);
+    build_schedule(g_, plan, recompute_mode(g_), w.schedule, w.schedule_scratch);
+    bool stopped = false;
+    Result r = run_engine_bounded(g_, w.schedule, d_, SimOptions{}, w.engine_scratch, budget, stopped);
+    if (stopped) {
+      ++warmup_only_;
+      return warmup_misses_.emplace(std::move(key), std::move(r)).first->second;
+    }
+    ++simulations_;
+    return cache_.emplace(std::move(key), std::move(r)).first->second;
+  }
+  int64_t warmup_only() const { return warmup_only_; }
+
  private:
   static std::string key_of(const std::vector<ChainUnit>& units) {
     std::string key;
@@ -202,6 +230,9 @@ class Session {
   std::unique_ptr<Graph> exact_graph_;
   std::unordered_map<std::string, Result> exact_cache_;
   int64_t exact_simulations_ = 0;
+  // planner5: plans settled as misses by their warm-up step alone (simulate_verdict).
+  std::unordered_map<std::string, Result> warmup_misses_;
+  int64_t warmup_only_ = 0;
 };
 
 // The DP's tables of one model, one ChainSolver per slot size (the tightening loop's targets
@@ -262,7 +293,9 @@ Verified solve_verified(Session& session, const Graph& graph, const ChainModel& 
     if (v.slot == 0) v.slot = slot;
     if (!sol.feasible) break;
     if (t == 0) v.lower_bound = sol.optimal ? sol.cost : sol.lower_bound;
-    const Result& r = session.simulate(sol.units);
+    // planner5 (issue 15): once a target has fit, the next targets bisect and a miss's peak is
+    // not read (only a fit's result is kept), so a plan may be settled by its warm-up step.
+    const Result& r = fit >= 0 ? session.simulate_verdict(sol.units, budget) : session.simulate(sol.units);
     const int64_t peak = budget_peak_bytes(r);
     if (peak <= budget) {
       if (!v.found || cost_of(r) < cost_of(v.result)) {
@@ -385,7 +418,7 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
         const Result& e = session.simulate_exact(units);
         if (budget_peak_bytes(e) > budget) r = &e;
       }
-      if (!r) r = &session.simulate(units);
+      if (!r) r = &session.simulate_verdict(units, budget);  // planner5: a miss's cost only
     } catch (const ConfigError&) {
       return false;
     }
@@ -658,6 +691,7 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   }
   out.simulations = session.simulations();
   out.exact_simulations = session.exact_simulations();
+  out.warmup_simulations = session.warmup_only();
   out.dp_tables = session.dp_tables;
   if (out.slot_bytes == 0) out.slot_bytes = slot_bytes_for(std::max<int64_t>(budget - model.base_bytes, 0), n);
   const bool optimal = best.optimal;

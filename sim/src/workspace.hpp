@@ -50,5 +50,15 @@ void build_schedule(const Graph& graph, const Plan& plan, RecomputeMode mode, Sc
 // run_engine with the engine's vectors taken from (and returned to) the scratch.
 Result run_engine(const Graph& graph, const Schedule& schedule, const Device& device,
                   const SimOptions& options, EngineScratch& scratch);
+// planner5 (issue 15): run_engine, except that under a caching allocator, when the warm-up step
+// leaves more than `reserved_limit` bytes reserved, the measured step is not run (its reserved
+// peak starts there, so it exceeds the limit too) and `stopped` is set: the result is then the
+// warm-up step's, with peak_reserved_bytes the reserved bytes it left (a lower bound on the
+// measured step's, above the limit). Its times and FLOPs are the measured step's (the engine's
+// times never read the allocator model; tests/test_planner.cpp checks it); its memory figures
+// are the warm-up's.
+Result run_engine_bounded(const Graph& graph, const Schedule& schedule, const Device& device,
+                          const SimOptions& options, EngineScratch& scratch,
+                          int64_t reserved_limit, bool& stopped);
 
 }  // namespace sim

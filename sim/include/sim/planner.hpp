@@ -246,6 +246,9 @@ struct BudgetPlan {
   // planner4: fixed strategies settled as misses by an exact-allocator simulation (a fifth of a
   // caching one) instead of a caching-allocator simulation (not in `simulations`).
   int64_t exact_simulations = 0;
+  // planner5: plans settled as misses by the caching allocator's warm-up step alone (half a
+  // caching simulation each; not in `simulations`).
+  int64_t warmup_simulations = 0;
 };
 
 // The plan of `budget:<bytes>`: the DP's plan, verified by simulation (budget_peak_bytes);

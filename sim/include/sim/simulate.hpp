@@ -53,6 +53,13 @@ Result run_engine(const Graph& graph, const Schedule& schedule, const Device& de
                   const SimOptions& options);
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options = {});
+// planner5 (issue 15): run_engine, except that under a caching allocator the measured step is
+// not run when the warm-up step leaves more than `reserved_limit` bytes reserved (the measured
+// step's reserved peak starts there); then `stopped` is set and the result is the warm-up
+// step's, its peak_reserved_bytes the bytes it left reserved. Its times and FLOPs are the
+// measured step's (tests/test_planner.cpp). The budget planner settles misses with it.
+Result run_engine_bounded(const Graph& graph, const Schedule& schedule, const Device& device,
+                          const SimOptions& options, int64_t reserved_limit, bool& stopped);
 Result simulate_plan(const Graph& graph, const Plan& plan, const Device& device,
                      const SimOptions& options, Workspace& workspace);
 
