@@ -3,11 +3,11 @@
 # harness produces today, and `actsim validate` finds every row exact; a tampered row fails it.
 set(ACTSIM_VALIDATION_DIR ${CMAKE_CURRENT_SOURCE_DIR}/validation)
 
-# $1 actsim-harness, $2 folder, $3 output
+# $1 actsim-harness, $2 folder, $3 output (exec11: one harness run per line of args.txt, regen.sh)
 add_test(NAME validation.harness_regenerate
          COMMAND sh -c [=[
 set -e
-"$1" $(cat "$2/args.txt") -o "$3"
+"$2/regen.sh" "$1" "$3"
 diff -u "$2/measured-cpu.csv" "$3"
 ]=] sh $<TARGET_FILE:actsim-harness> ${ACTSIM_VALIDATION_DIR}
     ${CMAKE_CURRENT_BINARY_DIR}/measured-cpu.csv)
