@@ -124,7 +124,10 @@ TEST_CASE("exec11: LoRA adapter gradients match central finite differences (fp32
   for (const ModelConfig& m : {llama, gpt}) {
     TrainSetup s = small(Precision::kFp32, AttentionKind::kStandard);
     s.seq = 4;
-    s.lora_rank = 2;
+    // rank 8: PEFT's scaling lora_alpha / r is 1 (alpha 8), so the loss's curvature in the
+    // adapters is that of the base test's weights (rank 2's scaling of 4 makes it 16 times larger
+    // and the h^4 term of the Richardson difference exceeds the bound)
+    s.lora_rank = 8;
     s.lora_targets = kLoraAllLinear;
     const std::string model = m.name;
     CAPTURE(model);
