@@ -156,3 +156,71 @@ TEST_CASE("exec11: LoRA adapter gradients match central finite differences (fp32
     CHECK(checked > 100);
   }
 }
+
+namespace {
+
+// A tiny MLA layout (DeepSeek-V2-Lite's, as tests/validation/exec-mla.json): one q_proj (or the
+// q_a/q_b pair), a latent of kv_lora_rank with its RMSNorm, 4 heads of qk 4 + 2 rotary, v 3.
+ModelConfig tiny_mla(int64_t layers, int64_t q_lora) {
+  ModelConfig m = fixtures::tiny_gqa_llama(layers);
+  m.name = m.source = "tiny-mla";
+  m.family = "deepseek_v2";
+  m.heads = m.kv_heads = 4;
+  m.head_dim = 6;
+  m.qk_rope_dim = 2;
+  m.kv_lora_rank = 5;
+  m.v_head_dim = 3;
+  m.q_lora_rank = q_lora;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("exec11: MLA (eager) runs to the simulator's byte; its gradients match finite differences") {
+  for (const int64_t ql : {int64_t{0}, int64_t{6}})
+    for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
+      const std::string precision(name(pr));
+      CAPTURE(precision);
+      CAPTURE(ql);
+      const ModelConfig m = tiny_mla(5, ql);
+      TrainSetup s = small(pr, AttentionKind::kStandard);
+      const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+      int ropes = 0, cats = 0;
+      for (const OpArgs& a : g.args) {
+        ropes += a.exec == Exec::kComplexRope;
+        cats += a.exec == Exec::kCat;
+      }
+      CHECK(ropes == 2 * m.layers);
+      CHECK(cats == 2 * m.layers);
+      runs_exact(m, s, {"none", "full", "every:2", "selective", "sac:mm"});
+    }
+  // The splits' column views, the complex rotary (and its conjugate backward), the expanded k_pe
+  // and v's own head dim, against central finite differences (as the LoRA case).
+  ModelConfig m = tiny_mla(2, 0);
+  m.hidden = 8, m.ffn_hidden = 12, m.vocab = 11;
+  TrainSetup s = small(Precision::kFp32, AttentionKind::kStandard);
+  s.seq = 4;
+  const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+  const executor::StepResult base = execute(g, "full");
+  const double h = 5e-3;
+  int64_t checked = 0;
+  for (size_t p = 0; p < g.param_storages.size(); ++p)
+    for (int64_t i = 0; i < static_cast<int64_t>(base.grads[p].size()); ++i) {
+      auto diff = [&](double step) {
+        executor::StepOptions up, down;
+        up.perturb_param = down.perturb_param = static_cast<int32_t>(p);
+        up.perturb_element = down.perturb_element = i;
+        up.perturb_delta = step;
+        down.perturb_delta = -step;
+        const executor::StepResult a = execute(g, "none", up), b = execute(g, "none", down);
+        return (a.loss - b.loss) / (a.perturbed_value - b.perturbed_value);
+      };
+      const double fd = (4 * diff(h) - diff(2 * h)) / 3;
+      const double an = base.grads[p][i];
+      CAPTURE(p);
+      CAPTURE(i);
+      CHECK(std::abs(fd - an) <= 1e-4 + 1e-3 * std::abs(an));
+      ++checked;
+    }
+  CHECK(checked > 500);
+}

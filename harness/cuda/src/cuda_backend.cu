@@ -1210,6 +1210,7 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
     }
     case Exec::kIndexSplit: case Exec::kScale:  // exec10: refused up front (run_cuda)
     case Exec::kHeld: case Exec::kNf4Linear:    // exec11: refused up front (run_cuda)
+    case Exec::kComplexRopeTables: case Exec::kComplexRope: case Exec::kCat:
       throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }

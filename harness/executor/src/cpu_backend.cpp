@@ -604,6 +604,61 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kHeld:  // exec11
       if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));
       return;
+    case Exec::kComplexRopeTables: {  // exec11: freqs_cis = polar(1, position * theta^(-2j/rope))
+      if (bwd) return;
+      const int64_t s = d[0], rope = d[1], half = rope / 2;
+      Vec t(static_cast<size_t>(s * rope));
+      for (int64_t p = 0; p < s; ++p)
+        for (int64_t j = 0; j < half; ++j) {
+          const double ang = static_cast<double>(p) *
+                             std::pow(kRopeTheta, -2.0 * static_cast<double>(j) / static_cast<double>(rope));
+          t[p * rope + 2 * j] = std::cos(ang);
+          t[p * rope + 2 * j + 1] = std::sin(ang);
+        }
+      store(a.out[0], t);
+      return;
+    }
+    case Exec::kComplexRope: {  // exec11: DeepSeek-V2's apply_rotary_emb on (re, im) pairs
+      const int64_t s = d[1], heads = d[2], rope = d[3], half = rope / 2;
+      const Vec t = bwd ? saved(a.in[1]) : load(a.in[1]);
+      Vec x = bwd ? grad_out(a, 0) : load(a.in[0]);
+      const int64_t rows = static_cast<int64_t>(x.size()) / rope;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t p = (r / heads) % s;
+        for (int64_t j = 0; j < half; ++j) {
+          const double c = t[p * rope + 2 * j], sn = bwd ? -t[p * rope + 2 * j + 1] : t[p * rope + 2 * j + 1];
+          const double re = x[r * rope + 2 * j], im = x[r * rope + 2 * j + 1];
+          x[r * rope + 2 * j] = re * c - im * sn;  // backward: times the conjugate
+          x[r * rope + 2 * j + 1] = re * sn + im * c;
+        }
+      }
+      if (bwd) deliver(a, 0, x); else store(a.out[0], x);
+      return;
+    }
+    case Exec::kCat: {  // exec11: torch.cat of per-head column blocks (input 1 maybe expanded)
+      const int64_t rows = d[0], heads = d[1], w0 = d[2], w1 = d[3], w = w0 + w1;
+      const bool expand = numel(a.in[1]) == rows / heads * w1 && heads > 1;
+      auto r1 = [&](int64_t r) { return expand ? r / heads : r; };
+      if (!bwd) {
+        const Vec x0 = load(a.in[0]), x1 = load(a.in[1]);
+        Vec y(static_cast<size_t>(rows * w));
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < w0; ++c) y[r * w + c] = x0[r * w0 + c];
+          for (int64_t c = 0; c < w1; ++c) y[r * w + w0 + c] = x1[r1(r) * w1 + c];
+        }
+        store(a.out[0], y);
+        return;
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec d0(static_cast<size_t>(rows * w0)), d1(static_cast<size_t>(numel(a.in[1])), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < w0; ++c) d0[r * w0 + c] = dy[r * w + c];
+        for (int64_t c = 0; c < w1; ++c) d1[r1(r) * w1 + c] += dy[r * w + w0 + c];
+      }
+      deliver(a, 0, d0);
+      deliver(a, 1, d1);
+      return;
+    }
     case Exec::kNf4Linear: {  // exec11: bitsandbytes MatMul4Bit over a dequantized weight
       const int64_t rows = d[0], in = d[1], out = d[2];
       const Vec w = dequantize_nf4(a.in[1].storage, in * out);  // into the op's transient

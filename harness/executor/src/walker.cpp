@@ -64,7 +64,9 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd: case Exec::kShiftRows:
     case Exec::kHeld:
       break;
-    case Exec::kNf4Linear: in(1); break;  // exec11: the packed weight (persistent), for x's gradient
+    case Exec::kNf4Linear: in(1); break;
+    case Exec::kComplexRope: in(1); break;  // exec11: MulBackward0 keeps freqs_cis
+    case Exec::kComplexRopeTables: case Exec::kCat: break;  // exec11: the packed weight (persistent), for x's gradient
   }
   return r;
 }
