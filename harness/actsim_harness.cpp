@@ -33,7 +33,35 @@ struct HarnessFlags {
   std::string backend = "cpu";
   uint64_t seed = 1;
   std::string timings;  // --backend cuda: the per-op timing table (CSV)
+  bool allow_large = false;  // exec11: run a configuration past the size guard
 };
+
+// exec11 (issue 10): the size guard. The CPU executor computes every op in double precision with
+// plain loops on one core and allocates every storage for real; a full-size model would run for
+// hours or exhaust the host. Above either limit a configuration is refused (one line naming the
+// model, its parameters, simulated peak and FLOPs) unless --allow-large. Measured: gpt2-small
+// (nanogpt, fp32, SDPA, b 1, s 4; 3e9 FLOP, a 2.03 GiB peak) ran in 33.6 s and 3.6 GB of host
+// memory on a loaded two-core machine, about 1e8 FLOP/s: the FLOP limit is about five minutes.
+constexpr double kMaxExecutorFlops = 3e10;             // forward + backward + recompute
+constexpr int64_t kMaxExecutorPeakBytes = 4LL << 30;   // the simulated peak (4 GiB)
+
+void guard_size(const std::string& model, const sim::Graph& g, const sim::Plan& plan,
+                const sim::Device& device) {
+  const sim::Result r = sim::simulate_plan(g, plan, device);
+  double flops = 0;
+  for (const sim::Op& op : g.ops) flops += static_cast<double>(op.fwd.flops) + static_cast<double>(op.bwd.flops);
+  flops += static_cast<double>(r.recompute_flops);
+  if (flops <= kMaxExecutorFlops && r.peak_requested_bytes <= kMaxExecutorPeakBytes) return;
+  throw sim::ConfigError(
+      "--model", model,
+      fmt::format("{:.3g} parameters, a simulated peak of {:.2f} GiB and {:.3g} FLOP per step: "
+                  "too large for the CPU executor (limits {:.0f} GiB, {:.0e} FLOP: at about 1e8 FLOP/s, "
+                  "double-precision loops on one core); --allow-large runs it anyway",
+                  static_cast<double>(g.params),
+                  static_cast<double>(r.peak_requested_bytes) / static_cast<double>(1LL << 30),
+                  flops, static_cast<double>(kMaxExecutorPeakBytes >> 30),
+                  kMaxExecutorFlops));
+}
 
 // The requested backend cannot run here (exit 3).
 class Unavailable : public std::runtime_error {
@@ -55,7 +83,7 @@ void write_file(const std::string& path, const std::string& flag, const std::str
 // One measured row: the point's key as the user named it, and the executor's peak. With the
 // CUDA backend, the point's timing rows are appended to `timings`.
 sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, int64_t index,
-                    uint64_t seed, bool cuda, std::string& timings) {
+                    uint64_t seed, bool cuda, std::string& timings, bool allow_large) {
   const cli_common::Point p = cli_common::point_at(axes, index);
   if (p.setup.allocator != sim::AllocatorKind::kExact)
     throw sim::ConfigError("--allocator", "allocator",
@@ -65,6 +93,9 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
       sim::build_graph_exec(model, p.setup, in.devices[static_cast<size_t>(p.device)]);
   const sim::Plan plan = sim::resolve(axes.strategies[static_cast<size_t>(p.strategy)], g.n_blocks);
   const sim::Schedule schedule = sim::build_schedule(g, plan, sim::recompute_mode(g));
+  if (!allow_large)  // exec11
+    guard_size(axes.models[static_cast<size_t>(p.model)], g, plan,
+               in.devices[static_cast<size_t>(p.device)]);
   executor::StepOptions opt;
   opt.seed = seed;
   executor::StepResult run;
@@ -122,6 +153,8 @@ int harness_main(int argc, char** argv) {
   app.add_option("--timings", f.timings,
                  "--backend cuda: write the per-op timing table (CSV: row_index, op_index, kind, "
                  "block, phase, name, flops, bytes, measured_ns) to this file");
+  app.add_flag("--allow-large", f.allow_large,
+               "run configurations past the size guard (a full-size model runs for hours here)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -151,7 +184,7 @@ int harness_main(int argc, char** argv) {
     const int64_t n = cli_common::point_count(axes);
     std::string out = sim_io::csv_header();
     std::string timings = cuda_harness::timing_header();
-    for (int64_t i = 0; i < n; ++i) out += sim_io::csv_row(measure(axes, in, i, f.seed, cuda, timings));
+    for (int64_t i = 0; i < n; ++i) out += sim_io::csv_row(measure(axes, in, i, f.seed, cuda, timings, f.allow_large));
     // Everything measured first: an error above leaves no output file.
     if (!f.timings.empty()) write_file(f.timings, "--timings", timings);
     if (f.common.output.empty()) {

@@ -11,13 +11,15 @@ namespace {
 // `t.float()` (a copy), view_as_complex, `* freqs_cis` (MulBackward0 saves only freqs_cis: t
 // needs grad, freqs_cis not), view_as_real, `.type_as(t)` (a copy back). The fp32 copy and the
 // complex product are temporaries of the op.
-int32_t complex_rope(Builder& bld, Ops& o, int32_t t, const char* name) {
+int32_t complex_rope(Builder& bld, const Dims& dm, Ops& o, int32_t t, const char* name) {
   const Tensor tt = bld.tensor(t);
   const int64_t n = numel_of(tt);
   OpDraft d = o.draft(OpKind::kRope, name);
   d.op.math16 = false;
   d.inputs.push_back({t, GradRule::kNew});
   d.inputs.push_back({bld.rope_tables(), GradRule::kNone});
+  d.exec = Exec::kComplexRope;  // exec11
+  d.dim = {dm.b, dm.s, n / (mul(dm.b, dm.s) * dm.model->qk_rope_dim), dm.model->qk_rope_dim};
   int32_t y = bld.fresh(tt.bytes, tt.dtype, "rotated (rope part)");
   d.outputs.push_back(y);
   d.saves = {bld.rope_tables()};
@@ -30,14 +32,38 @@ int32_t complex_rope(Builder& bld, Ops& o, int32_t t, const char* name) {
 // torch.cat of column blocks into a new tensor (CatBackward0 saves nothing; each input's
 // gradient is a new slice).
 int32_t cat(Builder& bld, Ops& o, std::initializer_list<int32_t> parts, int64_t numel, DType dt,
-            const char* name) {
+            const char* name, std::array<int64_t, 4> exec_dim) {
   OpDraft d = o.draft(OpKind::kCopy, name);
   d.op.math16 = false;
+  d.exec = Exec::kCat;  // exec11: {rows, heads, w0, w1}
+  d.dim = {exec_dim[0], exec_dim[1], exec_dim[2], exec_dim[3]};
   for (int32_t p : parts) d.inputs.push_back({p, GradRule::kNew});
   int32_t y = bld.fresh(bytes(numel, dt), dt, name);
   d.outputs.push_back(y);
   bld.add_op(std::move(d));
   return y;
+}
+
+// exec11: split_views with the views' geometry for the executor: `base`'s rows of `stride`
+// elements (a head's columns, or a token's) cut into column blocks of the given widths.
+void mla_split(Builder& bld, const Dims& dm, int32_t base, int64_t stride,
+               std::initializer_list<int64_t> widths, int32_t* out, const char* name) {
+  Ops o(bld, dm);
+  OpDraft d = o.draft(OpKind::kSplit, name);
+  d.op.math16 = false;
+  d.exec = Exec::kSplit;
+  d.inputs.push_back({base, GradRule::kNew});
+  const Tensor tb = bld.tensor(base);
+  const int64_t rows = numel_of(tb) / stride;
+  int i = 0;
+  int64_t col = 0;
+  for (int64_t w : widths) {
+    out[i] = bld.view(base, bytes(mul(rows, w), tb.dtype), tb.dtype, static_cast<int32_t>(col),
+                      static_cast<int32_t>(w), static_cast<int32_t>(stride));
+    d.outputs.push_back(out[i++]);
+    col += w;
+  }
+  bld.add_op(std::move(d));
 }
 
 }  // namespace
@@ -66,13 +92,14 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
   // as forward writes it (census: harness/census.py run_mla_case)
   const DType qdt = bld.tensor(q).dtype;
   int32_t qv[2];
-  split_views(bld, dm, q, {bytes(mul(nf, a * nope), qdt), bytes(mul(nf, a * rope), qdt)}, qv,
-              "q_nope, q_pe split");
+  (void)qdt;
+  mla_split(bld, dm, q, qd, {nope, rope}, qv, "q_nope, q_pe split");  // exec11: per head
   // compressed_kv = kv_a_proj_with_mqa(x): [tokens, r + rope]; split into the latent and k_pe
   int32_t ckv = o.linear(attn_in, h, r + rope, m.qkv_bias, Tp::kNone, "kv_a proj", "kv latent");
   const DType cdt = bld.tensor(ckv).dtype;
   int32_t cv[2];
-  split_views(bld, dm, ckv, {bytes(mul(nf, r), cdt), bytes(mul(nf, rope), cdt)}, cv, "kv latent split");
+  (void)cdt;
+  mla_split(bld, dm, ckv, r + rope, {r, rope}, cv, "kv latent split");  // exec11: per token
   int32_t lat = cv[0], k_pe = cv[1];
   // kv_a_layernorm over the latent (an RMSNorm of width r on a 16-bit slice: its fp32 copy)
   Dims dk = dm;
@@ -83,15 +110,15 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
   int32_t kvb = o.linear(latn, r, a * (nope + vd), false, Tp::kNone, "kv_b proj", "kv up");
   const DType bdt = bld.tensor(kvb).dtype;
   int32_t kv[2];
-  split_views(bld, dm, kvb, {bytes(mul(nf, a * nope), bdt), bytes(mul(nf, a * vd), bdt)}, kv,
-              "k_nope, value split");
+  (void)bdt;
+  mla_split(bld, dm, kvb, nope + vd, {nope, vd}, kv, "k_nope, value split");  // exec11: per head
   int32_t k_nope = kv[0], v = kv[1], q_nope = qv[0], q_pe = qv[1];
   // the decoupled rotary part: q_pe per head, k_pe once (shared by the heads), then expanded
-  q_pe = complex_rope(bld, o, q_pe, "rope q (complex)");
-  k_pe = complex_rope(bld, o, k_pe, "rope k (complex)");
+  q_pe = complex_rope(bld, dm, o, q_pe, "rope q (complex)");
+  k_pe = complex_rope(bld, dm, o, k_pe, "rope k (complex)");
   // query_states = cat(q_nope, q_pe), key_states = cat(k_nope, k_pe.expand(heads)): new tensors
-  int32_t qs = cat(bld, o, {q_nope, q_pe}, mul(nf, a * qd), hdt, "query cat");
-  int32_t ks = cat(bld, o, {k_nope, k_pe}, mul(nf, a * qd), hdt, "key cat");
+  int32_t qs = cat(bld, o, {q_nope, q_pe}, mul(nf, a * qd), hdt, "query cat", {nf * a, a, nope, rope});
+  int32_t ks = cat(bld, o, {k_nope, k_pe}, mul(nf, a * qd), hdt, "key cat", {nf * a, a, nope, rope});
   // SDPA with qk head dim != v head dim; v is a view of kv_b's output (saving it keeps that
   // whole output alive)
   return core_attention(bld, dm, qs, ks, v);

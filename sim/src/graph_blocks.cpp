@@ -34,7 +34,7 @@ void build_rope_tables(Builder& bld, const Dims& dm) {
   // (DeepseekV2Model.forward @ 0233e509; census: harness/census.py run_mla_case)
   if (is_mla(*dm.model)) table = bytes(mul(dm.s, dm.model->qk_rope_dim), DType::kF32);
   const DType tdt = is_mla(*dm.model) ? DType::kF32 : dm.resid_dt;
-  if (is_mla(*dm.model)) d.exec = Exec::kNone;  // the executor has no complex rotary
+  if (is_mla(*dm.model)) d.exec = Exec::kComplexRopeTables, d.dim = {dm.s, dm.model->qk_rope_dim};  // exec11
   // fam12: Gemma 3's two pairs are two storages, each saved only by the layers that use it
   if (tables == 2) table /= 2;
   int32_t cs = bld.fresh(table, tdt, "rotary cos+sin");
@@ -493,7 +493,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       av.outputs.push_back(av.saves[1]);
     }
     // dim[5] bit 1: v's copy; exec10: bit 2, the broadcast copy (the last output)
-    av.dim = {dm.b, dm.a, dm.s, hd, 1, (av.saves[1] != vv ? 2 : 0) | (kv_bcast ? 4 : 0)};
+    // exec11: dim[3] is v's head dim (MLA's v_head_dim; the qk head dim elsewhere)
+    av.dim = {dm.b, dm.a, dm.s, nv / dm.a, 1, (av.saves[1] != vv ? 2 : 0) | (kv_bcast ? 4 : 0)};
     av.op.fwd.flops = fl_av;
     av.op.bwd.flops = mul(2, fl_av);
     bld.add_op(std::move(av));

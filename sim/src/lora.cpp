@@ -107,9 +107,11 @@ int64_t nf4_absmax_fp32_bytes(int64_t n) { return mul(4, (n + 63) / 64); }
 // A pointwise op of one input making a new tensor that saves nothing (x * scaling by a Python
 // float, clone, a cast): `pass`: the backward hands the gradient on (clone) instead of making one.
 int32_t pointwise(Builder& bld, Ops& o, OpKind kind, int32_t x, int64_t out_bytes, DType dt,
-                  const char* name, const char* role, bool pass) {
+                  const char* name, const char* role, bool pass, Exec exec, float scalar = 0) {
   OpDraft d = o.draft(kind, name);
   d.op.math16 = false;
+  d.exec = exec;  // exec11: the executor's kernel (kScale: x * scalar; kCopy: clone)
+  d.p = scalar;
   d.inputs.push_back({x, pass ? GradRule::kPass : GradRule::kNew, 0});
   const int32_t y = bld.fresh(out_bytes, dt, role);
   d.outputs.push_back(y);
@@ -132,6 +134,7 @@ int32_t frozen_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t i
   if (dm.amp) {
     OpDraft d = o.draft(OpKind::kCast, "frozen weight cast");
     d.op.math16 = false;
+    d.exec = Exec::kCast;  // exec11: outputs take consecutive elements of the inputs
     d.inputs.push_back({w, GradRule::kNone});
     if (extra_bias >= 0) d.inputs.push_back({extra_bias, GradRule::kNone});
     wc = bld.fresh(bytes(nw, dm.half_dt), dm.half_dt, "frozen weight cast", Category::kCasts);
@@ -146,8 +149,11 @@ int32_t frozen_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t i
   const DType dt = dm.amp ? dm.half_dt : bld.tensor(xin).dtype;
   const int64_t n = numel_of(bld.tensor(xin)) / in_f;
   OpDraft d = o.draft(OpKind::kLinear, name);
-  d.exec = Exec::kLinear;  // for the kernel-class shape only: the executor refuses LoRA graphs
-  d.dim = {n, in_f, out_f, 0};
+  // exec11: the executor's kLinear (its backward makes only the input's gradient: the weight's
+  // mode is kNone); bias as Ops::linear places it: a separate input (its cast, or a tied
+  // weight's own bias), else stored after the fp32 weight
+  d.exec = Exec::kLinear;
+  d.dim = {n, in_f, out_f, bc >= 0 || extra_bias >= 0 ? 2 : own_bias > 0 ? 1 : 0};
   d.inputs.push_back({xin, GradRule::kNew});
   d.inputs.push_back({wc, GradRule::kNone});
   if (bc >= 0) d.inputs.push_back({bc, GradRule::kNone});
@@ -175,8 +181,8 @@ int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f
   const int64_t n = numel_of(bld.tensor(xc)) / in_f;
   OpDraft d = o.draft(OpKind::kLinear, name);
   d.op.math16 = cdt != DType::kF32;  // feat3: 16-bit GEMMs under bf16-mixed's fp32 dims too
-  d.exec = Exec::kLinear;
-  d.dim = {n, in_f, out_f, 0};
+  d.exec = Exec::kNf4Linear;  // exec11: the executor dequantizes the packed weight
+  d.dim = {n, in_f, out_f, b >= 0 ? 2 : 0};
   d.inputs.push_back({xc, GradRule::kNew});
   d.inputs.push_back({w, GradRule::kNone});
   if (b >= 0) d.inputs.push_back({b, GradRule::kNone});
@@ -210,6 +216,7 @@ void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed)
   Ops o(bld, dm);
   OpDraft d = o.draft(OpKind::kCopy, "input embeddings (kept: requires grad)");
   d.op.math16 = false;
+  d.exec = Exec::kHeld;  // exec11: only held, never read (its values do not matter)
   const Tensor t = bld.tensor(x);
   const int32_t e = bld.fresh(bytes(mul(dm.n_full(), dm.h), t.dtype), t.dtype,
                               "input embeddings (requires grad)");
@@ -235,7 +242,7 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   const int64_t n = numel_of(tr) / out_f;
   if (quant)  // bnb.py Linear4bit.forward: "defensively clone"
     result = pointwise(bld, o, OpKind::kCopy, result, tr.bytes, tr.dtype, "lora base clone",
-                       out_role, true);
+                       out_role, true, Exec::kCopy);
   // The adapter's own parameters are trainable: built as ordinary linears. moe2: in fp32 under
   // every regime: get_peft_model's autocast_adapter_dtype=True upcasts bf16/fp16 adapter weights
   // to fp32 (peft tuners_utils.py cast_adapter_dtype @ 5d602fdb), so under bf16-mixed (a bf16
@@ -259,11 +266,15 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   bld.freeze_params = true;
   const Tensor tb = bld.tensor(bo);
   // `* scaling` (a Python float: MulBackward0 keeps only the scalar)
+  // exec11: the scalar is PEFT's default lora_alpha / r (LoraConfig lora_alpha = 8 @ 5d602fdb);
+  // it changes no byte, only the executor's values
   const int32_t sc = pointwise(bld, o, OpKind::kMul, bo, tb.bytes, tb.dtype, "lora scaling",
-                               "lora scaled", false);
+                               "lora scaled", false, Exec::kScale,
+                               static_cast<float>(8.0 / static_cast<double>(dm.lora_rank)));
   // result + that: the sum in the promoted dtype; the gradient passes to both
   const DType dt = promote(bld.tensor(result).dtype, tb.dtype);
   OpDraft d = o.draft(OpKind::kAdd, "lora add");
+  d.exec = Exec::kAdd;  // exec11
   d.inputs.push_back({result, GradRule::kPass, 0});
   d.inputs.push_back({sc, GradRule::kPass, 0});
   const int32_t z = bld.fresh(bytes(mul(n, out_f), dt), dt, out_role);

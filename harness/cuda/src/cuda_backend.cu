@@ -1209,6 +1209,8 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
       return deliver(a, 0, f32(dx));
     }
     case Exec::kIndexSplit: case Exec::kScale:  // exec10: refused up front (run_cuda)
+    case Exec::kHeld: case Exec::kNf4Linear:    // exec11: refused up front (run_cuda)
+    case Exec::kComplexRopeTables: case Exec::kComplexRope: case Exec::kCat:
       throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }
@@ -1528,6 +1530,18 @@ CudaStep run_cuda(const sim::Graph& graph, const sim::Plan& plan, const sim::Sch
                              std::string("running op \"") + graph.ops[i].name +
                                  "\" on CUDA (the CPU executor has its kernel, harness/cuda not yet)");
   }
+  // exec11 (issues 10, 13): LoRA graphs (frozen weights: input-only linear and norm-weight
+  // backwards, a tied weight's two-input cast), QLoRA's NF4 matmul and the held input embeddings
+  // run in the CPU executor only.
+  if (graph.lora_rank > 0)
+    throw sim::Unsupported("--backend", "backend",
+                           "running a LoRA graph on CUDA (frozen weights and adapters: the CPU "
+                           "executor has their kernels, harness/cuda not yet)");
+  for (size_t i = 0; i < graph.args.size(); ++i)
+    if (graph.args[i].exec >= Exec::kHeld)
+      throw sim::Unsupported("--backend", "backend",
+                             std::string("running op \"") + graph.ops[i].name +
+                                 "\" on CUDA (the CPU executor has its kernel, harness/cuda not yet)");
   CudaBackend backend(graph, options);
   (void)executor::run_step(graph, plan, schedule, backend);  // warm-up: cuBLAS, work buffers
   backend.reset_measurements();

@@ -29,6 +29,12 @@ constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm eps
 constexpr double kRmsNormEps = 1e-6;    // HF LlamaConfig rms_norm_eps
 constexpr double kRopeTheta = 10000.0;  // HF LlamaConfig rope_theta (Llama 2)
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi): GPT-2's tanh GeLU (gelu_new)
+// exec11: bitsandbytes' NF4 code (functional.py get_4bit_type("nf4") @ 95f9af30)
+constexpr double kNf4Code[16] = {
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+    -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+    0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+    0.7229568362236023, 1.0};
 
 class CpuBackend final : public Backend {
  public:
@@ -76,6 +82,34 @@ class CpuBackend final : public Backend {
       const int32_t s = g_.param_storages.at(static_cast<size_t>(opt_.perturb_param));
       perturbed_ = detail::load(buf_[s].data(), g_.storages[s].dtype, opt_.perturb_element);
     }
+    // exec11: LoRA's frozen base weights (persistent, no gradient) get values as parameters do.
+    for (int32_t s : g_.persistent) {
+      const sim::Storage& st = g_.storages[s];
+      if (!st.frozen) continue;
+      const bool norm = std::string(st.role).find("norm") != std::string::npos;
+      for (int64_t i = 0; i < numel(s); ++i) {
+        const double u = uniform(opt_.seed, 0xf20ce, static_cast<uint64_t>(s), static_cast<uint64_t>(i)) - 0.5;
+        detail::store(buf_[s].data(), st.dtype, i, norm ? 1.0 + 0.4 * u : 0.8 * u);
+      }
+    }
+    // exec11: QLoRA's packed NF4 weights (Exec::kNf4Linear's input 1): random 4-bit codes and
+    // quantized absmax bytes, a linear second-level code, absmax2 1, offset 0.05, and the NF4 code
+    for (const sim::OpArgs& a : g_.args)
+      if (a.exec == Exec::kNf4Linear) {
+        const int64_t n = a.dim[1] * a.dim[2];
+        const Nf4Layout l = nf4_layout(n);
+        uint8_t* p = buf_[a.in[1].storage].data();
+        for (int64_t i = 0; i < l.absmax2; ++i)
+          p[i] = static_cast<uint8_t>(uniform(opt_.seed, 0x4b17, static_cast<uint64_t>(a.in[1].storage), static_cast<uint64_t>(i)) * 256.0);
+        for (int64_t j = 0; j < (n + 63) / 64 + 255; j += 256) {
+          const int64_t at = l.absmax2 + 4 * (j / 256);
+          detail::store(p + at, sim::DType::kF32, 0, 1.0);
+        }
+        detail::store(p + l.offset, sim::DType::kF32, 0, 0.05);
+        for (int64_t j = 0; j < 256; ++j)
+          detail::store(p + l.code2, sim::DType::kF32, j, 0.02 * static_cast<double>(j) / 255.0);
+        for (int64_t j = 0; j < 16; ++j) detail::store(p + l.code, sim::DType::kF32, j, kNf4Code[j]);
+      }
     // The causal mask buffers: true where the key is not after the query.
     for (const sim::OpArgs& a : g_.args)
       if (a.exec == Exec::kMask) {
@@ -224,6 +258,40 @@ class CpuBackend final : public Backend {
                : 0.0;
   }
 
+  // exec11: bitsandbytes' NF4 layout as sim/src/lora.cpp nf4_bytes counts it (byte offsets):
+  // packed 4-bit codes (high nibble first), one uint8 quantized absmax per 64 values, fp32
+  // absmax2 per 256 of those, the fp32 offset, the 256-entry fp32 code2, the 16-entry NF4 code.
+  struct Nf4Layout {
+    int64_t absmax2 = 0, offset = 0, code2 = 0, code = 0;
+  };
+  static Nf4Layout nf4_layout(int64_t n) {
+    const int64_t blocks = (n + 63) / 64, blocks2 = (blocks + 255) / 256;
+    Nf4Layout l;
+    l.absmax2 = (n + 1) / 2 + blocks;  // the quantized absmax bytes start at (n + 1) / 2
+    l.offset = l.absmax2 + 4 * blocks2;
+    l.code2 = l.offset + 4;
+    l.code = l.code2 + 256 * 4;
+    return l;
+  }
+  // functional.py dequantize_4bit @ 95f9af30: absmax = code2[q] * absmax2 + offset (double
+  // quantization), then w[i] = code[nibble i] * absmax[i / 64].
+  Vec dequantize_nf4(int32_t s, int64_t n) const {
+    const uint8_t* p = data(s);
+    const Nf4Layout l = nf4_layout(n);
+    const int64_t q0 = (n + 1) / 2;
+    const double offset = detail::load(p + l.offset, sim::DType::kF32, 0);
+    Vec w(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t blk = i / 64;
+      const double absmax = detail::load(p + l.code2, sim::DType::kF32, p[q0 + blk]) *
+                                detail::load(p + l.absmax2, sim::DType::kF32, blk / 256) +
+                            offset;
+      const uint8_t byte = p[i / 2];
+      const int nib = i % 2 == 0 ? byte >> 4 : byte & 15;
+      w[i] = detail::load(p + l.code, sim::DType::kF32, nib) * absmax;
+    }
+    return w;
+  }
   void run(const sim::OpArgs& a, bool bwd);
   void attention(const sim::OpArgs& a, bool bwd);
   void flash(const sim::OpArgs& a, bool bwd);
@@ -324,7 +392,13 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     }
     case Exec::kCast: {
       if (!bwd) {
-        const Vec x = load(a.in[0]);
+        // exec11: the inputs' elements in order (a frozen weight's cast takes a tied weight's
+        // separate bias as a second input)
+        Vec x = load(a.in[0]);
+        for (int k = 1; k < a.n_in; ++k) {
+          const Vec xk = load(a.in[k]);
+          x.insert(x.end(), xk.begin(), xk.end());
+        }
         size_t at = 0;
         for (int k = 0; k < a.n_out; ++k) {
           const size_t n = static_cast<size_t>(numel(a.out[k]));
@@ -358,7 +432,10 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
         store(a.out[0], y);
         return;
       }
-      const Vec x = saved(a.in[0]), w = saved(a.in[1]), dy = grad_out(a, 0);
+      // exec11: a frozen weight (mode kNone) takes no gradient and its op saved no x
+      const bool wgrad = a.in[1].mode != GradMode::kNone, xgrad = a.in[0].mode != GradMode::kNone;
+      const Vec x = wgrad ? saved(a.in[0]) : Vec(), w = xgrad ? saved(a.in[1]) : Vec();
+      const Vec dy = grad_out(a, 0);
       Vec dx(static_cast<size_t>(rows * in), 0.0), dw(static_cast<size_t>(numel(a.in[1])), 0.0);
       Vec db(static_cast<size_t>(out), 0.0);
       for (int64_t r = 0; r < rows; ++r)
@@ -366,8 +443,8 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
           const double g = dy[r * out + o];
           db[o] += g;
           for (int64_t k = 0; k < in; ++k) {
-            dx[r * in + k] += g * w[o * in + k];
-            dw[o * in + k] += g * x[r * in + k];
+            if (xgrad) dx[r * in + k] += g * w[o * in + k];
+            if (wgrad) dw[o * in + k] += g * x[r * in + k];
           }
         }
       if (bias == 1) std::copy(db.begin(), db.end(), dw.begin() + out * in);
@@ -497,7 +574,10 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
       return;
     }
     case Exec::kMul: {
-      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]), y = bwd ? saved(a.in[1]) : load(a.in[1]);
+      // exec11: in backward, each operand only where the other takes a gradient
+      const bool g0 = a.in[0].mode != GradMode::kNone, g1 = a.in[1].mode != GradMode::kNone;
+      const Vec x = !bwd ? load(a.in[0]) : g1 ? saved(a.in[0]) : Vec(static_cast<size_t>(numel(a.in[0])), 0.0);
+      const Vec y = !bwd ? load(a.in[1]) : g0 ? saved(a.in[1]) : Vec(static_cast<size_t>(numel(a.in[1])), 0.0);
       if (!bwd) {
         Vec z(x.size());
         for (size_t i = 0; i < x.size(); ++i) z[i] = x[i] * y[i];
@@ -521,6 +601,88 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kIndexSplit: case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd:
     case Exec::kShiftRows:
       return exec10(a, bwd);
+    case Exec::kHeld:  // exec11
+      if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));
+      return;
+    case Exec::kComplexRopeTables: {  // exec11: freqs_cis = polar(1, position * theta^(-2j/rope))
+      if (bwd) return;
+      const int64_t s = d[0], rope = d[1], half = rope / 2;
+      Vec t(static_cast<size_t>(s * rope));
+      for (int64_t p = 0; p < s; ++p)
+        for (int64_t j = 0; j < half; ++j) {
+          const double ang = static_cast<double>(p) *
+                             std::pow(kRopeTheta, -2.0 * static_cast<double>(j) / static_cast<double>(rope));
+          t[p * rope + 2 * j] = std::cos(ang);
+          t[p * rope + 2 * j + 1] = std::sin(ang);
+        }
+      store(a.out[0], t);
+      return;
+    }
+    case Exec::kComplexRope: {  // exec11: DeepSeek-V2's apply_rotary_emb on (re, im) pairs
+      const int64_t s = d[1], heads = d[2], rope = d[3], half = rope / 2;
+      const Vec t = bwd ? saved(a.in[1]) : load(a.in[1]);
+      Vec x = bwd ? grad_out(a, 0) : load(a.in[0]);
+      const int64_t rows = static_cast<int64_t>(x.size()) / rope;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t p = (r / heads) % s;
+        for (int64_t j = 0; j < half; ++j) {
+          const double c = t[p * rope + 2 * j], sn = bwd ? -t[p * rope + 2 * j + 1] : t[p * rope + 2 * j + 1];
+          const double re = x[r * rope + 2 * j], im = x[r * rope + 2 * j + 1];
+          x[r * rope + 2 * j] = re * c - im * sn;  // backward: times the conjugate
+          x[r * rope + 2 * j + 1] = re * sn + im * c;
+        }
+      }
+      if (bwd) deliver(a, 0, x); else store(a.out[0], x);
+      return;
+    }
+    case Exec::kCat: {  // exec11: torch.cat of per-head column blocks (input 1 maybe expanded)
+      const int64_t rows = d[0], heads = d[1], w0 = d[2], w1 = d[3], w = w0 + w1;
+      const bool expand = numel(a.in[1]) == rows / heads * w1 && heads > 1;
+      auto r1 = [&](int64_t r) { return expand ? r / heads : r; };
+      if (!bwd) {
+        const Vec x0 = load(a.in[0]), x1 = load(a.in[1]);
+        Vec y(static_cast<size_t>(rows * w));
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < w0; ++c) y[r * w + c] = x0[r * w0 + c];
+          for (int64_t c = 0; c < w1; ++c) y[r * w + w0 + c] = x1[r1(r) * w1 + c];
+        }
+        store(a.out[0], y);
+        return;
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec d0(static_cast<size_t>(rows * w0)), d1(static_cast<size_t>(numel(a.in[1])), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < w0; ++c) d0[r * w0 + c] = dy[r * w + c];
+        for (int64_t c = 0; c < w1; ++c) d1[r1(r) * w1 + c] += dy[r * w + w0 + c];
+      }
+      deliver(a, 0, d0);
+      deliver(a, 1, d1);
+      return;
+    }
+    case Exec::kNf4Linear: {  // exec11: bitsandbytes MatMul4Bit over a dequantized weight
+      const int64_t rows = d[0], in = d[1], out = d[2];
+      const Vec w = dequantize_nf4(a.in[1].storage, in * out);  // into the op's transient
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        const Vec b = d[3] == 2 ? load(a.in[2]) : Vec();
+        Vec y(static_cast<size_t>(rows * out));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = 0; o < out; ++o) {
+            double acc = d[3] == 2 ? b[o] : 0.0;
+            for (int64_t k = 0; k < in; ++k) acc += x[r * in + k] * w[o * in + k];
+            y[r * out + o] = acc;
+          }
+        store(a.out[0], y);
+        return;
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(rows * in), 0.0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out; ++o)
+          for (int64_t k = 0; k < in; ++k) dx[r * in + k] += dy[r * out + o] * w[o * in + k];
+      deliver(a, 0, dx);
+      return;
+    }
   }
 }
 
@@ -936,7 +1098,11 @@ void CpuBackend::norms(const sim::OpArgs& a, bool bwd) {
       const bool row = a.exec == Exec::kRowScale;
       // kRowScale: x (input 0) [rows, h] times r (input 1) [rows]; kColScale: w (input 0) [h]
       // times x (input 1) [rows, h].
-      const Vec u = bwd ? saved(a.in[0]) : load(a.in[0]), v = bwd ? saved(a.in[1]) : load(a.in[1]);
+      // exec11: in backward, each operand only where the other takes a gradient (a frozen
+      // weight's op keeps the normalized input unsaved); the missing one reads as zeros
+      const bool g0 = a.in[0].mode != GradMode::kNone, g1 = a.in[1].mode != GradMode::kNone;
+      const Vec u = !bwd ? load(a.in[0]) : g1 ? saved(a.in[0]) : Vec(static_cast<size_t>(numel(a.in[0])), 0.0);
+      const Vec v = !bwd ? load(a.in[1]) : g0 ? saved(a.in[1]) : Vec(static_cast<size_t>(numel(a.in[1])), 0.0);
       const Vec& x = row ? u : v;
       const Vec& sc = row ? v : u;
       auto factor = [&](int64_t r, int64_t c) { return row ? sc[r] : sc[c]; };

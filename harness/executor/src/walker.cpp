@@ -21,7 +21,11 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
   auto in = [&](int k) { r.push_back(a.in[k].storage); };
   auto out = [&](int k) { r.push_back(a.out[k].storage); };
   switch (a.exec) {
-    case Exec::kLinear: in(0), in(1); break;
+    case Exec::kLinear:
+      // exec11: x for the weight's gradient, the weight for x's (a frozen weight has none)
+      if (a.in[1].mode != sim::GradMode::kNone) in(0);
+      if (a.in[0].mode != sim::GradMode::kNone) in(1);
+      break;
     case Exec::kQk: {
       int next = 1;
       if (a.dim[5] & 1) out(next++); else in(0);
@@ -44,7 +48,11 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
       break;
     case Exec::kMeanSq: in(0); break;
     case Exec::kRsqrt: out(0); break;
-    case Exec::kRowScale: case Exec::kColScale: case Exec::kMul: in(0), in(1); break;
+    case Exec::kRowScale: case Exec::kColScale: case Exec::kMul:
+      // exec11: each operand for the other's gradient (a frozen norm weight takes none)
+      if (a.in[1].mode != sim::GradMode::kNone) in(0);
+      if (a.in[0].mode != sim::GradMode::kNone) in(1);
+      break;
     case Exec::kGelu: case Exec::kSilu: in(0); break;
     case Exec::kLogSoftmax: out(0); break;
     case Exec::kNll: in(1), out(1); break;
@@ -54,7 +62,11 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kNone: case Exec::kBatch: case Exec::kRopeTables: case Exec::kCast:
     case Exec::kCopy: case Exec::kRepeatKv: case Exec::kSplit: case Exec::kAdd:
     case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd: case Exec::kShiftRows:
+    case Exec::kHeld:
       break;
+    case Exec::kNf4Linear: in(1); break;
+    case Exec::kComplexRope: in(1); break;  // exec11: MulBackward0 keeps freqs_cis
+    case Exec::kComplexRopeTables: case Exec::kCat: break;  // exec11: the packed weight (persistent), for x's gradient
   }
   return r;
 }
@@ -509,21 +521,26 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("--precision", "precision",
                            "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
                            "executor runs one dtype per parameter)");
-  // feat (issue 13): frozen base weights and LoRA adapters have no executor path yet.
   for (const sim::Op& op : graph.ops)
     if (op.fp8)
       throw sim::Unsupported("--fp8", "fp8", "executing fp8 linears (no executor kernels)");
-  if (graph.lora_rank > 0)
-    throw sim::Unsupported("--lora-rank", "lora_rank",
-                           "executing a LoRA graph (frozen weights and adapters: no executor "
-                           "kernels yet)");
   // Ops of an implementation variant with no kernel here (nanoGPT's slow-path scale and mask,
   // HF's pointwise gelu_new) are refused by name rather than run approximately.
+  // exec11: the first such op, then every other distinct name (one line), so one run lists what
+  // a configuration lacks.
+  std::vector<std::string> missing;
   for (size_t i = 0; i < graph.args.size(); ++i)
-    if (graph.args[i].exec == Exec::kNone)
-      throw sim::Unsupported("--impl", "impl",
-                             std::string("executing op \"") + graph.ops[i].name +
-                                 "\" (no executor kernel for this implementation's variant)");
+    if (graph.args[i].exec == Exec::kNone &&
+        std::find(missing.begin(), missing.end(), graph.ops[i].name) == missing.end())
+      missing.emplace_back(graph.ops[i].name);
+  if (!missing.empty()) {
+    std::string what = "executing op \"" + missing[0] + "\"";
+    for (size_t k = 1; k < missing.size(); ++k)
+      what += std::string(k == 1 ? " (also \"" : ", \"") + missing[k] + "\"";
+    if (missing.size() > 1) what += ")";
+    throw sim::Unsupported("--impl", "impl",
+                           what + " (no executor kernel for this implementation's variant)");
+  }
   return Walker(graph, plan, schedule, backend).run();
 }
 

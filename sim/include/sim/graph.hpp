@@ -106,6 +106,17 @@ enum class Exec : uint8_t {
   // 1/sqrt(d) scale (SDPA math scaled q and k before). kSoftmax with two inputs adds input 1, an
   // [s, s] additive mask, to every row first (SDPA math's attn.add_(mask)).
   // --- end exec10 ---
+  // --- exec11 (issues 10, 13): LoRA's held input embeddings, MLA ---
+  kHeld,  // out: a tensor the graph only holds (nothing reads its values): zeros; no backward
+  kNf4Linear,  // y = x W^T (+ b, input 2 when dim[3] == 2) with W dequantized from input 1, a
+               // bitsandbytes NF4 weight + double-quantized state laid out as sim/src/lora.cpp
+               // nf4_bytes counts it; dim {rows, in, out, bias}; backward: x's gradient only
+  kComplexRopeTables,  // MLA's freqs_cis, complex64 [s, rope / 2] as fp32 (re, im) pairs; dim {s, rope}
+  kComplexRope,  // view_as_complex(x) * freqs_cis: rows [tokens * heads, rope] (a view or dense),
+                 // tables input 1; dim {b, s, heads, rope}
+  kCat,  // per row: input 0's w0 columns then input 1's w1 ([rows] or [rows / heads]: expanded
+         // over the heads); dim {rows, heads, w0, w1}
+  // --- end exec11 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).
