@@ -119,7 +119,8 @@ TEST_CASE("the CSV header is the v1 contract") {
       "lora_rank", "lora_targets", "qlora", "cp", "fp8",  // famenc, moe, feat (issues 12, 13)
       "impl_version",                                     // implver (issue 10)
       "padding",                                          // hfimpl (issue 10)
-      "norm_kernel"};                                     // time5 (issue 11)
+      "norm_kernel",                                      // time5 (issue 11)
+      "compile"};                                         // fp8sac (issue 10)
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 

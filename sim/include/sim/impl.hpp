@@ -257,6 +257,12 @@ struct ImplSpec {
   // selects (a train config's choice, so a run setting: TrainSetup::norm_kernel)
   bool triton_rmsnorm = false;
   // --- end time5 ---
+
+  // --- fp8sac (issue 10): the code base compiles each block with torch.compile as a train
+  // config's choice (torchtitan's `training.compile`: parallelize_llama.py apply_compile,
+  // per TransformerBlock), which --compile on selects (TrainSetup::compile)
+  bool compile_blocks = false;
+  // --- end fp8sac ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

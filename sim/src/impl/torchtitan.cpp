@@ -50,6 +50,11 @@ ImplSpec torchtitan() {
   // commit not pinned): torch.optim's zero_grad, set_to_none=True by default on torch >= 2.0
   s.set_to_none = true;
   s.set_to_none_source = "train_step's optimizers.zero_grad(), set_to_none=True on torch >= 2.0";
+  // fp8sac (issue 10): `training.compile` (config_manager.py @ 9dec370 `--training.compile`,
+  // default off; parallelize_llama.py @ 9dec370 apply_compile: torch.compile(block,
+  // fullgraph=True) per TransformerBlock, after apply_ac); the same at v0.2.2
+  // (models/llama3/infra/parallelize.py apply_compile)
+  s.compile_blocks = true;
   return s;
 }
 
