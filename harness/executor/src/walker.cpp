@@ -510,9 +510,14 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
                            "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
                            "executor runs one dtype per parameter)");
   // feat (issue 13): frozen base weights and LoRA adapters have no executor path yet.
-  for (const sim::Op& op : graph.ops)
+  for (const sim::Op& op : graph.ops) {
     if (op.fp8)
       throw sim::Unsupported("--fp8", "fp8", "executing fp8 linears (no executor kernels)");
+    // fp8sac (issue 10): a compiled SAC region keeps some outputs of an op and not others
+    if (op.sac_mm_outputs >= 0 || op.sac_tt_always_output >= 0)
+      throw sim::Unsupported("--compile", "compile",
+                             "executing a compiled SAC region (the executor runs eager code)");
+  }
   if (graph.lora_rank > 0)
     throw sim::Unsupported("--lora-rank", "lora_rank",
                            "executing a LoRA graph (frozen weights and adapters: no executor "
