@@ -58,6 +58,15 @@ ImplSpec torchtitan() {
   // fullgraph=True) per TransformerBlock, after apply_ac); the same at v0.2.2
   // (models/llama3/infra/parallelize.py apply_compile)
   s.compile_blocks = true;
+  // native (plan): [activation_checkpoint] mode and selective_ac_option (config_manager.py /
+  // config/job_config.py; parallelize_llama.py apply_ac: "full" wraps every block, "selective"
+  // with "op" applies the op SAC policy to every block, with a number k checkpoints every k-th).
+  static constexpr NativeAc kNativeAc[] = {
+      {"none", "[activation_checkpoint] mode = \"none\""},
+      {"full", "[activation_checkpoint] mode = \"full\""},
+      {"sac:torchtitan", "[activation_checkpoint] mode = \"selective\", selective_ac_option = \"op\""},
+      {"layer-sac:k", "[activation_checkpoint] mode = \"selective\", selective_ac_option = \"{k}\""}};
+  s.native_ac = kNativeAc;
   return s;
 }
 
