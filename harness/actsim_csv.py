@@ -33,7 +33,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # hfimpl (issue 10): a padding attention mask (on/off)
               "padding",
               # time5 (issue 11): the RMSNorm kernel (--norm-kernel; the eager code: default)
-              "norm_kernel"])
+              "norm_kernel",
+              # fp8sac (issue 10): torch.compile of the blocks (on/off; the eager code: off)
+              "compile"])
 
 
 def csv_field(v):

@@ -101,7 +101,7 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile
 ]=])
 
 # sweep: writes the file, rows in order, no .partial left behind.
@@ -122,9 +122,9 @@ test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
 # famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-# implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default$'
+# implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -681,9 +681,9 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-2) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-3) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
@@ -743,5 +743,32 @@ do
   "$actsim" run --model llama-3-8b --seq 1024 $bad > out.txt 2> err.txt || status=$?
   test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
   grep -q -- '--norm-kernel' err.txt
+done
+]=])
+
+# fp8sac (issue 10): --compile (torchtitan's per-block torch.compile): the key column; under
+# sac:torchtitan the compiled region keeps less (the w2 output the backward never reads); with
+# torchao Float8, eager SAC caches amax's abs (torchtitan 9dec370's _save_list) and compile does
+# not; refusals as one line, exit 2, no output.
+actsim_cli_test(compile_flag [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+# torchtitan's Table 1 set-up (FSDP over 8, b 2, s 8192): the peak is in backward, not the optimizer
+a="--model llama-3-8b --impl torchtitan@9dec370 --device h100-96gb --dp 8 --batch 2 --seq 8192 --strategy sac:torchtitan --format csv"
+"$actsim" run $a > eager.csv
+"$actsim" run $a --compile on > compiled.csv
+"$actsim" run $a --fp8 torchao-tensorwise > fp8.csv
+"$actsim" run $a --fp8 torchao-tensorwise --compile on > fp8c.csv
+test "$(col eager.csv compile)" = off && test "$(col compiled.csv compile)" = on
+test "$(col compiled.csv peak_allocated_bytes)" -lt "$(col eager.csv peak_allocated_bytes)"
+test "$(col fp8c.csv peak_allocated_bytes)" -lt "$(col fp8.csv peak_allocated_bytes)"
+test "$(col fp8.csv peak_allocated_bytes)" -gt "$(col eager.csv peak_allocated_bytes)"
+"$actsim" run --model llama-3-8b --impl torchtitan --seq 2048 --compile on | grep -q "; torch.compile (modeled"
+for bad in "--compile yes" "--compile on --impl hf" "--compile on --impl megatron" "--compile on,off --impl torchtitan"
+do
+  status=0
+  "$actsim" run --model llama-3-8b --seq 1024 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--compile' err.txt
 done
 ]=])

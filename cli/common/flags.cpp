@@ -81,6 +81,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--norm-kernel", f.norm_kernel,
       "default|triton: the RMSNorm kernel; triton: torchtitan's fused Triton RMSNorm (norm_type = "
       "fused_rmsnorm, torchtitan@9dec370); default: the implementation's own op list");
+  // fp8sac (issue 10): torch.compile of each block (torchtitan's training.compile)
+  add("--compile", f.compile,
+      "on|off: the blocks run under torch.compile (torchtitan); modeled: what a selective-AC "
+      "region keeps after AOTAutograd's partitioner, torchao's fused amax; default off");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -216,6 +220,11 @@ Axes parse_axes(const CommonFlags& f) {
     const std::optional<sim::NormKernel> k = sim::parse_norm_kernel(f.norm_kernel);
     if (!k) throw sim::ConfigError("--norm-kernel", f.norm_kernel, "expected default or triton");
     a.norm_kernel = *k;
+  }
+  {  // fp8sac (issue 10)
+    const std::vector<bool> v = parse_switch_axis(f.compile, "--compile");
+    if (v.size() != 1) throw sim::ConfigError("--compile", f.compile, "takes one value, not a list");
+    a.compile = v.front();
   }
   return a;
 }

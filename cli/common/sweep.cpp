@@ -139,6 +139,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.qlora = a.qlora;
   t.padding = a.padding;  // hfimpl
   t.norm_kernel = a.norm_kernel;  // time5 (issue 11)
+  t.compile = a.compile;          // fp8sac (issue 10)
   return p;
 }
 

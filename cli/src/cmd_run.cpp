@@ -88,6 +88,9 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          (s.norm_kernel != sim::NormKernel::kDefault
               ? fmt::format("; norm kernel {} (fused RMSNorm, norms.py)", sim::name(s.norm_kernel))
               : std::string()) +
+         // fp8sac (issue 10): torch.compile of the blocks, and what of it is modeled
+         (s.compile ? std::string("; torch.compile (modeled: SAC region saves, fused amax)")
+                    : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")

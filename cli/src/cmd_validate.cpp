@@ -240,6 +240,10 @@ int cmd_validate(const Invocation& inv) {
     }
     if (const std::string v = optional("norm_kernel"); !v.empty())  // time5 (issue 11)
       s.norm_kernel = parsed("norm_kernel", sim::parse_norm_kernel(v));
+    if (const std::string v = optional("compile"); !v.empty()) {  // fp8sac (issue 10)
+      if (v != "on" && v != "off") throw sim::ConfigError(where, "compile", "'" + v + "' is not on or off");
+      s.compile = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -211,6 +211,7 @@ struct Dims {
   Fp8Recipe fp8 = Fp8Recipe::kOff;  // FP8 linears (sim/src/fp8.cpp)
   // --- end feat ---
   bool triton_norm = false;  // time5 (issue 11): --norm-kernel triton (sim/src/norm_kernels.cpp)
+  bool compile = false;      // fp8sac (issue 10): --compile on (torchao's amax fused: fp8.cpp)
   // feat3 (issue 13): bitsandbytes' bnb_4bit_compute_dtype (the 4-bit matmuls' dtype; make_dims)
   DType qlora_compute_dt = DType::kBF16;
 

@@ -173,7 +173,8 @@ class Engine {
       switch (e.kind) {
         case EventKind::kForward: run_forward(k, e.id, Phase::kForward, false); break;
         case EventKind::kRecompute:
-          if (!(e.flags & kCachedOutput)) run_forward(k, e.id, Phase::kRecompute, true);
+          if (!(e.flags & kCachedOutput)) run_forward(k, e.id, Phase::kRecompute, true, e.flags);
+          else replay_cached(k, e.id, e.flags);  // fp8sac
           break;
         case EventKind::kBackward: run_backward(k, e.id); break;
         case EventKind::kFree:
@@ -586,12 +587,32 @@ class Engine {
     return t;
   }
 
-  void run_forward(int32_t k, int32_t id, Phase phase, bool recompute) {
+  // fp8sac (issue 10): the replay of an op whose matmul output the SAC cache holds costs no
+  // time; its outputs the cache does not hold (torchao's fp8 input cast, not timed; an output
+  // the compiled region does not keep) are made again.
+  void replay_cached(int32_t k, int32_t id, uint8_t flags) {
+    const Op& op = g_.ops[id];
+    if (op.outputs.count < 2 && op.sac_mm_outputs < 0) return;  // the common case: all cached
+    const bool tt = (flags & kSacTorchtitan) != 0;
+    int idx = 0;
+    bool any = false;
+    for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s, ++idx)
+      if (!sac_cached_output(op, idx, true, tt)) {
+        Category c = g_.storages[*s].category;
+        alloc(*s, c == Category::kActivations ? Category::kRecomputed : c);
+        any = true;
+      }
+    if (any) record(k);
+  }
+
+  void run_forward(int32_t k, int32_t id, Phase phase, bool recompute, uint8_t flags = 0) {
     const Op& op = g_.ops[id];
     phase_ = phase;
     cur_op_ = id;
     if (recompute) stall(g_.begin(op.inputs), g_.end(op.inputs), id);
-    for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
+    int idx = 0;  // fp8sac: an output the SAC cache holds (eager amax's abs) is not made again
+    for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s, ++idx) {
+      if (recompute && sac_cached_output(op, idx, false, (flags & kSacTorchtitan) != 0)) continue;
       Category c = g_.storages[*s].category;
       if (recompute && c == Category::kActivations) c = Category::kRecomputed;
       alloc(*s, c);

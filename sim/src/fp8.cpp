@@ -104,6 +104,26 @@ void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t i
     d.outputs.push_back(x8);
     d.saves = {x8, d.saves[1]};
     d.op.bwd_transient_bytes += go + std::max(nw, go + n_in);
+    // fp8sac (issue 10): under selective AC. A policy that saves aten.mm sees the torch.mm of
+    // two Float8Tensors (manual_float8_matmul_with_args_in_float8.forward: a TorchDispatchMode
+    // runs before a tensor subclass's __torch_dispatch__, so the policy never sees the
+    // _scaled_mm inside; checked on torch 1.13's dispatcher with a wrapper subclass) and caches
+    // its 16-bit output; the fp8 input is made by the cast ops (mul, clamp, _to_copy in
+    // hp_tensor_and_scale_to_float8), which no policy saves: recomputed, never cached.
+    d.op.sac_mm_outputs = 1;
+    if (!dm.compile) {
+      // Eager: cast_input_to_float8 -> tensor_to_amax is torch.max(torch.abs(x))
+      // (float8_utils.py @ eab345c:100): abs materializes an input-sized 16-bit tensor, and
+      // torchtitan's _save_list at 9dec370 (parallelize_llama.py:219-222) names aten.abs, so
+      // its SAC caches it whatever the mm count (the 0-dim amax, also listed, is not counted).
+      // Under torch.compile the partitioner keeps a must-save output only where the backward
+      // reads it: the saved amax makes abs unneeded (torchtitan #820: tensorwise, with and
+      // without abs in the list, 47.77 GiB both), and Inductor fuses abs into the reduction.
+      const Tensor& tx = bld.tensor(x16);
+      const int32_t ax = bld.fresh(tx.bytes, tx.dtype, "abs(input) for the fp8 amax");
+      d.op.sac_tt_always_output = static_cast<int8_t>(d.outputs.size());
+      d.outputs.push_back(ax);
+    }
   } else {
     // torchao rowwise (axiswise, eab345c manual_float8_matmul_with_args_in_hp): saves the
     // high-precision input and weight (`ctx.save_for_backward(input_hp, weight_hp_t)`), casts

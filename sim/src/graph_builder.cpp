@@ -402,6 +402,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.fp8 = s.fp8;
   dm.padding = s.padding;  // hfimpl
   dm.triton_norm = s.norm_kernel == NormKernel::kTriton;  // time5 (issue 11)
+  dm.compile = s.compile;  // fp8sac (issue 10)
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
@@ -677,13 +678,50 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
 // _get_custom_policy): a counter per checkpoint context (one block) counts aten.mm calls, and
 // every op of _save_list is saved "except every second mm" (count % 2 == 0): of a Llama block's
 // wq, wk, wv, wo, w1, w3, w2 the outputs of wq, wv, w1 and w2 are saved; SDPA's always.
-void mark_torchtitan_sac(Graph& g) {
+// fp8sac: torchao's Float8 linears count too (the policy sees their aten.mm: fp8.cpp).
+//
+// fp8sac (issue 10), `compile`: torchtitan compiles each checkpoint-wrapped block
+// (parallelize_llama.py @ 9dec370:68-77, apply_ac then apply_compile), so AOTAutograd applies
+// the policy to the traced region: MUST_SAVE nodes are banned from recomputation, the others
+// (PREFER_RECOMPUTE) must be recomputed, and the min-cut partitioner
+// (torch/_functorch/partitioners.py, min_cut_rematerialization_partition) saves only what the
+// backward reads. A must-save output no backward op of the block reads, directly or through
+// ops it recomputes, is then not kept (the w2 output: the residual add's backward reads
+// nothing) and its op is not run again: `sac_mm_outputs = 0` keeps none of its outputs while
+// the replay still takes its matmul as cached (no recompute time).
+void mark_torchtitan_sac(Graph& g, bool compile) {
   int32_t block = -1;
   int64_t mm = 0;
   for (Op& op : g.ops) {
     if (op.block != block) block = op.block, mm = 0;
     op.sac_save_torchtitan = op.sac_save;
     if (op.kind == OpKind::kLinear && op.sac_save) op.sac_save_torchtitan = ++mm % 2 == 1;
+  }
+  if (!compile) return;
+  std::vector<uint8_t> needed(g.storages.size(), 0);
+  std::vector<int32_t> touched;
+  auto need = [&](int32_t s) {
+    if (!needed[s]) needed[s] = 1, touched.push_back(s);
+  };
+  for (int32_t i = static_cast<int32_t>(g.ops.size()) - 1; i >= 0; --i) {
+    Op& op = g.ops[i];
+    if (op.block < 0) continue;
+    if (i + 1 == static_cast<int32_t>(g.ops.size()) || g.ops[i + 1].block != op.block) {
+      for (int32_t s : touched) needed[s] = 0;  // a new block (reverse order): a new region
+      touched.clear();
+    }
+    if (op.has_backward)
+      for (const int32_t* s = g.begin(op.saves); s != g.end(op.saves); ++s) need(*s);
+    // the matmul's outputs (what the policy keeps) and the others (an fp8 cast: recomputed)
+    const int mm_out = op.sac_mm_outputs < 0 ? static_cast<int>(op.outputs.count) : op.sac_mm_outputs;
+    bool mm_needed = false, other_needed = false;
+    int idx = 0;
+    for (const int32_t* s = g.begin(op.outputs); s != g.end(op.outputs); ++s, ++idx)
+      (idx < mm_out ? mm_needed : other_needed) |= needed[*s] != 0;
+    const bool kept = op.sac_save_torchtitan;
+    if (kept && !mm_needed) op.sac_mm_outputs = 0;  // not kept, not run again
+    if ((!kept && mm_needed) || other_needed)  // recomputed: its inputs are read again
+      for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) need(*s);
   }
 }
 
@@ -743,7 +781,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
     // famenc: T5 and ViT (blocks_encdec.cpp); one stage (no implementation pipelines them)
     detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
     bld.finalize();
-    mark_torchtitan_sac(g);
+    mark_torchtitan_sac(g, setup.compile);
     return g;
   }
   int32_t table = -1;
@@ -753,7 +791,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   if (st.head) detail::build_head(bld, dm, x, table);
   else detail::build_stage_output(bld, dm, x);
   bld.finalize();
-  mark_torchtitan_sac(g);
+  mark_torchtitan_sac(g, setup.compile);
   return g;
 }
 

@@ -300,9 +300,10 @@ class Scheduler {
           if (offloaded(*s)) offload_save(*s, {Holder::kSavedBy, i});
           else hold(*s, {Holder::kSavedBy, i});
         }
-      } else if (regions_[r].kind == RegionKind::kSac && sac_keeps(op)) {
-        for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
-          hold(*s, {Holder::kSacCache, i});
+      } else if (regions_[r].kind == RegionKind::kSac) {
+        int k = 0;  // fp8sac: per output (Op::sac_mm_outputs, sac_tt_always_output)
+        for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s, ++k)
+          if (sac_caches(op, k)) hold(*s, {Holder::kSacCache, i});
       }
       for (const int32_t* s = g_.begin(op.inputs); s != g_.end(op.inputs); ++s)
         release(*s, {Holder::kForwardUse, -1});
@@ -319,9 +320,15 @@ class Scheduler {
     };
     for (int32_t i = reg.first; i <= reg.stop; ++i) {
       const Op& op = g_.ops[i];
-      const bool cached = reg.kind == RegionKind::kSac && sac_keeps(op);
-      emit(EventKind::kRecompute, i, cached ? kCachedOutput : 0);
-      for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) {
+      const bool cached_op = reg.kind == RegionKind::kSac && sac_keeps(op);
+      emit(EventKind::kRecompute, i,
+           static_cast<uint8_t>((cached_op ? kCachedOutput : 0) |
+                                (sac_torchtitan_ ? kSacTorchtitan : 0)));
+      int k = 0;  // fp8sac: an op's outputs are cached one by one (sac_caches)
+      bool any_cached = false;
+      for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s, ++k) {
+        const bool cached = reg.kind == RegionKind::kSac && sac_caches(op, k);
+        any_cached = any_cached || cached;
         const IdxRange cr = g_.consumers[*s];
         const int32_t* cb = g_.begin(cr);
         const int32_t* ce = g_.end(cr);
@@ -330,7 +337,7 @@ class Scheduler {
         // Reentrant: the segment's output is kept until the segment's backward ends.
         if (reg.reentrant && consumed_outside(reg, *s)) ++uses;
         if (cached) {
-          for (int32_t k = 0; k < uses; ++k) hold(*s, {Holder::kForwardUse, -1});
+          for (int32_t u = 0; u < uses; ++u) hold(*s, {Holder::kForwardUse, -1});
         } else {
           made(*s, uses);
         }
@@ -338,9 +345,11 @@ class Scheduler {
       sampled();
       for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s)
         hold(*s, {Holder::kSavedBy, i});
-      if (cached)  // the cache hands its outputs to the replay (after they are saved again)
-        for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
-          release(*s, {Holder::kSacCache, i});
+      if (any_cached) {  // the cache hands its outputs to the replay (after they are saved again)
+        k = 0;
+        for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s, ++k)
+          if (sac_caches(op, k)) release(*s, {Holder::kSacCache, i});
+      }
       for (const int32_t* s = g_.begin(op.inputs); s != g_.end(op.inputs); ++s)
         if (in_replay(*s)) release(*s, {Holder::kForwardUse, -1});
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) settle(*s);
@@ -378,9 +387,9 @@ class Scheduler {
         if (reg.kind == RegionKind::kSac) {  // cached outputs never replayed (after the stop)
           for (int32_t j = reg.stop + 1; j <= reg.last; ++j) {
             const Op& o = g_.ops[j];
-            if (!sac_keeps(o)) continue;
-            for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s)
-              if (live_[*s]) release(*s, {Holder::kSacCache, j});
+            int k = 0;  // fp8sac
+            for (const int32_t* s = g_.begin(o.outputs); s != g_.end(o.outputs); ++s, ++k)
+              if (sac_caches(o, k) && live_[*s]) release(*s, {Holder::kSacCache, j});
           }
         }
         if (reg.reentrant) {
@@ -397,6 +406,12 @@ class Scheduler {
   // Whether a SAC region keeps this op's outputs (the plan's policy: sac:mm or sac:torchtitan).
   bool sac_keeps(const Op& op) const {
     return sac_torchtitan_ ? op.sac_save_torchtitan : op.sac_save;
+  }
+  // fp8sac (issue 10): whether the policy caches output k of the op: the matmul's outputs as
+  // sac_keeps says; torchtitan's always-kept output (eager amax's abs) under sac:torchtitan;
+  // the others (fp8 casts) never.
+  bool sac_caches(const Op& op, int k) const {
+    return sac_cached_output(op, k, sac_keeps(op), sac_torchtitan_);
   }
 
   const Graph& g_;

@@ -33,6 +33,8 @@ def flags(r):
         f += ["--fp8", r["fp8"]]
     if r.get("norm_kernel"):  # time5 (issue 11): the run's RMSNorm kernel (--norm-kernel)
         f += ["--norm-kernel", r["norm_kernel"]]
+    if r.get("compile"):  # fp8sac (issue 10): torch.compile of the blocks (--compile)
+        f += ["--compile", r["compile"]]
     return f
 
 

@@ -521,9 +521,14 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("--precision", "precision",
                            "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
                            "executor runs one dtype per parameter)");
-  for (const sim::Op& op : graph.ops)
+  for (const sim::Op& op : graph.ops) {
     if (op.fp8)
       throw sim::Unsupported("--fp8", "fp8", "executing fp8 linears (no executor kernels)");
+    // fp8sac (issue 10): a compiled SAC region keeps some outputs of an op and not others
+    if (op.sac_mm_outputs >= 0 || op.sac_tt_always_output >= 0)
+      throw sim::Unsupported("--compile", "compile",
+                             "executing a compiled SAC region (the executor runs eager code)");
+  }
   // Ops of an implementation variant with no kernel here (nanoGPT's slow-path scale and mask,
   // HF's pointwise gelu_new) are refused by name rather than run approximately.
   // exec11: the first such op, then every other distinct name (one line), so one run lists what

@@ -200,7 +200,27 @@ struct Op {
   int64_t fwd_serial_bytes = 0, bwd_serial_bytes = 0;
   int32_t fwd_serial_kernels = 0, bwd_serial_kernels = 0;
   // --- end feat2 ---
+  // --- fp8sac (issue 10): what a selective-AC policy caches of an op with several outputs ---
+  // Only the first `sac_mm_outputs` outputs are the op's matmul output, the tensor a policy that
+  // saves aten.mm caches; the later ones are made by ops the policies recompute (torchao's fp8
+  // cast of the input: float8_linear.py @ eab345c). -1: every output is the matmul's.
+  int8_t sac_mm_outputs = -1;
+  // The output (index) torchtitan's _save_list keeps whatever the mm count: aten.abs of
+  // torchao's amax (torch.max(torch.abs(x)), float8_utils.py @ eab345c tensor_to_amax;
+  // parallelize_llama.py @ 9dec370:221). -1: none.
+  int8_t sac_tt_always_output = -1;
+  // --- end fp8sac ---
 };
+
+// fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the
+// policy keeps the op's matmul (`kept`) and whether the policy is sac:torchtitan (`tt`):
+// torchtitan's always-kept output (eager amax's abs), then the matmul's outputs when kept; the
+// outputs after the matmul's (fp8 casts) never. Shared by the schedule and the engine.
+inline bool sac_cached_output(const Op& op, int k, bool kept, bool tt) {
+  if (tt && k == op.sac_tt_always_output) return true;
+  if (op.sac_mm_outputs >= 0 && k >= op.sac_mm_outputs) return false;
+  return kept;
+}
 
 struct Graph {
   std::vector<Storage> storages;

@@ -266,6 +266,11 @@ struct ImplSpec {
   bool triton_rmsnorm = false;
   // --- end time5 ---
 
+  // --- fp8sac (issue 10): the code base compiles each block with torch.compile as a train
+  // config's choice (torchtitan's `training.compile`: parallelize_llama.py apply_compile,
+  // per TransformerBlock), which --compile on selects (TrainSetup::compile)
+  bool compile_blocks = false;
+  // --- end fp8sac ---
   // --- native (plan): the checkpointing this code base's own configuration can run, as strategy
   // patterns with the setting that selects each ("every:k" etc.: k is the setting's number).
   // `actsim plan` finds the best of them beside its per-block plan, which none of these code

@@ -25,6 +25,9 @@ enum class EventKind : uint8_t {
 };
 
 inline constexpr uint8_t kCachedOutput = 1;  // recompute of an op whose output the SAC cache holds
+// fp8sac (issue 10): the region's policy is sac:torchtitan (which outputs its cache holds:
+// sac_cached_output in sim/graph.hpp)
+inline constexpr uint8_t kSacTorchtitan = 2;
 
 struct Event {
   EventKind kind = EventKind::kForward;

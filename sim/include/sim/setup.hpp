@@ -120,6 +120,13 @@ struct TrainSetup {
   // always shards) resolve_setup then takes ZeRO 3 when dp x cp > 1; an explicit --zero 0/1/2
   // under fsdp2-bf16 stays refused (validate).
   bool zero_default = false;
+  // --- fp8sac (issue 10): --compile on: the blocks run under torch.compile (torchtitan's
+  // `training.compile`, per TransformerBlock). Modeled: what AOTAutograd's partitioner keeps of
+  // a selective-AC region (must-save outputs the backward never reads are not kept) and that
+  // torchao's amax is fused (no abs tensor); the rest of compile is not modeled
+  // (docs/memory-model.md "torch.compile").
+  bool compile = false;
+  // --- end fp8sac ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

@@ -68,7 +68,9 @@ std::vector<std::string> make_columns() {
         "padding",
         // time5 (issue 11): the RMSNorm kernel (--norm-kernel default|triton; a key column,
         // appended)
-        "norm_kernel"})
+        "norm_kernel",
+        // fp8sac (issue 10): torch.compile of the blocks (on/off; a key column, appended)
+        "compile"})
     c.emplace_back(name);
   return c;
 }
@@ -147,8 +149,8 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version; hfimpl: padding; time5: norm_kernel
-  constexpr int kAfterError = 29;
+  // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile
+  constexpr int kAfterError = 30;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -244,6 +246,7 @@ std::string csv_row(const Row& row) {
   w.text(s.impl ? s.impl_version : std::string_view());  // implver
   w.text(s.padding ? "on" : "off");  // hfimpl
   w.text(sim::name(s.norm_kernel));  // time5 (issue 11)
+  w.text(s.compile ? "on" : "off");  // fp8sac (issue 10)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

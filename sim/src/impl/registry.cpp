@@ -224,6 +224,11 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                         "the Triton fused RMSNorm for the " + model.family +
                             " family (it replaces a plain RMSNorm)");
   }
+  // fp8sac (issue 10): --compile on, where the code base compiles its blocks
+  if (s.compile && !sp.compile_blocks)
+    throw Unsupported("--compile", "compile",
+                      "torch.compile under --impl " + std::string(sp.name) +
+                          " (modeled for torchtitan's per-block training.compile only)");
   return s;
 }
 

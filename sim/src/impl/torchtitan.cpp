@@ -38,7 +38,8 @@ ImplSpec torchtitan() {
   s.cp_ring = CpRing::kTorchAllGather;
   s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "FSDP2 fully_shard over the data-parallel ranks (ZeRO 3)";
-  s.not_modeled = "torch.compile (Float8 is --fp8 torchao-*)";
+  // fp8sac: --compile models what a compiled SAC region keeps and torchao's fused amax only
+  s.not_modeled = "torch.compile's fusions outside what a compiled SAC region keeps (--compile)";
   // --- implver ---
   s.version_key = "v0.2.2";
   // torchtitan/config/job_config.py @ v0.2.2 Optimizer.implementation = "fused"
@@ -46,10 +47,17 @@ ImplSpec torchtitan() {
   s.optimizer = Optimizer::kAdamFused;
   s.optimizer_eager = Optimizer::kAdamFused;
   s.optimizer_source = "optimizer.implementation = fused (config/job_config.py)";
-  // exec10: train.py Trainer.train_step `self.optimizers.zero_grad()` (the code index's copy,
-  // commit not pinned): torch.optim's zero_grad, set_to_none=True by default on torch >= 2.0
+  // exec10, pinned by fp8sac: torchtitan/train.py @ 73a0e6979dd1:550 `self.optimizers.zero_grad()`
+  // -> components/optimizer.py:97-99 OptimizersContainer.zero_grad, torch.optim's zero_grad
+  // (set_to_none=True by default on torch >= 2.0); 9dec370: train.py:266
+  // `optimizers.zero_grad()` -> torchtitan/optimizer.py:52-54, the same call
   s.set_to_none = true;
   s.set_to_none_source = "train_step's optimizers.zero_grad(), set_to_none=True on torch >= 2.0";
+  // fp8sac (issue 10): `training.compile` (config_manager.py @ 9dec370 `--training.compile`,
+  // default off; parallelize_llama.py @ 9dec370 apply_compile: torch.compile(block,
+  // fullgraph=True) per TransformerBlock, after apply_ac); the same at v0.2.2
+  // (models/llama3/infra/parallelize.py apply_compile)
+  s.compile_blocks = true;
   // native (plan): [activation_checkpoint] mode and selective_ac_option (config_manager.py /
   // config/job_config.py; parallelize_llama.py apply_ac: "full" wraps every block, "selective"
   // with "op" applies the op SAC policy to every block, with a number k checkpoints every k-th).
