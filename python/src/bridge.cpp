@@ -94,7 +94,8 @@ Table valley(const actsim_cli::Invocation& inv, const std::vector<std::filesyste
   Table t;
   t.columns = {"model",          "device",          "n",           "m",
                "chen_units",     "model_bytes",     "simulated_bytes", "step_time_ns",
-               "recompute_flops", "is_m_star",      "is_m_star_simulated", "is_sqrt_n"};
+               "recompute_flops", "is_m_star",      "is_m_star_simulated", "is_sqrt_n",
+               "simulated_block_bytes"};
   for (const sim::ValleyPoint& pt : v.points) {
     t.rows.push_back({axes.models.front(), axes.devices.front(), fmt::format("{}", v.n),
                       fmt::format("{}", pt.m), fmt::format("{:.6f}", pt.chen_units),
@@ -103,7 +104,7 @@ Table valley(const actsim_cli::Invocation& inv, const std::vector<std::filesyste
                       fmt::format("{}", pt.simulated_bytes),
                       fmt::format("{}", pt.step_time_ns), fmt::format("{}", pt.recompute_flops),
                       pt.m == v.m_star ? "1" : "0", pt.m == v.m_star_simulated ? "1" : "0",
-                      pt.m == v.sqrt_n ? "1" : "0"});
+                      pt.m == v.sqrt_n ? "1" : "0", fmt::format("{}", pt.simulated_block_bytes)});
   }
   return t;
 }
