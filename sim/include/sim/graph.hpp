@@ -189,6 +189,11 @@ struct Op {
   int64_t fwd_serial_bytes = 0, bwd_serial_bytes = 0;
   int32_t fwd_serial_kernels = 0, bwd_serial_kernels = 0;
   // --- end feat2 ---
+  // --- time6 (issue 11): of a causal flash op's shape[0] calls, how many run without the causal
+  // mask at the FLOPs of a causal one (a load-balanced CP ring's steps after the first: half the
+  // pairs of a full block, sim/src/cp.cpp); timed at the kernel's non-causal rate (kernels.cpp)
+  int64_t noncausal_calls = 0;
+  // --- end time6 ---
 };
 
 struct Graph {
