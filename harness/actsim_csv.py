@@ -33,7 +33,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # hfimpl (issue 10): a padding attention mask (on/off)
               "padding",
               # time5 (issue 11): the RMSNorm kernel (--norm-kernel; the eager code: default)
-              "norm_kernel"])
+              "norm_kernel",
+              # time6 (issue 11): Megatron's gradient-accumulation fusion (on/off)
+              "grad_accum_fusion"])
 
 
 def csv_field(v):

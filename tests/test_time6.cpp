@@ -7,6 +7,7 @@
 
 #include "../sim/src/kernels.hpp"
 #include "fixtures.hpp"
+#include "sim/error.hpp"
 #include "sim/graph.hpp"
 #include "sim/simulate.hpp"
 
@@ -65,4 +66,64 @@ TEST_CASE("CP ring: the non-causal calls' share is timed at the non-causal rate"
         doctest::Approx(cp * f_nc /
                         attention_flops_per_s(KernelChoice::kFlashAttention2, h100, s, hd, false,
                                               false)));
+}
+
+// Megatron's --no-gradient-accumulation-fusion (--grad-accum-fusion off): each linear's wgrad is
+// a separate 16-bit GEMM output that the DDP hook adds into the fp32 main_grad: one more kernel
+// per linear in backward, 2 + 4 + 4 B per weight element (sim/src/ops.hpp).
+TEST_CASE("--grad-accum-fusion off: an add of 10 B per weight element after each linear's backward") {
+  const ModelConfig m = fixtures::gpt2_small();
+  auto setup = [](bool fusion, int64_t tp) {
+    TrainSetup t;
+    t.impl = Impl::kMegatron;
+    t.micro_batch = 2;
+    t.seq = 128;
+    t.tp = tp;
+    t.grad_accum_fusion = fusion;
+    return t;
+  };
+  for (int64_t tp : {1, 4}) {
+    const Graph on = build_graph(m, setup(true, tp), fixtures::h100());
+    const Graph off = build_graph(m, setup(false, tp), fixtures::h100());
+    REQUIRE(on.ops.size() == off.ops.size());
+    int linears = 0;
+    int64_t added = 0;
+    for (size_t i = 0; i < on.ops.size(); ++i) {
+      const Op &a = on.ops[i], &b = off.ops[i];
+      CHECK(a.fwd.bytes == b.fwd.bytes);
+      if (a.kind != OpKind::kLinear || a.shape[1] == 0) {
+        CHECK(b.bwd_serial_bytes == a.bwd_serial_bytes);
+        continue;
+      }
+      const int64_t w_numel = a.shape[1] * a.shape[2];  // this rank's weight shard, in x out
+      CHECK(b.bwd_serial_bytes - a.bwd_serial_bytes == 10 * w_numel);
+      CHECK(b.bwd_serial_kernels - a.bwd_serial_kernels == 1);
+      // the unfused wgrad is a 16-bit gradient of its own in backward (the fused one is not)
+      CHECK(b.bwd_accum_bytes > a.bwd_accum_bytes);
+      ++linears;
+      added += b.bwd_serial_bytes - a.bwd_serial_bytes;
+    }
+    CHECK(linears >= 4 * m.layers);  // qkv, proj, fc1, fc2 per block (and the lm head)
+    // The step is longer by at least the added bytes at the device's achieved bandwidth.
+    const Device d = fixtures::h100();
+    const Result ron = fixtures::run(m, setup(true, tp), "none");
+    const Result roff = fixtures::run(m, setup(false, tp), "none");
+    CHECK(static_cast<double>(roff.step_time_ns - ron.step_time_ns) >=
+          0.99e9 * static_cast<double>(added) / (d.hbm_bytes_per_s * d.memory_efficiency));
+  }
+}
+
+TEST_CASE("--grad-accum-fusion off is Megatron's flag: refused under other implementations") {
+  const ModelConfig m = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kMegatron;
+  t.grad_accum_fusion = false;
+  CHECK_FALSE(resolve_setup(m, t).grad_accum_fusion);
+  for (Impl impl : {Impl::kTorchtitan, Impl::kHf}) {
+    t.impl = impl;
+    CHECK_THROWS_AS(resolve_setup(m, t), Unsupported);
+    t.grad_accum_fusion = true;
+    CHECK_NOTHROW(resolve_setup(m, t));
+    t.grad_accum_fusion = false;
+  }
 }

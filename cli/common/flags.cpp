@@ -81,6 +81,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--norm-kernel", f.norm_kernel,
       "default|triton: the RMSNorm kernel; triton: torchtitan's fused Triton RMSNorm (norm_type = "
       "fused_rmsnorm, torchtitan@9dec370); default: the implementation's own op list");
+  // time6 (issue 11): Megatron's gradient-accumulation fusion, a run setting
+  add("--grad-accum-fusion", f.grad_accum_fusion,
+      "on|off: Megatron's gradient-accumulation fusion (on, its default: the wgrad GEMM adds into "
+      "the fp32 main_grad); off: --no-gradient-accumulation-fusion (a 16-bit wgrad, then an add)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -216,6 +220,12 @@ Axes parse_axes(const CommonFlags& f) {
     const std::optional<sim::NormKernel> k = sim::parse_norm_kernel(f.norm_kernel);
     if (!k) throw sim::ConfigError("--norm-kernel", f.norm_kernel, "expected default or triton");
     a.norm_kernel = *k;
+  }
+  {  // time6 (issue 11)
+    const std::vector<bool> v = parse_switch_axis(f.grad_accum_fusion, "--grad-accum-fusion");
+    if (v.size() != 1)
+      throw sim::ConfigError("--grad-accum-fusion", f.grad_accum_fusion, "takes one value, not a list");
+    a.grad_accum_fusion = v.front();
   }
   return a;
 }

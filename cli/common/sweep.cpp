@@ -138,6 +138,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.qlora = a.qlora;
   t.padding = a.padding;  // hfimpl
   t.norm_kernel = a.norm_kernel;  // time5 (issue 11)
+  t.grad_accum_fusion = a.grad_accum_fusion;  // time6 (issue 11)
   return p;
 }
 

@@ -87,6 +87,9 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          (s.norm_kernel != sim::NormKernel::kDefault
               ? fmt::format("; norm kernel {} (fused RMSNorm, norms.py)", sim::name(s.norm_kernel))
               : std::string()) +
+         // time6: Megatron's --no-gradient-accumulation-fusion
+         (!s.grad_accum_fusion ? std::string("; no gradient-accumulation fusion (wgrad, then add)")
+                               : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")

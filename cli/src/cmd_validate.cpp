@@ -240,6 +240,11 @@ int cmd_validate(const Invocation& inv) {
     }
     if (const std::string v = optional("norm_kernel"); !v.empty())  // time5 (issue 11)
       s.norm_kernel = parsed("norm_kernel", sim::parse_norm_kernel(v));
+    if (const std::string v = optional("grad_accum_fusion"); !v.empty()) {  // time6 (issue 11)
+      if (v != "on" && v != "off")
+        throw sim::ConfigError(where, "grad_accum_fusion", "'" + v + "' is not on or off");
+      s.grad_accum_fusion = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -33,6 +33,7 @@ def run(
     qlora: _Value = ...,
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -73,6 +74,7 @@ def sweep(
     qlora: _Value = ...,
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -111,6 +113,7 @@ def plan(
     qlora: _Value = ...,
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -145,6 +148,7 @@ def valley(
     qlora: _Value = ...,
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,

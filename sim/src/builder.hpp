@@ -211,6 +211,7 @@ struct Dims {
   Fp8Recipe fp8 = Fp8Recipe::kOff;  // FP8 linears (sim/src/fp8.cpp)
   // --- end feat ---
   bool triton_norm = false;  // time5 (issue 11): --norm-kernel triton (sim/src/norm_kernels.cpp)
+  bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (TrainSetup)
   // feat3 (issue 13): bitsandbytes' bnb_4bit_compute_dtype (the 4-bit matmuls' dtype; make_dims)
   DType qlora_compute_dt = DType::kBF16;
 

@@ -33,6 +33,8 @@ def flags(r):
         f += ["--fp8", r["fp8"]]
     if r.get("norm_kernel"):  # time5 (issue 11): the run's RMSNorm kernel (--norm-kernel)
         f += ["--norm-kernel", r["norm_kernel"]]
+    if r.get("grad_accum_fusion"):  # time6 (issue 11): Megatron's --no-gradient-accumulation-fusion
+        f += ["--grad-accum-fusion", r["grad_accum_fusion"]]
     return f
 
 

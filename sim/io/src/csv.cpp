@@ -68,7 +68,10 @@ std::vector<std::string> make_columns() {
         "padding",
         // time5 (issue 11): the RMSNorm kernel (--norm-kernel default|triton; a key column,
         // appended)
-        "norm_kernel"})
+        "norm_kernel",
+        // time6 (issue 11): Megatron's gradient-accumulation fusion (--grad-accum-fusion on|off;
+        // a key column, appended)
+        "grad_accum_fusion"})
     c.emplace_back(name);
   return c;
 }
@@ -147,8 +150,8 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version; hfimpl: padding; time5: norm_kernel
-  constexpr int kAfterError = 29;
+  // implver: impl_version; hfimpl: padding; time5: norm_kernel; time6: grad_accum_fusion
+  constexpr int kAfterError = 30;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -244,6 +247,7 @@ std::string csv_row(const Row& row) {
   w.text(s.impl ? s.impl_version : std::string_view());  // implver
   w.text(s.padding ? "on" : "off");  // hfimpl
   w.text(sim::name(s.norm_kernel));  // time5 (issue 11)
+  w.text(s.grad_accum_fusion ? "on" : "off");  // time6 (issue 11)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }
