@@ -35,7 +35,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # time5 (issue 11): the RMSNorm kernel (--norm-kernel; the eager code: default)
               "norm_kernel",
               # fp8sac (issue 10): torch.compile of the blocks (on/off; the eager code: off)
-              "compile"])
+              "compile",
+              # time6 (issue 11): Megatron's gradient-accumulation fusion (on/off)
+              "grad_accum_fusion"])
 
 
 def csv_field(v):

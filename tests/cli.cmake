@@ -101,7 +101,7 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion
 ]=])
 
 # sweep: writes the file, rows in order, no .partial left behind.
@@ -122,9 +122,9 @@ test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
 # famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-# implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off$'
+# implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -681,7 +681,7 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
 test "$(awk -F, 'NR > 1 { print $(NF-3) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
@@ -770,5 +770,27 @@ do
   "$actsim" run --model llama-3-8b --seq 1024 $bad > out.txt 2> err.txt || status=$?
   test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
   grep -q -- '--compile' err.txt
+done
+]=])
+
+# time6 (issue 11): --grad-accum-fusion (Megatron's --no-gradient-accumulation-fusion): the key
+# column, a longer step when off (a 16-bit wgrad, then an add into main_grad), the set-up line,
+# refusals as one line, exit 2.
+actsim_cli_test(grad_accum_fusion_flag [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --format csv > on.csv
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --grad-accum-fusion off --format csv > off.csv
+test "$(col on.csv grad_accum_fusion)" = on && test "$(col off.csv grad_accum_fusion)" = off
+test "$(col off.csv step_time_ns)" -gt "$(col on.csv step_time_ns)"
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --grad-accum-fusion off | grep -q "; no gradient-accumulation fusion"
+if "$actsim" run --model gpt2-small --impl megatron --seq 512 | grep -q "gradient-accumulation"; then exit 1; fi
+for bad in "--grad-accum-fusion maybe --impl megatron" "--grad-accum-fusion off --impl hf" \
+           "--grad-accum-fusion off --impl nanogpt" "--grad-accum-fusion on,off --impl megatron"
+do
+  status=0
+  "$actsim" run --model gpt2-small --seq 512 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--grad-accum-fusion' err.txt
 done
 ]=])

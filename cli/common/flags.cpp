@@ -85,6 +85,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--compile", f.compile,
       "on|off: the blocks run under torch.compile (torchtitan); modeled: what a selective-AC "
       "region keeps after AOTAutograd's partitioner, torchao's fused amax; default off");
+  // time6 (issue 11): Megatron's gradient-accumulation fusion, a run setting
+  add("--grad-accum-fusion", f.grad_accum_fusion,
+      "on|off: Megatron's gradient-accumulation fusion (on, its default: the wgrad GEMM adds into "
+      "the fp32 main_grad); off: --no-gradient-accumulation-fusion (a 16-bit wgrad, then an add)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -225,6 +229,12 @@ Axes parse_axes(const CommonFlags& f) {
     const std::vector<bool> v = parse_switch_axis(f.compile, "--compile");
     if (v.size() != 1) throw sim::ConfigError("--compile", f.compile, "takes one value, not a list");
     a.compile = v.front();
+  }
+  {  // time6 (issue 11)
+    const std::vector<bool> v = parse_switch_axis(f.grad_accum_fusion, "--grad-accum-fusion");
+    if (v.size() != 1)
+      throw sim::ConfigError("--grad-accum-fusion", f.grad_accum_fusion, "takes one value, not a list");
+    a.grad_accum_fusion = v.front();
   }
   return a;
 }

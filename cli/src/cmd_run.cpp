@@ -91,6 +91,9 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          // fp8sac (issue 10): torch.compile of the blocks, and what of it is modeled
          (s.compile ? std::string("; torch.compile (modeled: SAC region saves, fused amax)")
                     : std::string()) +
+         // time6: Megatron's --no-gradient-accumulation-fusion
+         (!s.grad_accum_fusion ? std::string("; no gradient-accumulation fusion (wgrad, then add)")
+                               : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")

@@ -244,6 +244,11 @@ int cmd_validate(const Invocation& inv) {
       if (v != "on" && v != "off") throw sim::ConfigError(where, "compile", "'" + v + "' is not on or off");
       s.compile = v == "on";
     }
+    if (const std::string v = optional("grad_accum_fusion"); !v.empty()) {  // time6 (issue 11)
+      if (v != "on" && v != "off")
+        throw sim::ConfigError(where, "grad_accum_fusion", "'" + v + "' is not on or off");
+      s.grad_accum_fusion = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

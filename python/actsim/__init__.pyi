@@ -34,6 +34,7 @@ def run(
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
     compile: _Value = ...,  # fp8sac (issue 10)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -75,6 +76,7 @@ def sweep(
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
     compile: _Value = ...,  # fp8sac (issue 10)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -114,6 +116,7 @@ def plan(
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
     compile: _Value = ...,  # fp8sac (issue 10)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,
@@ -149,6 +152,7 @@ def valley(
     padding: _Value = ...,
     norm_kernel: _Value = ...,  # time5 (issue 11)
     compile: _Value = ...,  # fp8sac (issue 10)
+    grad_accum_fusion: _Value = ...,  # time6 (issue 11)
     cp: _Value = ...,
     fp8: _Value = ...,
     ep: _Value = ...,

@@ -212,6 +212,7 @@ struct Dims {
   // --- end feat ---
   bool triton_norm = false;  // time5 (issue 11): --norm-kernel triton (sim/src/norm_kernels.cpp)
   bool compile = false;      // fp8sac (issue 10): --compile on (torchao's amax fused: fp8.cpp)
+  bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (TrainSetup)
   // feat3 (issue 13): bitsandbytes' bnb_4bit_compute_dtype (the 4-bit matmuls' dtype; make_dims)
   DType qlora_compute_dt = DType::kBF16;
 

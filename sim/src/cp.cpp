@@ -106,9 +106,14 @@ void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_b
   d.op.bwd.flops = mul(d.op.bwd.flops, cp);
   // The kernel-time model reads the shape (b, heads, s, d): cp flash calls of the local length
   // each, as a batch cp times larger (kernels.cpp attention_seconds; the executor, which reads
-  // dim too, refuses multi-rank graphs). torch's load-balanced steps after the first are
-  // non-causal calls of half the pairs, which FA2 runs somewhat faster than causal ones: not
-  // distinguished.
+  // dim too, refuses multi-rank graphs). The load-balanced steps after the first are
+  // non-causal calls of half the pairs, which the kernels run faster than causal ones.
+  // time6 (issue 11): of the cp calls per sequence, cp - 1 run without
+  // the causal mask (Op::noncausal_calls, kernels.cpp attention_seconds), in both rings (torch's
+  // round-robin steps after the first, _templated_ring_attention; TE's load-balanced p2p steps,
+  // AttnFuncWithCPAndKVP2P: "causal" only where the step's kv is the rank's own). The flash op's
+  // dims carry the causal flag at dim[5] (graph_builder.cpp op.shape).
+  if (d.dim[5] != 0) d.op.noncausal_calls = mul(d.dim[0], cp - 1);
   d.dim[0] = mul(d.dim[0], cp);
   if (dm.impl && dm.impl->cp_ring == CpRing::kTorchAllGather) {  // feat2
     torch_allgather_ring(d, dm, out_bytes, kv_bytes, lse_bytes);

@@ -247,7 +247,18 @@ double attention_seconds(const Op& op, bool backward, const Device& d) {
   if (causal) f *= 0.5;
   if (backward) f *= 2.5;
   const KernelPick k = pick_kernel(op);
-  return f / attention_flops_per_s(k.attention, d, s, hd, causal, backward);
+  const double rate = attention_flops_per_s(k.attention, d, s, hd, causal, backward);
+  // time6 (issue 11): a load-balanced CP ring's steps after the first (Op::noncausal_calls of
+  // the b calls) are non-causal calls of half a block's pairs: a causal call's FLOPs at the
+  // kernel's non-causal rate (torch _templated_ring_attention's `is_causal_behavior`
+  // NOT_IS_CAUSAL for i > 0; TE's AttnFuncWithCPAndKVP2P likewise). ASSUMPTION: looked up at the
+  // local length s (each such call is s long in one dimension and s / 2 in the other; the
+  // published tables are square).
+  const int64_t nc = causal ? std::clamp<int64_t>(op.noncausal_calls, 0, b) : 0;
+  if (nc == 0) return f / rate;
+  const double share = static_cast<double>(nc) / static_cast<double>(b);
+  const double nc_rate = attention_flops_per_s(k.attention, d, s, hd, false, backward);
+  return f * (1 - share) / rate + f * share / nc_rate;
 }
 
 double gemm_seconds(const Op& op, bool backward, const Device& d, double peak,

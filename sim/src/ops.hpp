@@ -150,7 +150,20 @@ class Ops {
     int32_t y = b_.fresh(bytes(mul(n_out, out_f), dt), dt, out_role);
     d.outputs.push_back(y);
     d.saves = {xin, w};
-    d.fused_wgrad = dm_.precision == Precision::kBf16Mixed;
+    d.fused_wgrad = dm_.precision == Precision::kBf16Mixed && dm_.grad_accum_fusion;
+    if (dm_.precision == Precision::kBf16Mixed && !dm_.grad_accum_fusion) {
+      // time6 (issue 11): Megatron's --no-gradient-accumulation-fusion. The wgrad GEMM writes a
+      // 16-bit weight gradient and the DDP backward hook adds it into the fp32 main_grad
+      // (megatron/core/distributed/distributed_data_parallel.py @ d98e8a64dd
+      // `param.main_grad.add_(param.grad.data)`; main_grad is fp32 under --bf16:
+      // megatron/training/arguments.py turns accumulate_allreduce_grads_in_fp32 on): one more
+      // kernel after the backward, reading the 16-bit gradient and reading and writing main_grad,
+      // 2 + 4 + 4 B per weight element (the gradient itself is the transient the builder adds
+      // for an unfused wgrad: graph_builder.cpp, `fused_wgrad`). The weight only: a bias's
+      // gradient takes the hook's add with the fusion on or off.
+      d.op.bwd_serial_bytes += mul(mul(in_f, out_f), 2 + 4 + 4);
+      d.op.bwd_serial_kernels += 1;
+    }
     const int64_t mm = mul(mul(2, n_full), mul(in_f, out_f));  // 2mnk
     d.op.fwd.flops = mm;
     d.op.bwd.flops = mul(2, mm);  // grad input and grad weight

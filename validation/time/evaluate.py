@@ -35,6 +35,8 @@ def flags(r):
         f += ["--norm-kernel", r["norm_kernel"]]
     if r.get("compile"):  # fp8sac (issue 10): torch.compile of the blocks (--compile)
         f += ["--compile", r["compile"]]
+    if r.get("grad_accum_fusion"):  # time6 (issue 11): Megatron's --no-gradient-accumulation-fusion
+        f += ["--grad-accum-fusion", r["grad_accum_fusion"]]
     return f
 
 

@@ -210,6 +210,11 @@ struct Op {
   // parallelize_llama.py @ 9dec370:221). -1: none.
   int8_t sac_tt_always_output = -1;
   // --- end fp8sac ---
+  // --- time6 (issue 11): of a causal flash op's shape[0] calls, how many run without the causal
+  // mask at the FLOPs of a causal one (a load-balanced CP ring's steps after the first: half the
+  // pairs of a full block, sim/src/cp.cpp); timed at the kernel's non-causal rate (kernels.cpp)
+  int64_t noncausal_calls = 0;
+  // --- end time6 ---
 };
 
 // fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the

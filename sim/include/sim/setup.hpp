@@ -127,6 +127,12 @@ struct TrainSetup {
   // (docs/memory-model.md "torch.compile").
   bool compile = false;
   // --- end fp8sac ---
+  // --- time6 (issue 11): --grad-accum-fusion on|off. Megatron's gradient-accumulation fusion
+  // (on, its default: each linear's wgrad GEMM accumulates into the fp32 main_grad); off is
+  // Megatron's --no-gradient-accumulation-fusion: the wgrad is a separate 16-bit GEMM output that
+  // the DDP hook adds into main_grad (sim/src/ops.hpp Ops::linear)
+  bool grad_accum_fusion = true;
+  // --- end time6 ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

@@ -70,7 +70,10 @@ std::vector<std::string> make_columns() {
         // appended)
         "norm_kernel",
         // fp8sac (issue 10): torch.compile of the blocks (on/off; a key column, appended)
-        "compile"})
+        "compile",
+        // time6 (issue 11): Megatron's gradient-accumulation fusion (--grad-accum-fusion on|off;
+        // a key column, appended)
+        "grad_accum_fusion"})
     c.emplace_back(name);
   return c;
 }
@@ -149,7 +152,7 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile
+  // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion
   constexpr int kAfterError = 30;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
@@ -247,6 +250,7 @@ std::string csv_row(const Row& row) {
   w.text(s.padding ? "on" : "off");  // hfimpl
   w.text(sim::name(s.norm_kernel));  // time5 (issue 11)
   w.text(s.compile ? "on" : "off");  // fp8sac (issue 10)
+  w.text(s.grad_accum_fusion ? "on" : "off");  // time6 (issue 11)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

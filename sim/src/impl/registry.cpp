@@ -229,6 +229,12 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     throw Unsupported("--compile", "compile",
                       "torch.compile under --impl " + std::string(sp.name) +
                           " (modeled for torchtitan's per-block training.compile only)");
+  // time6 (issue 11): --grad-accum-fusion off is Megatron's --no-gradient-accumulation-fusion
+  if (!s.grad_accum_fusion && s.impl != Impl::kMegatron)
+    throw Unsupported("--grad-accum-fusion", "grad_accum_fusion",
+                      "off under --impl " + std::string(sp.name) +
+                          " (Megatron's --no-gradient-accumulation-fusion; only Megatron fuses "
+                          "the weight gradient's accumulation)");
   return s;
 }
 
