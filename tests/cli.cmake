@@ -78,16 +78,16 @@ bad() {
   test "$(wc -l < err.txt)" -eq 1
   grep -q "^actsim: error: $3" err.txt
 }
-bad "$1" "--impl megatron --ep 3 --dp 3" "--ep: ep: 3 does not divide the 8 experts"
-bad "$1" "--impl megatron --ep 4 --dp 2" "--ep: ep: 4 does not divide the data-parallel size"
+bad "$1" "--impl megatron --ep 3 --dp 3" "--ep: 3 does not divide the 8 experts"
+bad "$1" "--impl megatron --ep 4 --dp 2" "--ep: 4 does not divide the data-parallel size"
 bad "$1" "--moe-imbalance 9" "--moe-imbalance"
 bad "$1" "--moe-imbalance 1,2" "--moe-imbalance"
-bad "$1" "--ep 2 --dp 2" "--ep: ep: not supported yet: expert parallelism under --impl hf"
+bad "$1" "--ep 2 --dp 2" "--ep: not supported yet: expert parallelism under --impl hf"
 bad "$1" "--moe-capacity 1.25" "--moe-capacity"
 rc=0
 "$1" run --model gpt2-small --ep 2 --dp 2 > out.txt 2> err.txt || rc=$?
 test "$rc" -eq 2
-grep -q "^actsim: error: --ep: ep: .* has no experts" err.txt
+grep -q "^actsim: error: --ep: .* has no experts" err.txt
 # feat3: eager MLA is modeled (census mla-eager-*): it runs
 "$1" run --model deepseek-v2-lite --seq 256 --attention standard > out.txt
 grep -q "standard attention" out.txt
@@ -419,7 +419,7 @@ rc4=$?
 set -e
 test $rc4 -eq 2
 test "$(wc -l < err4.txt)" -eq 1
-grep -q -- '--zero: zero: fsdp2-bf16' err4.txt
+grep -q -- '--zero: fsdp2-bf16' err4.txt
 ]=])
 
 # --impl nanogpt refuses what nanoGPT lacks (one line naming the implementation and the feature,

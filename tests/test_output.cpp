@@ -189,7 +189,7 @@ TEST_CASE("set knobs and awkward names are written as the flags take them") {
 TEST_CASE("an error row keeps its key, leaves the figures empty and quotes the message") {
   sim_io::Row row = sample_row();
   row.result.reset();
-  row.error = "--seq: seq: sequence 2048 exceeds the model's 1024 learned positions, \"n_positions\"";
+  row.error = "--seq: sequence 2048 exceeds the model's 1024 learned positions, \"n_positions\"";
   const std::string line = sim_io::csv_row(row);
   const auto f = split_csv(line.substr(0, line.size() - 1));
   REQUIRE(f.size() == sim_io::csv_columns().size());
@@ -237,7 +237,7 @@ TEST_CASE("result_json has every figure, in a fixed key order") {
 TEST_CASE("result_json of an error row has the key and the error only") {
   sim_io::Row row = sample_row();
   row.result.reset();
-  row.error = "--tp: tp: attention heads (12) must divide by tp";
+  row.error = "--tp: attention heads (12) must divide by tp";
   const auto j = nlohmann::ordered_json::parse(sim_io::result_json(row));
   CHECK(j["error"] == row.error);
   CHECK(j["strategy"] == "every:4");
