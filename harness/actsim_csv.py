@@ -33,7 +33,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # hfimpl (issue 10): a padding attention mask (on/off)
               "padding",
               # time5 (issue 11): the RMSNorm kernel (--norm-kernel; the eager code: default)
-              "norm_kernel"])
+              "norm_kernel",
+              # polish: MFU's peak and the fp8 share (results: empty in measured rows)
+              "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed"])
 
 
 def csv_field(v):

@@ -101,7 +101,7 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,[0-9][0-9]*,0,$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, polish's MFU peak, fp8 FLOPs (0) and fp8 MFU (empty)
 ]=])
 
 # sweep: writes the file, rows in order, no .partial left behind.
@@ -122,9 +122,10 @@ test "$(wc -l < e.csv)" -eq 3
 # error is empty on a good row, set on a bad one; peak_requested/reserved_bytes, the prefetch
 # knob and the offload figures come after it.
 # famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-# implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default$'
+# implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; polish:
+# mfu_peak_flops_per_s, fp8_model_flops, mfu_fp8_mixed (results: empty on the error row)
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,[0-9][0-9]*,0,$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,,,$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -625,9 +626,9 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-2) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-5) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
@@ -688,4 +689,22 @@ do
   test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
   grep -q -- '--norm-kernel' err.txt
 done
+]=])
+
+# polish: MFU's denominators as CSV result columns (appended), equal to the JSON fields they
+# come from; mfu_fp8_mixed empty without fp8 GEMMs.
+actsim_cli_test(mfu_columns [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+json() { python3 -c "import json,sys; print(sys.argv[3] % json.load(open(sys.argv[1]))[0][sys.argv[2]])" "$@"; }
+run="--model llama-3-8b --impl megatron --seq 1024"
+"$actsim" run $run --fp8 te-delayed --format csv > fp8.csv
+"$actsim" run $run --fp8 te-delayed --format json > fp8.json
+"$actsim" run $run --format csv > bf16.csv
+test "$(col fp8.csv mfu_peak_flops_per_s)" = "$(json fp8.json mfu_peak_flops_per_s %.0f)"
+test "$(col fp8.csv fp8_model_flops)" = "$(json fp8.json fp8_model_flops %d)"
+test "$(col fp8.csv mfu_fp8_mixed)" = "$(json fp8.json mfu_fp8_mixed %.6f)"
+test "$(col fp8.csv fp8_model_flops)" -gt 0
+test "$(col bf16.csv fp8_model_flops)" = 0 && test -z "$(col bf16.csv mfu_fp8_mixed)"
+test "$(col bf16.csv mfu_peak_flops_per_s)" = "$(col fp8.csv mfu_peak_flops_per_s)"
 ]=])

@@ -68,7 +68,11 @@ std::vector<std::string> make_columns() {
         "padding",
         // time5 (issue 11): the RMSNorm kernel (--norm-kernel default|triton; a key column,
         // appended)
-        "norm_kernel"})
+        "norm_kernel",
+        // polish (result columns, appended; sim/src/utilization.cpp): the peak mfu and hfu divide
+        // by (the dense 16-bit peak, FLOP/s, whole number), the model FLOPs that ran on fp8
+        // tensor cores, and MFU against the mixed fp8/16-bit peak (empty without fp8 GEMMs)
+        "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed"})
     c.emplace_back(name);
   return c;
 }
@@ -147,8 +151,8 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version; hfimpl: padding; time5: norm_kernel
-  constexpr int kAfterError = 29;
+  // implver: impl_version; hfimpl: padding; time5: norm_kernel; polish: the three MFU columns
+  constexpr int kAfterError = 32;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -244,6 +248,15 @@ std::string csv_row(const Row& row) {
   w.text(s.impl ? s.impl_version : std::string_view());  // implver
   w.text(s.padding ? "on" : "off");  // hfimpl
   w.text(sim::name(s.norm_kernel));  // time5 (issue 11)
+  if (failed || row.peak_only) {  // polish: MFU's peaks
+    w.empty(3);
+  } else {
+    const sim::Result& r = *row.result;
+    w.fixed(r.mfu_peak_flops_per_s, 0);
+    w.integer(r.fp8_model_flops);
+    if (r.fp8_model_flops > 0) w.fixed(r.mfu_fp8_mixed, 6);
+    else w.empty(1);
+  }
   buf.push_back('\n');
   return fmt::to_string(buf);
 }
