@@ -302,6 +302,13 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
   if (!spec.lora)
     throw Unsupported("--lora-rank", "lora_rank",
                       "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
+  // polish: MoE blocks (blocks_moe.cpp hf_swiglu) mark their expert weights through the builder's
+  // parameter list, which holds no frozen weight: under LoRA the mark lands on another tensor or on
+  // none (a crash); nor are PEFT's targets among experts and routers modeled. Refused until they are.
+  if (is_moe(model))
+    throw Unsupported("--lora-rank", "lora_rank",
+                      "LoRA on a mixture-of-experts model (" + model.family +
+                          "): frozen expert weights are not modeled");
   const Precision p = resolved_precision(s);
   // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear).
   // feat3: LoRA under ZeRO-3 and fsdp2-bf16 shards the frozen base with the adapters
