@@ -37,7 +37,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # fp8sac (issue 10): torch.compile of the blocks (on/off; the eager code: off)
               "compile",
               # time6 (issue 11): Megatron's gradient-accumulation fusion (on/off)
-              "grad_accum_fusion"])
+              "grad_accum_fusion",
+              # polish: MFU's peak and the fp8 share (results: empty in measured rows)
+              "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed"])
 
 
 def csv_field(v):

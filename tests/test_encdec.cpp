@@ -232,7 +232,7 @@ TEST_SUITE("famenc: T5 and ViT graphs") {
     g.target_seq = 8;
     const sim::Device d = sim_io::load_device("h100-sxm", kDirs);
     CHECK_THROWS_WITH_AS(sim::build_graph(gpt, g, d),
-                         "--target-seq: target_seq: only encoder-decoder models have a decoder "
+                         "--target-seq: only encoder-decoder models have a decoder "
                          "length (gpt2 has none)",
                          sim::ConfigError);
   }

@@ -143,6 +143,49 @@ TEST_CASE("per-sample categories replay the engine's ledger exactly") {
   }
 }
 
+// polish: the set-up is resolved once per edit (apply_edits), not every frame, and the status line
+// and the set-up panel read that; the comparison carries MFU's peak and the fp8 figures.
+TEST_CASE("the resolved set-up is computed once per revision; the MFU peak reaches the comparison") {
+  gui::AppState st = state_for("llama-3-8b", {"none"}, 1024);
+  st.inputs.setup.impl = sim::Impl::kTorchtitan;
+  st.inputs.setup.dp = 8;
+  st.inputs.setup.zero_default = true;  // --zero not given (as the GUI's args leave it)
+  ++st.revision;
+  gui::apply_edits(st);
+  REQUIRE(st.resolved_revision == st.revision);
+  CHECK(st.resolved_setup.zero == 3);     // torchtitan shards under --dp by default
+  CHECK(st.inputs.setup.zero == 0);       // the edited set-up keeps what the user gave
+  CHECK(st.resolved_setup.impl_version == "v0.2.2");
+  st.inputs.setup.dp = 1;                 // an edit not yet counted: nothing is re-resolved
+  gui::apply_edits(st);
+  CHECK(st.resolved_setup.zero == 3);
+  ++st.revision;
+  gui::apply_edits(st);
+  CHECK(st.resolved_revision == st.revision);
+  CHECK(st.resolved_setup.zero == 0);
+  st.inputs.setup.norm_kernel = sim::NormKernel::kTriton;  // not in torchtitan v0.2.2
+  ++st.revision;
+  gui::apply_edits(st);
+  CHECK(st.resolved_revision == 0);
+  CHECK(st.graph_error.find("--norm-kernel") == 0);
+  st.inputs.setup.norm_kernel = sim::NormKernel::kDefault;
+  st.inputs.setup.fp8 = sim::Fp8Recipe::kTorchaoTensorwise;
+  st.inputs.setup.dp = 8;
+  ++st.revision;
+  gui::apply_edits(st);
+  gui::resimulate(st, 1e9);
+  const auto rows = gui::compare_rows(st);
+  REQUIRE(rows.size() == 1);
+  const sim::Result& r = st.runs[0].data->result;
+  CHECK(rows[0].mfu_peak_flops_per_s == r.mfu_peak_flops_per_s);
+  CHECK(rows[0].mfu_peak_flops_per_s == st.inputs.device.peak_bf16_flops_per_s);
+  CHECK(rows[0].fp8_model_flops > 0);
+  CHECK(rows[0].fp8_model_flops < r.model_flops);
+  CHECK(rows[0].mfu_fp8_mixed == r.mfu_fp8_mixed);
+  CHECK(rows[0].mfu_fp8_mixed > 0);
+  CHECK(rows[0].mfu_fp8_mixed < rows[0].mfu);
+}
+
 TEST_CASE("comparison rows sort by any column and export as CSV schema v1") {
   gui::AppState st = state_for("gpt2-small", {"none", "full", "selective"});
   gui::apply_edits(st);

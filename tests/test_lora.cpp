@@ -542,3 +542,37 @@ TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weight
     CHECK(e.where() == "--fp8");
   }
 }
+
+// polish: the builder tags each linear with its projection (Op::site) where it builds it; LoRA's
+// targets and FP8's per-module state match on the tag, not on the op's name.
+TEST_CASE("linear sites: every block linear carries its projection, under LoRA too") {
+  auto sites = [](const Graph& g) {
+    std::string out;
+    for (const Op& op : g.ops) {
+      if (op.block != 1 && op.site != LinearSite::kLmHead) continue;
+      if (op.kind != OpKind::kLinear) {
+        CHECK(op.site == LinearSite::kNone);
+        continue;
+      }
+      out += std::to_string(static_cast<int>(op.site)) + " ";
+    }
+    return out;
+  };
+  // Llama (HF): q, k, v, o, gate, up, down, then the lm head
+  const ModelConfig llama = fixtures::tiny_llama();
+  TrainSetup t;
+  t.impl = Impl::kHf;
+  t.seq = 128;
+  const Graph plain = build_graph(llama, t, fixtures::h100());
+  CHECK(sites(plain) == "2 3 4 5 8 9 10 12 ");
+  // under LoRA the frozen base linears keep their sites; the adapters' own are kNone (0)
+  t.lora_rank = 8;
+  t.lora_targets = kLoraQ;
+  const Graph lora = build_graph(llama, t, fixtures::h100());
+  CHECK(sites(lora) == "2 0 0 3 4 5 8 9 10 12 ");
+  // nanoGPT: c_attn (qkv), c_proj, c_fc (fc1), c_proj (fc2)
+  TrainSetup n = nanogpt_lora(0, "q");
+  n.lora_targets = 0;
+  const Graph gpt = build_graph(nanogpt(), n, fixtures::h100());
+  CHECK(sites(gpt) == "1 5 6 7 12 ");
+}

@@ -102,7 +102,7 @@ TEST_CASE("the CSV header is the v1 contract") {
       "optimizer", "allocator", "layers", "params", "params_per_rank", "peak_allocated_bytes",
       "peak_time_ns", "peak_phase", "activation_bytes_per_layer", "activation_peak_bytes",
       "weights_bytes", "grads_bytes", "optimizer_bytes", "workspace_bytes"};
-  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 50);  // famenc 1, moe 2, feat 5, implver 1, hfimpl 1, time5 1, fp8sac 1, time6 1
+  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 53);  // famenc 1, moe 2, feat 5, implver 1, hfimpl 1, time5 1, fp8sac 1, time6 1, polish 3
   for (std::size_t i = 0; i < key.size(); ++i) CHECK(cols[i] == key[i]);
   for (int c = 0; c < sim::kCategoryCount; ++c) {
     CHECK(cols[key.size() + static_cast<std::size_t>(c)] ==
@@ -121,7 +121,8 @@ TEST_CASE("the CSV header is the v1 contract") {
       "padding",                                          // hfimpl (issue 10)
       "norm_kernel",                                      // time5 (issue 11)
       "compile",                                         // fp8sac (issue 10)
-      "grad_accum_fusion"};                               // time6 (issue 11)
+      "grad_accum_fusion",                               // time6 (issue 11)
+      "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed"};  // polish (results)
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 
@@ -191,7 +192,7 @@ TEST_CASE("set knobs and awkward names are written as the flags take them") {
 TEST_CASE("an error row keeps its key, leaves the figures empty and quotes the message") {
   sim_io::Row row = sample_row();
   row.result.reset();
-  row.error = "--seq: seq: sequence 2048 exceeds the model's 1024 learned positions, \"n_positions\"";
+  row.error = "--seq: sequence 2048 exceeds the model's 1024 learned positions, \"n_positions\"";
   const std::string line = sim_io::csv_row(row);
   const auto f = split_csv(line.substr(0, line.size() - 1));
   REQUIRE(f.size() == sim_io::csv_columns().size());
@@ -239,7 +240,7 @@ TEST_CASE("result_json has every figure, in a fixed key order") {
 TEST_CASE("result_json of an error row has the key and the error only") {
   sim_io::Row row = sample_row();
   row.result.reset();
-  row.error = "--tp: tp: attention heads (12) must divide by tp";
+  row.error = "--tp: attention heads (12) must divide by tp";
   const auto j = nlohmann::ordered_json::parse(sim_io::result_json(row));
   CHECK(j["error"] == row.error);
   CHECK(j["strategy"] == "every:4");

@@ -76,8 +76,8 @@ TEST_CASE("resolve rejects plans that do not fit the model") {
   CHECK_THROWS_AS(resolve(parse_strategy("every:13"), 12), ConfigError);
   CHECK_THROWS_AS(resolve(parse_strategy("block:13"), 12), ConfigError);
   CHECK_THROWS_WITH(resolve(parse_strategy("custom:none@0-3"), 6),
-                    "--strategy: strategy: 'custom:none@0-3': blocks 4-5 are not covered by any clause");
+                    "--strategy: 'custom:none@0-3': blocks 4-5 are not covered by any clause");
   CHECK_THROWS_WITH(resolve(parse_strategy("custom:none@1-5"), 6),
-                    "--strategy: strategy: 'custom:none@1-5': blocks 0-0 are not covered by any clause");
+                    "--strategy: 'custom:none@1-5': blocks 0-0 are not covered by any clause");
   CHECK_THROWS_AS(resolve(parse_strategy("custom:none@0-9"), 6), ConfigError);
 }

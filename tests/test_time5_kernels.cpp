@@ -46,6 +46,33 @@ TEST_CASE("the Triton RMSNorm is one op: one kernel forward, three backward, x a
     // writes dx and dw
     CHECK(op.bwd.kernels == 3);
     CHECK(op.bwd.bytes >= 3 * 2 * n * h + 4 * n);
+    // polish: the per-SM partial weight gradient _dw [sm_count, N] fp32, written and summed, and
+    // the sum's fp32 [N], written and cast: memory and bytes (norms.py @ 9dec370 backward)
+    const int64_t sm = fixtures::h100().sm_count;
+    REQUIRE(sm == 132);
+    CHECK(op.bwd_transient_bytes == sm * h * 4 + h * 4);  // bf16 weight: the sum is a temporary
+    ++found;
+  }
+  CHECK(found == 2 * m.layers + 1);
+  found = 0;
+  {
+    // A100's 108 SMs: the buffer follows the device; bytes grow by 2 x 4 x sm x N over the
+    // same graph with no SMs counted
+    Device a100 = fixtures::h100();
+    a100.sm_count = 108;
+    const Graph ga = build_graph(m, titan(NormKernel::kTriton), a100);
+    Device none = fixtures::h100();
+    none.sm_count = 0;  // not a valid device (validate refuses it): isolates the buffer's part
+    const Graph g0 = build_graph(m, titan(NormKernel::kTriton), none);
+    REQUIRE(ga.ops.size() == g0.ops.size());
+    for (std::size_t i = 0; i < ga.ops.size(); ++i) {
+      if (ga.ops[i].kind != OpKind::kRmsNorm) continue;
+      CHECK(ga.ops[i].bwd_transient_bytes == 108 * h * 4 + h * 4);
+      CHECK(ga.ops[i].bwd.bytes - g0.ops[i].bwd.bytes == 2 * 4 * 108 * h);
+    }
+  }
+  for (const Op& op : g.ops) {
+    if (op.kind != OpKind::kRmsNorm) continue;
     // saves x, the weight and rstd (ctx.save_for_backward(x, weight, rstd)); the graph's saves
     // list activations only (a parameter lives anyway): x and rstd
     int64_t saved = 0;

@@ -58,11 +58,29 @@ TEST_CASE("a model too large for 64-bit byte counts is an error, not a wrong num
   }
 }
 
+TEST_CASE("an error names a flag's knob once, and keeps a field that says more") {
+  // The flag is the knob: "--lora-rank: lora_rank: ..." would name it twice.
+  const Unsupported lora("--lora-rank", "lora_rank", "LoRA under --impl megatron");
+  CHECK(std::string(lora.what()) == "--lora-rank: not supported yet: LoRA under --impl megatron");
+  CHECK(lora.field() == "lora_rank");  // still there for callers that map errors to fields
+  CHECK(lora.message() == "not supported yet: LoRA under --impl megatron");
+  CHECK(config_error_text("--impl", "impl", "x") == "--impl: x");
+  CHECK(config_error_text("--gpus-per-node", "gpus_per_node", "x") == "--gpus-per-node: x");
+  // A field that is not the flag's own knob stays: the value parsed, or a sub-field.
+  CHECK(config_error_text("--seq", "1k:x", "bad") == "--seq: 1k:x: bad");
+  CHECK(config_error_text("--strategy", "budget", "x") == "--strategy: budget: x");
+  CHECK(config_error_text("--tp", "tpx", "x") == "--tp: tpx: x");
+  CHECK(config_error_text("--t", "tp", "x") == "--t: tp: x");
+  // A file names its field: "models/x.json: hidden: ...", even for a key named like a flag.
+  CHECK(config_error_text("models/x.json", "hidden", "x") == "models/x.json: hidden: x");
+  CHECK(config_error_text("hidden", "hidden", "x") == "hidden: hidden: x");
+}
+
 TEST_CASE("set-up validation names the flag") {
   const ModelConfig m = fixtures::gpt2_small();
   TrainSetup s;
   s.micro_batch = 0;
-  CHECK_THROWS_WITH(validate(m, s), "--batch: micro_batch: must be a positive integer");
+  CHECK_THROWS_WITH(validate(m, s), "--batch: must be a positive integer");
   s = TrainSetup{};
   s.seq = 4096;  // GPT-2 has 1024 learned positions
   CHECK_THROWS_AS(validate(m, s), ConfigError);
@@ -71,7 +89,7 @@ TEST_CASE("set-up validation names the flag") {
   CHECK_THROWS_AS(validate(m, s), ConfigError);  // 12 heads
   s = TrainSetup{};
   s.sp = true;
-  CHECK_THROWS_WITH(validate(m, s), "--sp: sp: sequence parallelism needs --tp > 1");
+  CHECK_THROWS_WITH(validate(m, s), "--sp: sequence parallelism needs --tp > 1");
   s = TrainSetup{};
   s.zero = 2;
   CHECK_THROWS_AS(validate(m, s), ConfigError);  // needs dp > 1

@@ -181,10 +181,7 @@ PlannedPoint plan_point(const Invocation& inv, const std::vector<std::filesystem
     pp.plan = sim::plan_budget(pp.graph, device, pp.budget);
   } catch (const sim::ConfigError& e) {
     // Named after this verb's flag: "--budget: 60GiB: no plan fits ...".
-    const std::string what = e.what();
-    const std::string prefix = e.where() + ": " + e.field() + ": ";
-    throw sim::ConfigError("--budget", inv.budget,
-                           what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+    throw sim::ConfigError("--budget", inv.budget, e.message());
   }
   return pp;
 }

@@ -17,6 +17,7 @@ const char* column_label(CompareColumn c) {
     case CompareColumn::kMfu: return "MFU";
     case CompareColumn::kHfu: return "HFU";
     case CompareColumn::kTokens: return "tokens/s";
+    case CompareColumn::kMfuFp8: return "MFU (mixed)";
     case CompareColumn::kCount: break;
   }
   return "?";
@@ -43,6 +44,9 @@ std::vector<CompareRow> compare_rows(const AppState& st) {
     row.mfu = r.mfu;
     row.hfu = r.hfu;
     row.tokens_per_s = r.tokens_per_s;
+    row.mfu_peak_flops_per_s = r.mfu_peak_flops_per_s;  // polish
+    row.fp8_model_flops = r.fp8_model_flops;
+    row.mfu_fp8_mixed = r.mfu_fp8_mixed;
     rows.push_back(std::move(row));
   }
   return rows;
@@ -60,6 +64,7 @@ void sort_rows(std::vector<CompareRow>& rows, CompareColumn column, bool descend
       case CompareColumn::kMfu: return a.mfu < b.mfu;
       case CompareColumn::kHfu: return a.hfu < b.hfu;
       case CompareColumn::kTokens: return a.tokens_per_s < b.tokens_per_s;
+      case CompareColumn::kMfuFp8: return a.mfu_fp8_mixed < b.mfu_fp8_mixed;
       case CompareColumn::kCount: break;
     }
     return false;

@@ -11,7 +11,9 @@
 namespace gui {
 
 enum class CompareColumn : uint8_t {
-  kStrategy, kPeak, kFits, kRecomputeFlops, kRecomputeShare, kStepTime, kMfu, kHfu, kTokens, kCount
+  kStrategy, kPeak, kFits, kRecomputeFlops, kRecomputeShare, kStepTime, kMfu, kHfu, kTokens,
+  kMfuFp8,  // polish: MFU against the mixed fp8/16-bit peak (Result::mfu_fp8_mixed)
+  kCount
 };
 const char* column_label(CompareColumn c);  // table header text
 
@@ -25,6 +27,11 @@ struct CompareRow {
   double recompute_share = 0;  // of the step's FLOPs: recompute / (fwd + bwd + recompute)
   int64_t step_time_ns = 0;
   double mfu = 0, hfu = 0, tokens_per_s = 0;
+  // polish: MFU's peak (the dense 16-bit one, FLOP/s) and, under --fp8, the model FLOPs that ran
+  // in fp8 GEMMs and the MFU against the mixed peak (Result's fields of the same names)
+  double mfu_peak_flops_per_s = 0;
+  int64_t fp8_model_flops = 0;
+  double mfu_fp8_mixed = 0;
 };
 
 // Rows of the runs that have a result, in strategy order.

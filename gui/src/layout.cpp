@@ -14,13 +14,10 @@ namespace gui {
 namespace {
 
 void status_line(const AppState& st) {
-  // The set-up with the implementation's defaults made explicit (as the CLI prints it).
-  sim::TrainSetup s = st.inputs.setup;
-  try {
-    s = sim::resolve_setup(st.inputs.model, s);
-  } catch (const sim::ConfigError&) {
-    // the graph error below says why
-  }
+  // The set-up with the implementation's defaults made explicit (as the CLI prints it), resolved
+  // once per edit (apply_edits); as edited when it does not resolve (the graph error says why).
+  const sim::TrainSetup& s =
+      st.resolved_revision == st.revision ? st.resolved_setup : st.inputs.setup;
   const std::string impl =
       s.impl ? std::string(sim::name(*s.impl)) +
                    (s.impl_version.empty() ? std::string()  // not resolved: the error says why
@@ -35,6 +32,8 @@ void status_line(const AppState& st) {
   if (s.cp > 1) extra += ", cp " + std::to_string(s.cp);
   if (s.ep > 1) extra += ", ep " + std::to_string(s.ep);
   if (s.fp8 != sim::Fp8Recipe::kOff) extra += ", fp8 " + std::string(sim::name(s.fp8));
+  if (s.norm_kernel != sim::NormKernel::kDefault)  // polish: as `run`'s set-up line says it
+    extra += ", norm kernel " + std::string(sim::name(s.norm_kernel));
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +

@@ -20,6 +20,7 @@ constexpr std::array<std::string_view, 2> kProfiles{"pytorch", "paper"};
 constexpr std::array<std::string_view, 6> kPrecisions{"impl default", "bf16-mixed", "bf16-amp",
                                                       "fp16-amp", "fp32", "fsdp2-bf16"};
 constexpr std::array<std::string_view, 3> kAttention{"impl default", "standard", "flash"};
+constexpr std::array<std::string_view, 2> kNormKernels{"default", "triton"};  // sim::NormKernel
 constexpr std::array<std::string_view, 5> kOptimizers{"impl default", "adam", "adam-fused", "sgd",
                                                       "adam-loop"};  // sim::Optimizer order
 
@@ -90,6 +91,11 @@ bool setup_panel(AppState& st) {
     else s.attention = static_cast<sim::AttentionKind>(attention - 1);
     changed = true;
   }
+  // polish: --norm-kernel (torchtitan's fused Triton RMSNorm where the release has it; elsewhere
+  // an error naming --norm-kernel, shown like any other)
+  int norm_kernel = static_cast<int>(s.norm_kernel);
+  if (edit_choice("norm kernel", norm_kernel, kNormKernels))
+    s.norm_kernel = static_cast<sim::NormKernel>(norm_kernel), changed = true;
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {
@@ -105,14 +111,10 @@ bool setup_panel(AppState& st) {
   // The stage the implementation takes when none is given (fsdp2-bf16 always shards: 3, as
   // resolve_setup decides for `--zero` left out); an edit makes the stage explicit, as --zero.
   if (edit_int("ZeRO stage", s.zero, 0, 3)) s.zero_default = false, changed = true;
-  if (s.zero_default) {
-    try {
-      const sim::TrainSetup r = sim::resolve_setup(st.inputs.model, s);
-      if (r.zero != s.zero) ImGui::TextDisabled("  ZeRO %d: the implementation's default", r.zero);
-    } catch (const sim::ConfigError&) {
-      // the set-up's error is shown with the others
-    }
-  }
+  // polish: the set-up as apply_edits resolved it for this revision (not resolved every frame);
+  // when it does not resolve, the set-up's error is shown with the others
+  if (s.zero_default && st.resolved_revision == st.revision && st.resolved_setup.zero != s.zero)
+    ImGui::TextDisabled("  ZeRO %d: the implementation's default", st.resolved_setup.zero);
   // moe: expert parallelism and routing of MoE models (--ep, --moe-imbalance, --moe-capacity;
   // a dense model with ep > 1 is an error naming --ep, shown like any other)
   changed |= edit_i64("expert parallel", s.ep, 1, 4096);

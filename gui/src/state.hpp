@@ -140,6 +140,10 @@ struct AppState {
   FrameStats stats;
   std::shared_ptr<const SnapshotData> snapshot;    // opened snapshot; null: none
   std::shared_ptr<const SnapshotOverlay> overlay;  // of `snapshot` on the focused run
+  // polish: inputs.setup with the implementation's defaults made explicit (sim::resolve_setup),
+  // resolved once per edit by apply_edits for the status line and the set-up panel
+  sim::TrainSetup resolved_setup;
+  uint64_t resolved_revision = 0;  // the revision resolved_setup is of; 0: it did not resolve
 };
 
 }  // namespace gui

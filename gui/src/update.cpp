@@ -7,6 +7,7 @@
 #include "clock.hpp"
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
+#include "sim/setup.hpp"
 
 namespace gui {
 
@@ -43,6 +44,13 @@ void apply_edits(AppState& st) {
   st.parsed_revision = st.revision;
   st.graph.reset();
   st.graph_error.clear();
+  // polish: the resolved set-up, once per revision (its error, if any, is the graph's below)
+  st.resolved_revision = 0;
+  try {
+    st.resolved_setup = sim::resolve_setup(st.inputs.model, st.inputs.setup);
+    st.resolved_revision = st.revision;
+  } catch (const sim::ConfigError&) {
+  }
   try {
     sim::validate(st.inputs.device);
     st.graph = std::make_shared<const sim::Graph>(

@@ -55,8 +55,21 @@ void table(const AppState& st, std::vector<CompareRow>& rows) {
     ImGui::Text("%.1f %%", 100 * r.hfu);
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(gui_plot::human_si(r.tokens_per_s, "").c_str());
+    ImGui::TableNextColumn();  // polish: defined only where fp8 GEMMs ran
+    if (r.fp8_model_flops > 0) ImGui::Text("%.1f %%", 100 * r.mfu_fp8_mixed);
+    else ImGui::TextDisabled("no fp8");
   }
   ImGui::EndTable();
+  // polish: what MFU and HFU divide by (sim/src/utilization.cpp), and the fp8 share of the work
+  if (!rows.empty()) {
+    const CompareRow& r0 = rows.front();
+    ImGui::TextDisabled("MFU and HFU: against the dense 16-bit peak, %.0f TFLOP/s per GPU",
+                        r0.mfu_peak_flops_per_s * 1e-12);
+    if (r0.fp8_model_flops > 0)
+      ImGui::TextDisabled("MFU (mixed): fp8 GEMMs, %s of the model FLOPs, at the fp8 peak, the "
+                          "rest at the 16-bit one",
+                          gui_plot::human_si(static_cast<double>(r0.fp8_model_flops), "FLOP").c_str());
+  }
 }
 
 void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {

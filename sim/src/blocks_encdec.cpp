@@ -334,7 +334,7 @@ void build_t5(Builder& bld, const Dims& enc, int64_t target_seq) {
     y = z;
   }
   int32_t logits = od.linear(y, dec.h, m.vocab, false, Tp::kNone, "lm head", "logits",
-                             m.tied_embeddings ? table : -1);
+                             m.tied_embeddings ? table : -1, LinearSite::kLmHead);
   // fam12: CrossEntropyLoss on lm_logits as they are (no .float(); autocast's cross_entropy
   // still runs in fp32): bf16 log-probabilities under bf16-mixed
   cross_entropy(bld, dec, logits, labels, dec.n_full(), m.vocab, false);

@@ -197,7 +197,7 @@ int32_t famdec_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) {
     // down_proj(up_states). chunk makes views: silu saves the gate view and the product saves the
     // up view, so the whole [n, 2f] projection output stays alive until backward.
     const int32_t gu = o.linear(mlp_in, h, mul(2, dm.f), m.linear_bias, Tp::kColumn, "gate_up proj",
-                                "gate_up out");
+                                "gate_up out", -1, LinearSite::kGateUp);
     const Tensor t = bld.tensor(gu);
     const int32_t gate = bld.view(gu, t.bytes / 2, t.dtype);
     const int32_t up = bld.view(gu, t.bytes / 2, t.dtype);
@@ -211,18 +211,22 @@ int32_t famdec_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) {
     const Tensor ta = bld.tensor(act);
     const int32_t prod = o.mul_op(up, act, ta.bytes, ta.dtype, "gated mul", "gated out", true, true,
                                   Exec::kNone, 0, 0);
-    return o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out");
+    return o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out", -1,
+                    LinearSite::kDown);
   }
   // GemmaMLP.forward (modeling_gemma.py, Gemma2MLP, Gemma3MLP):
   //   down_proj(act_fn(gate_proj(x)) * up_proj(x)), act_fn = ACT2FN[hidden_activation]: F.gelu
   //   (tanh approximation for gelu_pytorch_tanh), one op saving its input.
-  const int32_t gate = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "gate proj", "gate out");
+  const int32_t gate = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "gate proj", "gate out",
+                                  -1, LinearSite::kGate);
   const int32_t act = o.gelu(gate);
-  const int32_t up = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "up proj", "up out");
+  const int32_t up = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "up proj", "up out", -1,
+                                LinearSite::kUp);
   const Tensor ta = bld.tensor(act);
   const int32_t prod = o.mul_op(act, up, ta.bytes, ta.dtype, "geglu mul", "geglu out", true, true,
                                 Exec::kNone, 0, 0);
-  return o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out");
+  return o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out", -1,
+                    LinearSite::kDown);
 }
 
 int32_t famdec_qk_norm(Builder& bld, const Dims& dm, int32_t t, int64_t heads, const char* name) {
@@ -298,7 +302,8 @@ int32_t build_block_famdec(Builder& bld, const Dims& dm, int32_t x, int32_t bloc
     const bool pre = m.sub_norms == SubNorms::kPrePost;
     const int32_t attn_in = pre ? o.norm(x, "input norm") : x;
     const int32_t ctx = build_attention(bld, dm, attn_in);
-    const int32_t proj = o.linear(ctx, nq, h, m.linear_bias, Tp::kRow, "proj", "proj out");
+    const int32_t proj = o.linear(ctx, nq, h, m.linear_bias, Tp::kRow, "proj", "proj out", -1,
+                                  LinearSite::kO);
     const int32_t pn = o.norm(proj, "post-attention norm");
     const int32_t x2 = o.add(x, o.dropout(pn, dm.p_hidden, "proj dropout"), "residual 1");
     const int32_t mlp_in = pre ? o.norm(x2, "pre-feedforward norm") : x2;
@@ -315,7 +320,8 @@ int32_t build_block_famdec(Builder& bld, const Dims& dm, int32_t x, int32_t bloc
   // place: modeled as an add); output = dropout_add(mlp_output, residual, hidden_dropout).
   const int32_t ln1 = o.norm(x, "norm1");
   const int32_t ctx = build_attention(bld, dm, ln1);
-  const int32_t proj = o.linear(ctx, nq, h, m.linear_bias, Tp::kRow, "proj", "proj out");
+  const int32_t proj = o.linear(ctx, nq, h, m.linear_bias, Tp::kRow, "proj", "proj out", -1,
+                                  LinearSite::kO);
   const int32_t d1 = o.dropout(proj, m.family == "falcon" ? 0.0 : dm.p_hidden, "proj dropout");
   const int32_t ln2 = m.residual == Residual::kParallelOneNorm ? ln1 : o.norm(x, "norm2");
   const int32_t mlp_out = build_mlp(bld, dm, ln2);

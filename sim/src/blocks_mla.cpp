@@ -78,7 +78,7 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
   // queries: q_proj, or q_b_proj(q_a_layernorm(q_a_proj(x)))
   int32_t q = -1;
   if (m.q_lora_rank == 0) {
-    q = o.linear(attn_in, h, a * qd, false, Tp::kNone, "q proj", "q");
+    q = o.linear(attn_in, h, a * qd, false, Tp::kNone, "q proj", "q", -1, LinearSite::kQ);
   } else {
     const int64_t ql = m.q_lora_rank;
     int32_t qa = o.linear(attn_in, h, ql, m.qkv_bias, Tp::kNone, "q_a proj", "q latent");

@@ -215,6 +215,9 @@ struct Dims {
   bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (TrainSetup)
   // feat3 (issue 13): bitsandbytes' bnb_4bit_compute_dtype (the 4-bit matmuls' dtype; make_dims)
   DType qlora_compute_dt = DType::kBF16;
+  // polish: the device's streaming multiprocessors (Device::sm_count), for kernels whose buffers
+  // are per SM (the Triton RMSNorm's backward, sim/src/norm_kernels.cpp)
+  int64_t sm_count = 0;
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -59,10 +59,9 @@ constexpr int64_t kTeAmaxHistoryLen = 1024;
 constexpr int64_t kTeDelayedStateBytes = (kTeAmaxHistoryLen + 1) * (3 + 2) * 4;
 static_assert(kTeDelayedStateBytes == 20'500);
 
-void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t in_f, int64_t out_f,
-                const char* name) {
+void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t in_f, int64_t out_f) {
   // The output layer stays 16-bit (Megatron's output_layer is not a TE layer; torchtitan's filter)
-  if (std::string_view(name) == "lm head") return;
+  if (d.op.site == LinearSite::kLmHead) return;
   d.op.fp8 = true;
   const int64_t n_in = numel_of(bld.tensor(x16));  // this rank's input elements (an SP shard)
   const int64_t nw = mul(in_f, out_f);
@@ -77,8 +76,8 @@ void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t i
     (void)bld.buffer(mul(2, nw), DType::kF8, "fp8 weight cache (row-wise + column-wise)");
     // feat2: delayed scaling's scales and amax histories (header comment), per TE module: the
     // gate and up projections are one GEMM of Megatron's linear_fc1 (its gated MLP builds
-    // fc1 of 2 x ffn_hidden; built here as two ops), so "up proj" adds none
-    if (dm.fp8 == Fp8Recipe::kTeDelayed && std::string_view(name) != "up proj")
+    // fc1 of 2 x ffn_hidden; built here as two ops), so the up projection adds none
+    if (dm.fp8 == Fp8Recipe::kTeDelayed && d.op.site != LinearSite::kUp)
       (void)bld.buffer(kTeDelayedStateBytes, DType::kF32, "fp8 scales + amax history (1024)");
     // forward: the row-wise fp8 input for the GEMM, freed inside the op
     d.op.fwd_transient_bytes += n_in;

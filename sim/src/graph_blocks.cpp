@@ -125,7 +125,8 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
 
   int32_t q = -1, k = -1, v = -1;
   if (dm.fused_qkv) {
-    int32_t qkv = o.linear(attn_in, h, nq + 2 * nkv, m.qkv_bias, Tp::kColumn, "qkv", "qkv out");
+    int32_t qkv = o.linear(attn_in, h, nq + 2 * nkv, m.qkv_bias, Tp::kColumn, "qkv", "qkv out", -1,
+                           LinearSite::kQkv);
     // split into views (SplitBackward concatenates the three gradients into a new buffer)
     OpDraft d = o.draft(OpKind::kSplit, "qkv split");
     d.op.math16 = false;
@@ -154,9 +155,9 @@ int32_t build_attention(Builder& bld, const Dims& dm, int32_t attn_in) {
     }
     bld.add_op(std::move(d));
   } else {
-    q = o.linear(attn_in, h, nq, m.qkv_bias, Tp::kColumn, "q proj", "q");
-    k = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "k proj", "k");
-    v = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "v proj", "v");
+    q = o.linear(attn_in, h, nq, m.qkv_bias, Tp::kColumn, "q proj", "q", -1, LinearSite::kQ);
+    k = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "k proj", "k", -1, LinearSite::kK);
+    v = o.linear(attn_in, h, nkv, m.qkv_bias, Tp::kColumn, "v proj", "v", -1, LinearSite::kV);
   }
   if (m.qk_norm != ModelConfig::QkNorm::kNone) {  // famdec: OLMo 2, Gemma 3
     q = famdec_qk_norm(bld, dm, q, dm.a, "q norm");
@@ -520,18 +521,23 @@ int32_t build_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) {
   if (famdec_mlp_variant(m)) return famdec_mlp(bld, dm, mlp_in);  // famdec: GeGLU, Phi-3
   int32_t mlp_out = -1;
   if (m.mlp == MlpKind::kGelu) {
-    int32_t u = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "fc1", "fc1 out");
+    int32_t u = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "fc1", "fc1 out", -1,
+                         LinearSite::kFc1);
     int32_t gu = o.gelu(u);
-    mlp_out = o.linear(gu, dm.f, h, m.linear_bias, Tp::kRow, "fc2", "fc2 out");
+    mlp_out = o.linear(gu, dm.f, h, m.linear_bias, Tp::kRow, "fc2", "fc2 out", -1,
+                       LinearSite::kFc2);
   } else {
     // HF LlamaMLP: down(silu(gate(x)) * up(x))
-    int32_t gate = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "gate proj", "gate out");
-    int32_t up = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "up proj", "up out");
+    int32_t gate = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "gate proj", "gate out",
+                            -1, LinearSite::kGate);
+    int32_t up = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "up proj", "up out", -1,
+                          LinearSite::kUp);
     int32_t act = o.unary_saving_input(OpKind::kSilu, gate, "silu", "silu out");
     const Tensor ta = bld.tensor(act);
     int32_t prod = o.mul_op(act, up, ta.bytes, ta.dtype, "swiglu mul", "swiglu out", true, true,
                             Exec::kMul, nf, dm.f);
-    mlp_out = o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out");
+    mlp_out = o.linear(prod, dm.f, h, m.linear_bias, Tp::kRow, "down proj", "down out",
+                       -1, LinearSite::kDown);
   }
   return mlp_out;
 }
@@ -550,7 +556,8 @@ int32_t build_block(Builder& bld, const Dims& dm, int32_t x, int32_t block) {
   // moe: MLA (DeepSeek-V2) projects its own queries, keys and values; o_proj takes a x v_head_dim
   const int32_t ctx = is_mla(m) ? build_mla(bld, dm, attn_in) : build_attention(bld, dm, attn_in);
   const int64_t n_ctx = is_mla(m) ? dm.a * m.v_head_dim : nq;
-  int32_t proj = o.linear(ctx, n_ctx, h, m.linear_bias, Tp::kRow, "proj", "proj out");
+  int32_t proj = o.linear(ctx, n_ctx, h, m.linear_bias, Tp::kRow, "proj", "proj out", -1,
+                          LinearSite::kO);
   int32_t d1 = o.dropout(proj, dm.p_hidden, "proj dropout");
   int32_t x2 = o.add(x, d1, "residual 1");
   if (m.post_norm) x2 = o.norm(x2, "norm1");
@@ -584,7 +591,7 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
   }
   // Output projection (vocab-parallel column linear), tied to the word embeddings or its own.
   int32_t logits = o.linear(y, dm.h, dm.v, mlm, Tp::kColumn, "lm head", "logits",
-                            m.tied_embeddings ? word_table : -1);
+                            m.tied_embeddings ? word_table : -1, LinearSite::kLmHead);
   // famdec: Gemma 2's final logit soft-capping (Gemma2ForCausalLM.forward)
   if (m.final_softcap > 0) logits = famdec_softcap(bld, dm, logits, "final softcap");
   // nanoGPT's train.py keeps `logits` (its `logits, loss = model(X, Y)`) until the next

@@ -766,6 +766,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.ep = setup.ep;  // moe
   Dims dm = make_dims(model, setup);
   dm.layer0 = st.first;  // moe
+  dm.sm_count = device.sm_count;  // polish: per-SM buffers (norm_kernels.cpp)
   Builder bld(g);
   bld.reserve(static_cast<size_t>(st.layers) * 48 + 64);
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the

@@ -67,18 +67,25 @@ std::string lora_targets_name(uint32_t mask) {
 namespace detail {
 namespace {
 
-// The LoRA site of a linear, by the op name graph_blocks.cpp gives it; 0: never targeted (the
-// output layer: PEFT's all-linear excludes it; BERT's MLM head transform is not modeled as a
-// target).
-uint32_t site_of(std::string_view name) {
-  if (name == "qkv") return kLoraQ | kLoraK | kLoraV;  // GPT-2's c_attn: one module
-  if (name == "q proj") return kLoraQ;
-  if (name == "k proj") return kLoraK;
-  if (name == "v proj") return kLoraV;
-  if (name == "proj") return kLoraO;
-  if (name == "gate proj") return kLoraGate;
-  if (name == "up proj" || name == "fc1") return kLoraUp;
-  if (name == "down proj" || name == "fc2") return kLoraDown;
+// The LoRA targets a linear answers to, by the site its block gives it (LinearSite); 0: never
+// targeted (the output layer: PEFT's all-linear excludes it; BERT's MLM head transform is not
+// modeled as a target; nor are the sites LinearSite lists as kNone).
+uint32_t site_of(LinearSite site) {
+  switch (site) {
+    case LinearSite::kQkv: return kLoraQ | kLoraK | kLoraV;  // GPT-2's c_attn: one module
+    case LinearSite::kQ: return kLoraQ;
+    case LinearSite::kK: return kLoraK;
+    case LinearSite::kV: return kLoraV;
+    case LinearSite::kO: return kLoraO;
+    case LinearSite::kGate: return kLoraGate;
+    case LinearSite::kUp:
+    case LinearSite::kFc1: return kLoraUp;
+    case LinearSite::kDown:
+    case LinearSite::kFc2: return kLoraDown;
+    case LinearSite::kNone:
+    case LinearSite::kGateUp:  // Phi-3's fused gate_up_proj: no --lora-targets name for it yet
+    case LinearSite::kLmHead: return 0;
+  }
   return 0;
 }
 
@@ -125,7 +132,7 @@ int32_t pointwise(Builder& bld, Ops& o, OpKind kind, int32_t x, int64_t out_byte
 // gradient). Backward: the input gradient only (2mnk).
 int32_t frozen_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f,
                       int64_t out_f, bool bias, const char* name, const char* out_role,
-                      int32_t shared_param) {
+                      int32_t shared_param, LinearSite site) {
   const int64_t nw = mul(in_f, out_f);
   const int64_t own_bias = bias && shared_param < 0 ? out_f : 0;
   int32_t w = shared_param >= 0 ? shared_param : bld.param(nw + own_bias, dm.param_dt, name);
@@ -149,6 +156,7 @@ int32_t frozen_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t i
   const DType dt = dm.amp ? dm.half_dt : bld.tensor(xin).dtype;
   const int64_t n = numel_of(bld.tensor(xin)) / in_f;
   OpDraft d = o.draft(OpKind::kLinear, name);
+  d.op.site = site;  // polish
   // exec11: the executor's kLinear (its backward makes only the input's gradient: the weight's
   // mode is kNone); bias as Ops::linear places it: a separate input (its cast, or a tied
   // weight's own bias), else stored after the fp32 weight
@@ -172,7 +180,7 @@ int32_t frozen_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t i
 // bitsandbytes Linear4bit (QLoRA): x.to(compute dtype), MatMul4Bit (keeps only the packed weight;
 // dequantizes it to the compute dtype in forward and again in backward), .to(x's dtype).
 int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
-                   bool bias, const char* name, const char* out_role) {
+                   bool bias, const char* name, const char* out_role, LinearSite site) {
   const int64_t nw = mul(in_f, out_f);
   const int32_t w = bld.buffer(nf4_bytes(nw), DType::kBool, "NF4 weight + quant state");
   const int32_t b = bias ? bld.param(out_f, dm.param_dt, "bias") : -1;
@@ -180,6 +188,7 @@ int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f
   const int32_t xc = o.cast(x, cdt, "4-bit input cast", "4-bit input cast");
   const int64_t n = numel_of(bld.tensor(xc)) / in_f;
   OpDraft d = o.draft(OpKind::kLinear, name);
+  d.op.site = site;
   d.op.math16 = cdt != DType::kF32;  // feat3: 16-bit GEMMs under bf16-mixed's fp32 dims too
   d.exec = Exec::kNf4Linear;  // exec11: the executor dequantizes the packed weight
   d.dim = {n, in_f, out_f, b >= 0 ? 2 : 0};
@@ -227,15 +236,16 @@ void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed)
 }
 
 int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
-                    bool bias, const char* name, const char* out_role, int32_t shared_param) {
+                    bool bias, const char* name, const char* out_role, int32_t shared_param,
+                    LinearSite site) {
   Ops o(bld, dm);
-  const bool target = (site_of(name) & dm.lora_targets) != 0;
+  const bool target = (site_of(site) & dm.lora_targets) != 0;
   // bitsandbytes replaces every nn.Linear but the output layer (transformers
   // get_keys_to_not_convert keeps lm_head, tied or not, in full precision).
-  const bool quant = dm.qlora && shared_param < 0 && std::string_view(name) != "lm head";
-  int32_t result = quant ? nf4_linear(bld, o, dm, x, in_f, out_f, bias, name, out_role)
+  const bool quant = dm.qlora && shared_param < 0 && site != LinearSite::kLmHead;
+  int32_t result = quant ? nf4_linear(bld, o, dm, x, in_f, out_f, bias, name, out_role, site)
                          : frozen_linear(bld, o, dm, x, in_f, out_f, bias, name, out_role,
-                                         shared_param);
+                                         shared_param, site);
   if (!target) return result;
 
   const Tensor tr = bld.tensor(result);
@@ -303,6 +313,13 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
   if (!spec.lora)
     throw Unsupported("--lora-rank", "lora_rank",
                       "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
+  // polish: MoE blocks (blocks_moe.cpp hf_swiglu) mark their expert weights through the builder's
+  // parameter list, which holds no frozen weight: under LoRA the mark lands on another tensor or on
+  // none (a crash); nor are PEFT's targets among experts and routers modeled. Refused until they are.
+  if (is_moe(model))
+    throw Unsupported("--lora-rank", "lora_rank",
+                      "LoRA on a mixture-of-experts model (" + model.family +
+                          "): frozen expert weights are not modeled");
   const Precision p = resolved_precision(s);
   // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear).
   // feat3: LoRA under ZeRO-3 and fsdp2-bf16 shards the frozen base with the adapters

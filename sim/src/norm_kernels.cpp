@@ -11,12 +11,18 @@
 //     dw = _dw.sum(0).to(weight.dtype)
 //
 // One kernel forward; three backward (the Triton kernel, the sum over SMs, the cast). The bytes
-// are those of the op's inputs, outputs, saves and gradients (graph_builder.cpp); _dw (sm_count x
-// N fp32, written and read back: 2 x 132 x 4096 x 4 B = 4.3 MB on an H100 at Llama's 4096, the
-// dy/x/dx traffic 3 x 2 B per element: 201 MB at 8192 tokens) is left out, as is its transient
-// memory, because the graph does not know the device's SM count: about 2 % of the backward's
-// bytes at 8192 tokens per rank, 4 % at 4096. No executor kernel (Exec::kNone): Triton does not run on
-// the CPU harness.
+// are those of the op's inputs, outputs, saves and gradients (graph_builder.cpp), and (polish) the
+// backward's per-SM partial weight gradient: _dw, sm_count x N fp32 (sm_count =
+// get_device_properties(x.device).multi_processor_count, the device's Device::sm_count; the grid is
+// (sm_count,) whatever M), written by _rms_norm_bwd_kernel_sm and read back by _dw.sum(0), whose
+// fp32 [N] result is written and read again by .to(weight.dtype): 2 x 4 x (sm_count + 1) x N
+// bytes more (4.3 MB on an H100 at N 4096, against 201 MB of dy/x/dx at 8192 tokens: about 2 %).
+// Memory: _dw is alive through the backward's three kernels beside dx and the weight's gradient, a
+// transient of sm_count x N x 4 B, plus the sum's fp32 [N] where the weight is not fp32 (the cast
+// makes the gradient; an fp32 weight's gradient is the sum itself). At 04133643 the backward also
+// runs `dw = torch.empty_like(weight)`, rebound before it is used: N x 2 B under fsdp2-bf16, not
+// modeled (9dec370 dropped it). No executor kernel (Exec::kNone): Triton does not run on the CPU
+// harness.
 #include "ops.hpp"
 
 namespace sim::detail {
@@ -37,6 +43,11 @@ int32_t triton_rms_norm(Builder& bld, const Dims& dm, int32_t x, const char* nam
   d.saves = {x, w, rstd};
   d.op.fwd.kernels = 1;
   d.op.bwd.kernels = 3;
+  // polish: _dw [sm_count, N] fp32 and _dw.sum(0) [N] fp32 (header comment)
+  const int64_t partials = bytes(mul(dm.sm_count, dm.h), DType::kF32);
+  const int64_t sum = bytes(dm.h, DType::kF32);
+  d.bwd_inner_bytes = mul(2, partials + sum);
+  d.op.bwd_transient_bytes = partials + (dm.param_dt == DType::kF32 ? 0 : sum);
   bld.add_op(std::move(d));
   return y;
 }

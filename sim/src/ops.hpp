@@ -31,16 +31,16 @@ int32_t famdec_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, 
 // --- feat (issue 13): a linear under LoRA / QLoRA (sim/src/lora.cpp): the frozen base layer
 // and, on a targeted site, PEFT's adapter. Called by Ops::linear when dm.lora_rank > 0.
 int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
-                    bool bias, const char* name, const char* out_role, int32_t shared_param);
+                    bool bias, const char* name, const char* out_role, int32_t shared_param,
+                    LinearSite site);
 // PEFT's enable_input_require_grads hook (a forward hook on the input embeddings:
 // output.requires_grad_(True)) makes the word lookup's output a leaf that requires grad, which the
 // autograd graph keeps (AccumulateGrad) until the graph is freed at the step's end: `x` itself when
 // it is the lookup (`summed` false), else a separate lookup output summed into x.
 void lora_input_embeddings(Builder& bld, const Dims& dm, int32_t x, bool summed);
 // FP8 linears (sim/src/fp8.cpp): what the recipe saves, caches and casts for one linear draft
-// whose saves are {x16, w}; `name` is the linear's site (the lm head stays 16-bit).
-void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t in_f, int64_t out_f,
-                const char* name);
+// whose saves are {x16, w}; d.op.site is the linear's site (the lm head stays 16-bit).
+void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t in_f, int64_t out_f);
 // Context parallelism (sim/src/cp.cpp): the ring's FLOPs, buffers and send/recv on the flash op.
 void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_bytes,
                        int64_t out_bytes, int64_t lse_bytes);
@@ -116,10 +116,13 @@ class Ops {
   // for the matmul; the saved input is the shard, re-gathered in backward (Megatron-core
   // LinearWithGradAccumulationAndAsyncCommunication). Row-parallel: output partial sums are
   // all-reduced, or reduce-scattered under SP.
+  // `site`: which projection this is (LinearSite, polish); LoRA and FP8 match on it.
   int32_t linear(int32_t x, int64_t in_f, int64_t out_f, bool bias, Tp tp, const char* name,
-                 const char* out_role, int32_t shared_param = -1) {
+                 const char* out_role, int32_t shared_param = -1,
+                 LinearSite site = LinearSite::kNone) {
     // feat: LoRA / QLoRA replace every linear of the model (single-rank HF: no TP here)
-    if (dm_.lora_rank > 0) return lora_linear(b_, dm_, x, in_f, out_f, bias, name, out_role, shared_param);
+    if (dm_.lora_rank > 0)
+      return lora_linear(b_, dm_, x, in_f, out_f, bias, name, out_role, shared_param, site);
     const bool col = tp == Tp::kColumn, row = tp == Tp::kRow;
     int32_t bias_cast = -1;
     int32_t w = weight(mul(in_f, out_f), bias && shared_param < 0 ? out_f : 0, name, shared_param,
@@ -134,6 +137,7 @@ class Ops {
     const int64_t n_out = row ? dm_.n_local() : n_full;
 
     OpDraft d = draft(OpKind::kLinear, name);
+    d.op.site = site;
     // bias: a separate input (its cast, or BERT's own decoder bias), else inside an fp32 weight
     const int64_t bias_at = bias_cast >= 0 || (shared_param >= 0 && bias) ? 2
                             : bias && !dm_.amp                           ? 1
@@ -168,7 +172,7 @@ class Ops {
     d.op.fwd.flops = mm;
     d.op.bwd.flops = mul(2, mm);  // grad input and grad weight
     d.op.sac_save = true;         // aten.mm is in torchtitan's save list
-    if (dm_.fp8 != Fp8Recipe::kOff) fp8_linear(b_, dm_, d, xin, in_f, out_f, name);  // feat
+    if (dm_.fp8 != Fp8Recipe::kOff) fp8_linear(b_, dm_, d, xin, in_f, out_f);  // feat
     if (dm_.t > 1) {
       const int64_t full_in = mul(mul(n_full, in_f), e), full_out = mul(mul(n_full, out_f), e);
       if (col && dm_.sp) {

@@ -93,7 +93,7 @@ class Scheduler {
   // they get them back, emptied or holding the schedule, when the scheduler is done.
   Scheduler(const Graph& g, const Plan& plan, RecomputeMode mode, int32_t stop_at,
             ScheduleScratch* scratch = nullptr, Schedule* reuse = nullptr)
-      : g_(g), mode_(mode), stop_at_(stop_at), sac_torchtitan_(plan.sac_torchtitan),
+      : g_(g), stop_at_(stop_at), sac_torchtitan_(plan.sac_torchtitan),
         regions_(make_regions(g, plan, mode)),
         scratch_(scratch) {
     if (scratch_) {
@@ -414,8 +414,7 @@ class Scheduler {
     return sac_cached_output(op, k, sac_keeps(op), sac_torchtitan_);
   }
 
-  const Graph& g_;
-  RecomputeMode mode_;
+  const Graph& g_;  // the mode lives in regions_ (Region::reentrant)
   int32_t stop_at_;
   bool sac_torchtitan_ = false;  // Plan::sac_torchtitan
   std::vector<Region> regions_;

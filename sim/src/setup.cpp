@@ -101,7 +101,7 @@ bool resolved_set_to_none(const TrainSetup& setup) {
 }
 
 void validate(const ModelConfig& model, const TrainSetup& s) {
-  require(s.micro_batch > 0, "--batch", "micro_batch", "must be a positive integer");
+  require(s.micro_batch > 0, "--batch", "batch", "must be a positive integer");
   require(s.seq > 0, "--seq", "seq", "must be a positive integer");
   require(s.tp > 0, "--tp", "tp", "must be a positive integer");
   require(s.dp > 0, "--dp", "dp", "must be a positive integer");
@@ -110,7 +110,7 @@ void validate(const ModelConfig& model, const TrainSetup& s) {
           "must be between 0 and the model's " + std::to_string(model.layers) + " blocks");
   require(s.pp >= 1, "--pp", "pp", "must be a positive integer");
   require(s.vpp >= 1, "--vpp", "vpp", "must be a positive integer");
-  require(s.microbatches >= 1, "--num-microbatches", "microbatches", "must be a positive integer");
+  require(s.microbatches >= 1, "--num-microbatches", "num_microbatches", "must be a positive integer");
   if (s.pp > 1 || s.vpp > 1) {
     require(s.pp <= model.layers && model.layers % (s.pp * s.vpp) == 0, "--pp", "pp",
             "the model's " + std::to_string(model.layers) + " blocks must divide into pp x vpp = " +

@@ -160,6 +160,26 @@ enum class KernelChoice : uint8_t {
   kSdpaMemEfficient,  // PyTorch SDPA's memory-efficient (xformers cutlass) kernel
 };
 
+// polish: which projection of the model a linear op is, set where the block builds it
+// (sim/src/ops.hpp Ops::linear). Passes that treat projections differently (sim/src/lora.cpp's
+// LoRA targets, sim/src/fp8.cpp's per-module state) match on it, never on the op's name.
+enum class LinearSite : uint8_t {
+  kNone,    // not a site those passes name (router, classifier, pooler, T5's and MLA's
+            // projections, experts, LoRA's own adapters)
+  kQkv,     // q, k and v as one linear (GPT-2's c_attn, Megatron's linear_qkv)
+  kQ,       // a separate query projection
+  kK,       // a separate key projection
+  kV,       // a separate value projection
+  kO,       // the attention output projection
+  kFc1,     // a plain MLP's first linear
+  kFc2,     // a plain MLP's second linear
+  kGate,    // a gated MLP's gate projection
+  kUp,      // a gated MLP's up projection (half of Megatron's linear_fc1, built separately)
+  kDown,    // a gated MLP's down projection
+  kGateUp,  // a gated MLP's gate and up projections as one linear (Phi-3's gate_up_proj)
+  kLmHead,  // the output layer (logits)
+};
+
 struct Op {
   OpKind kind = OpKind::kAdd;
   const char* name = "";   // role in its block ("qkv", "softmax", ...)
@@ -215,6 +235,8 @@ struct Op {
   // pairs of a full block, sim/src/cp.cpp); timed at the kernel's non-causal rate (kernels.cpp)
   int64_t noncausal_calls = 0;
   // --- end time6 ---
+  // --- polish: the projection a linear op is (LinearSite); kNone for every other op
+  LinearSite site = LinearSite::kNone;
 };
 
 // fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the

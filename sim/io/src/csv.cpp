@@ -73,7 +73,11 @@ std::vector<std::string> make_columns() {
         "compile",
         // time6 (issue 11): Megatron's gradient-accumulation fusion (--grad-accum-fusion on|off;
         // a key column, appended)
-        "grad_accum_fusion"})
+        "grad_accum_fusion",
+        // polish (result columns, appended; sim/src/utilization.cpp): the peak mfu and hfu divide
+        // by (the dense 16-bit peak, FLOP/s, whole number), the model FLOPs that ran on fp8
+        // tensor cores, and MFU against the mixed fp8/16-bit peak (empty without fp8 GEMMs)
+        "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed"})
     c.emplace_back(name);
   return c;
 }
@@ -152,8 +156,9 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion
-  constexpr int kAfterError = 30;
+  // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
+  // grad_accum_fusion; polish: the three MFU columns
+  constexpr int kAfterError = 34;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -251,6 +256,15 @@ std::string csv_row(const Row& row) {
   w.text(sim::name(s.norm_kernel));  // time5 (issue 11)
   w.text(s.compile ? "on" : "off");  // fp8sac (issue 10)
   w.text(s.grad_accum_fusion ? "on" : "off");  // time6 (issue 11)
+  if (failed || row.peak_only) {  // polish: MFU's peaks
+    w.empty(3);
+  } else {
+    const sim::Result& r = *row.result;
+    w.fixed(r.mfu_peak_flops_per_s, 0);
+    w.integer(r.fp8_model_flops);
+    if (r.fp8_model_flops > 0) w.fixed(r.mfu_fp8_mixed, 6);
+    else w.empty(1);
+  }
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -116,10 +116,7 @@ void validate_loaded(const sim::ModelConfig& m) {
     sim::validate(m);
   } catch (const sim::ConfigError& e) {
     if (e.where() == m.source) throw;
-    const std::string prefix = e.where() + ": " + e.field() + ": ";
-    std::string message = e.what();
-    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
-    throw sim::ConfigError(m.source, e.field(), message + " (sizes too large)");
+    throw sim::ConfigError(m.source, e.field(), e.message() + " (sizes too large)");
   }
 }
 
