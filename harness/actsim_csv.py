@@ -33,7 +33,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # hfimpl (issue 10): a padding attention mask (on/off)
               "padding",
               # time5 (issue 11): the RMSNorm kernel (--norm-kernel; the eager code: default)
-              "norm_kernel"])
+              "norm_kernel",
+              # mla5 (issue 13): Megatron's MoE aux loss coefficient (0: none)
+              "moe_aux_loss_coeff"])
 
 
 def csv_field(v):

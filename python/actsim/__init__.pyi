@@ -38,6 +38,7 @@ def run(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -78,6 +79,7 @@ def sweep(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -116,6 +118,7 @@ def plan(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -150,6 +153,7 @@ def valley(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

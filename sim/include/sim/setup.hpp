@@ -120,6 +120,12 @@ struct TrainSetup {
   // always shards) resolve_setup then takes ZeRO 3 when dp x cp > 1; an explicit --zero 0/1/2
   // under fsdp2-bf16 stays refused (validate).
   bool zero_default = false;
+  // --- mla5 (issue 13): --moe-aux-loss-coeff C, Megatron's --moe-aux-loss-coeff (its default
+  // 0: no load-balancing loss; router.py _apply_aux_loss). C > 0 adds the loss's ops to every
+  // MoE layer (blocks_moe.cpp megatron_aux_loss); only megatron has the knob (HF reads
+  // output_router_logits from the config) ---
+  double moe_aux_loss_coeff = 0.0;
+  // --- end mla5 ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

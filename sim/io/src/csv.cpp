@@ -68,7 +68,10 @@ std::vector<std::string> make_columns() {
         "padding",
         // time5 (issue 11): the RMSNorm kernel (--norm-kernel default|triton; a key column,
         // appended)
-        "norm_kernel"})
+        "norm_kernel",
+        // mla5 (issue 13): Megatron's MoE load-balancing loss coefficient
+        // (--moe-aux-loss-coeff; a key column, appended; 0: none)
+        "moe_aux_loss_coeff"})
     c.emplace_back(name);
   return c;
 }
@@ -83,6 +86,8 @@ class RowWriter {
     sep();
     fmt::format_to(std::back_inserter(out_), "{:.{}f}", v, digits);
   }
+  // mla5: the shortest decimal that reads back to v (fmt's "{}": 0, 0.01, 1e-05)
+  void number(double v) { sep(); fmt::format_to(std::back_inserter(out_), "{}", v); }
   void empty(int count) {
     for (int i = 0; i < count; ++i) sep();
   }
@@ -147,8 +152,8 @@ std::string csv_row(const Row& row) {
   // Columns between the key and `error`, and after it.
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
-  // implver: impl_version; hfimpl: padding; time5: norm_kernel
-  constexpr int kAfterError = 29;
+  // implver: impl_version; hfimpl: padding; time5: norm_kernel; mla5: moe_aux_loss_coeff
+  constexpr int kAfterError = 30;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -244,6 +249,7 @@ std::string csv_row(const Row& row) {
   w.text(s.impl ? s.impl_version : std::string_view());  // implver
   w.text(s.padding ? "on" : "off");  // hfimpl
   w.text(sim::name(s.norm_kernel));  // time5 (issue 11)
+  w.number(s.moe_aux_loss_coeff);    // mla5 (issue 13)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }
