@@ -94,7 +94,7 @@ grep -q "standard attention" out.txt
 # mla5: Megatron's MLA is modeled (TE spec, fused rope): DeepSeek-V2-Lite runs with its
 # published parameter count; eager MLA under megatron is refused naming --attention
 "$1" run --model deepseek-v2-lite --seq 256 --impl megatron > out.txt
-grep -q "15.71B parameters" out.txt
+grep -q "15.71 B parameters (15.71 B per rank)" out.txt
 grep -q "MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's default)" out.txt
 "$1" run --model deepseek-v2-lite --seq 256 --impl megatron --moe-aux-loss-coeff 0.001 > out.txt
 grep -q "MoE aux loss: coefficient 0.001" out.txt
@@ -646,7 +646,7 @@ grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
 head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,moe_aux_loss_coeff$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-2) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-3) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
