@@ -193,8 +193,14 @@ actsim_cli_test(valley [=[
 "$1" valley --model gpt2-small > v.txt
 grep -q 'sqrt(n)' v.txt
 grep -q 'm\*' v.txt
+# gpt2-small's peak sits in the loss (vocabulary 50257) from m = 2 on: the table shows the block
+# phase M(m) models beside the step's peak, and says from which m the peak is outside the blocks.
+grep -q 'block phase' v.txt
+grep -q 'From m = 2 on, the step.s peak sits outside the blocks' v.txt
 "$1" valley --format csv > v.csv
-head -n 1 v.csv | grep -q '^model,device,n,m,'
+head -n 1 v.csv | grep -q '^model,device,n,m,.*,simulated_block_bytes$'
+# block phase <= step peak on every row (columns 7 and 13)
+awk -F, 'NR > 1 && $13 > $7 { exit 1 }' v.csv
 test "$(wc -l < v.csv)" -eq 13
 rc=0
 "$1" valley --batch 1,2 2> err.txt || rc=$?
@@ -373,6 +379,14 @@ actsim_cli_test(plan_budget [=[
 grep -q '^  custom:' plan.txt
 grep -q 'memory in 1 MiB slots' plan.txt
 grep -q 'Best fixed strategy that fits' plan.txt
+# native (plan): the best of what the code base's own settings run, with the setting
+grep -q "^What hf@4.48's own settings run (none, full)" plan.txt
+grep -q '^  setting: gradient_checkpointing=' plan.txt
+"$1" plan --model llama-3-8b --impl torchtitan --batch 2 --seq 8192 --dp 8 --device h100-96gb \
+  --budget 80GiB > tt.txt
+grep -q '^  sac:torchtitan ' tt.txt
+grep -q 'selective_ac_option = "op"' tt.txt
+grep -q "it needs checkpointing code of your own" tt.txt
 spec=$(grep '^  custom:' plan.txt | tr -d ' ')
 "$1" plan --model gpt2-small --batch 8 --budget 10GiB --format csv > plan.csv
 "$1" run --model gpt2-small --batch 8 --strategy "$spec" --format csv > rerun.csv
@@ -392,6 +406,48 @@ rc=0
 "$1" plan --model gpt2-small --budget 12XB > /dev/null 2> err.txt || rc=$?
 test "$rc" -eq 2
 grep -q '^actsim: error: --budget: 12XB: ' err.txt
+]=])
+
+# pplan (issue 15): plan with --pp and --num-microbatches: one plan per stage, printed as a custom:
+# spec over the model's blocks that `run` re-runs to the same peak; budget: in run and sweep rows
+# takes the same plan; no plan fits: exit 2, one line naming the stage; a segment across stages
+# is refused in one line.
+actsim_cli_test(plan_pipeline [=[
+"$1" plan --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --budget 3584MiB > plan.txt
+grep -q '^  custom:' plan.txt
+grep -q 'stage-major' plan.txt
+grep -q 'Best fixed strategy that fits every stage' plan.txt
+test "$(grep -c '^      [0-3]  ' plan.txt)" -eq 4
+spec=$(grep '^  custom:' plan.txt | tr -d ' ')
+"$1" plan --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --budget 3584MiB --format csv > plan.csv
+test "$(tail -n 1 plan.csv | cut -d, -f6)" = "$spec"
+test "$(tail -n 1 plan.csv | cut -d, -f22)" -le 3758096384
+"$1" run --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --strategy "$spec" --format csv > rerun.csv
+test "$(tail -n 1 plan.csv | cut -d, -f22)" = "$(tail -n 1 rerun.csv | cut -d, -f22)"
+"$1" run --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --strategy budget:3584MiB --format csv > run.csv
+test "$(tail -n 1 run.csv | cut -d, -f6)" = "$spec"
+"$1" sweep --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --strategy budget:3584MiB,budget:3GiB -j 1 -o b.csv
+test "$(sed -n 2p b.csv | cut -d, -f6)" = "$spec"
+sed -n 3p b.csv | grep -q 'no plan fits .* on pipeline stage 3'
+rm -f none.txt none.txt.partial
+rc=0
+"$1" plan --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --budget 3GiB -o none.txt > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+grep -q '^actsim: error: --budget: 3GiB: no plan fits .* on pipeline stage 3 .* the smallest stage peak found is ' err.txt
+test ! -s out.txt
+test ! -e none.txt
+test ! -e none.txt.partial
+rc=0
+"$1" plan --model gpt2-small --pp 4 --num-microbatches 8 --budget 0 > /dev/null 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+grep -q '^actsim: error: --budget: 0: ' err.txt
+rc=0
+"$1" run --model gpt2-small --pp 4 --num-microbatches 8 --strategy custom:none@0-1+seg@2-3/2+none@4-11 > /dev/null 2> err.txt || rc=$?
+test "$rc" -eq 2
+test "$(wc -l < err.txt)" -eq 1
+grep -q 'spans pipeline stages 0 and 1' err.txt
 ]=])
 
 # budget: in a sweep: the strategy column holds the plan's custom: spec; an unmet budget is a row

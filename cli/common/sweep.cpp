@@ -15,6 +15,7 @@
 
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
+#include "sim/planner_pipeline.hpp"  // pplan
 #include "sim/simulate.hpp"
 #include "sim_io/load.hpp"
 
@@ -203,7 +204,13 @@ sim_io::Row evaluate_point(const Axes& a, const Inputs& in, int64_t index) {
   try {
     const sim::Strategy& s = a.strategies[static_cast<std::size_t>(p.strategy)];
     const sim::Device& d = in.devices[static_cast<std::size_t>(p.device)];
-    if (s.kind == sim::StrategyKind::kBudget) {
+    if (s.kind == sim::StrategyKind::kBudget && (p.setup.pp > 1 || p.setup.microbatches > 1)) {
+      // pplan (issue 15): planned per stage; the row shows the plan's custom: spec (global).
+      sim::PipelinePlan plan = sim::plan_pipeline(in.models[static_cast<std::size_t>(p.model)],
+                                                  p.setup, d, s.k, sim_options(a));
+      row.key.strategy = plan.strategy.canonical();
+      row.result = std::move(plan.result.summary);
+    } else if (s.kind == sim::StrategyKind::kBudget) {
       sim::validate(d);
       const sim::Graph g = sim::build_graph(in.models[static_cast<std::size_t>(p.model)], p.setup, d);
       row.result = run_strategy(g, d, s, row.key.strategy);

@@ -14,6 +14,7 @@
 #include "sim/impl.hpp"
 #include "sim/pipeline.hpp"
 #include "sim/planner.hpp"
+#include "sim/planner_pipeline.hpp"  // pplan
 #include "sim/simulate.hpp"
 #include "sweep.hpp"
 
@@ -313,14 +314,26 @@ int cmd_run(const Invocation& inv) {
     std::string stages;
     if (p.setup.pp > 1 || p.setup.microbatches > 1) {
       // Pipeline: every stage simulated; the worst one's peak explained.
-      const sim::PipelineResult pr = sim::simulate_pipeline(model, p.setup, device, strategy,
+      // pplan (issue 15): budget: is planned per stage and the row shows the plan's custom:
+      // spec (global block indices); a custom: spec over all blocks is split per stage.
+      std::vector<sim::Strategy> per_stage;
+      if (strategy.kind == sim::StrategyKind::kBudget) {
+        sim::PipelinePlan planned = sim::plan_pipeline(model, p.setup, device, strategy.k,
+                                                       cli_common::sim_options(axes));
+        per_stage = std::move(planned.per_stage);
+        row.key.strategy = planned.strategy.canonical();
+      } else {
+        per_stage = sim::stage_strategies(strategy, model.layers, p.setup.pp);
+      }
+      const sim::PipelineResult pr = sim::simulate_pipeline(model, p.setup, device, per_stage,
                                                              cli_common::sim_options(axes));
       row.result = pr.summary;
       const sim::StageResult& w = pr.stages[static_cast<std::size_t>(pr.worst)];
       if (format == Format::kTable) {
         sim::Graph g;
         sim::build_stage_graph(model, p.setup, device, pr.worst, g);
-        const sim::Plan plan = sim::resolve(strategy, g.n_blocks);
+        const sim::Plan plan =
+            sim::resolve(per_stage[static_cast<std::size_t>(pr.worst)], g.n_blocks);  // pplan
         items = sim::explain_peak(g, plan, w.result, kExplainItems);
         if (w.in_flight_bytes > w.stash_bytes) {
           sim::PeakItem extra;

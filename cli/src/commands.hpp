@@ -35,6 +35,10 @@ struct PlannedPoint {
   sim_io::Row row() const;  // the plan's row of CSV schema v1 (strategy: the plan's)
 };
 PlannedPoint plan_point(const Invocation& inv, const std::vector<std::filesystem::path>& dirs);
+// pplan (issue 15): plan with --pp > 1 or --num-microbatches > 1, per stage
+// (cli/src/cmd_plan_pipeline.cpp).
+bool is_pipeline_plan(const Invocation& inv);
+int cmd_plan_pipeline(const Invocation& inv);
 int cmd_calibrate(const Invocation& inv);  // fit a device's efficiencies to per-op timings
 int cmd_snapshot(const Invocation& inv);   // a PyTorch memory snapshot's measured peaks
 int cmd_compare(const Invocation& inv);    // a snapshot against the simulated step

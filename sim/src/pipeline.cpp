@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "comm.hpp"
 #include "utilization.hpp"  // cpfp8
 #include "sim/error.hpp"
+#include "sim/planner.hpp"           // pplan
+#include "sim/planner_pipeline.hpp"  // pplan
 #include "workspace.hpp"
 
 namespace sim {
@@ -34,49 +38,81 @@ void add_stash(Result& r, int64_t extra) {
 
 }  // namespace
 
+int64_t in_flight_bytes(const Result& one, int64_t stage, int64_t p, int64_t m, int64_t n) {
+  const int64_t f = in_flight(stage, p, m, n);
+  const char* what = "in-flight activation bytes";
+  if (m <= 1) return checked_mul(f, one.stash_bytes, what);
+  // Interleaved: the stage's blocks form m chunks of equal stash; the non-block part (the
+  // embedding's or the head's) is held per micro-batch as in 1F1B.
+  const int64_t chunk = one.stash_block_bytes / m;
+  return checked_add(checked_mul(f, chunk, what),
+                     checked_mul(std::min(n, p - stage), one.stash_bytes - one.stash_block_bytes,
+                                 what),
+                     what);
+}
+
 PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& setup,
                                  const Device& device, const Strategy& strategy,
                                  const SimOptions& options) {
   validate(device);
   validate(model);
   validate(model, setup);
+  // pplan (issue 15): budget: is planned per stage (sim/planner_pipeline.hpp); a custom: spec
+  // over all the model's blocks is split per stage (stage_strategies).
   if (strategy.kind == StrategyKind::kBudget)
-    throw Unsupported("--strategy", "strategy",
-                      "budget: plans with --pp or --num-microbatches (plan per stage)");
+    return plan_pipeline(model, setup, device, strategy.k, options).result;
+  return simulate_pipeline(model, setup, device,
+                           stage_strategies(strategy, model.layers, setup.pp), options);
+}
+
+PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& setup,
+                                 const Device& device, const std::vector<Strategy>& per_stage,
+                                 const SimOptions& options) {
+  validate(device);
+  validate(model);
+  validate(model, setup);
   const int64_t p = setup.pp, m = setup.vpp, n = setup.microbatches;
+  if (static_cast<int64_t>(per_stage.size()) != p)
+    throw std::logic_error("simulate_pipeline: one strategy per stage expected");
+  for (const Strategy& s : per_stage)
+    if (s.kind == StrategyKind::kBudget)
+      throw Unsupported("--strategy", "strategy", "budget: as one stage's strategy");
   PipelineResult out;
   Workspace ws;
   int64_t slowest_ns = 0, optimizer_ns = 0, dp_tail_ns = 0;
   int64_t fwd = 0, bwd = 0, rec = 0, fp8 = 0;  // cpfp8: fp8
   // A stage's graph depends only on whether it has the embedding (stage 0) and the head (stage
   // p - 1): the middle stages are one simulation, reused (their in-flight counts differ).
-  std::optional<Result> middle;
+  // pplan: middle results are reused per strategy (stages may run different plans).
+  std::vector<std::pair<std::string, Result>> middle;
+  std::optional<Graph> inner_graph;
   for (int64_t i = 0; i < p; ++i) {
     StageResult st;
     st.stage = i;
     st.blocks = model.layers / p;
     const bool inner = i > 0 && i < p - 1;
-    if (inner && middle) {
-      st.result = *middle;
+    const Strategy& strategy = per_stage[static_cast<size_t>(i)];
+    const std::string key = strategy.canonical();
+    const auto hit = std::find_if(middle.begin(), middle.end(),
+                                  [&](const auto& e) { return e.first == key; });
+    if (inner && hit != middle.end()) {
+      st.result = hit->second;
+    } else if (inner && inner_graph) {
+      st.result = simulate_plan(*inner_graph, resolve(strategy, inner_graph->n_blocks), device,
+                                options, ws);
+      middle.emplace_back(key, st.result);
     } else {
-      Graph& g = ws.buffers().graph;
+      Graph g;
       build_stage_graph(model, setup, device, i, g);
       st.result = simulate_plan(g, resolve(strategy, g.n_blocks), device, options, ws);
-      if (inner) middle = st.result;
+      if (inner) {
+        middle.emplace_back(key, st.result);
+        inner_graph = std::move(g);
+      }
     }
     st.in_flight = in_flight(i, p, m, n);
     st.stash_bytes = st.result.stash_bytes;
-    const char* f = "in-flight activation bytes";
-    if (m <= 1) {
-      st.in_flight_bytes = checked_mul(st.in_flight, st.stash_bytes, f);
-    } else {
-      // Interleaved: the stage's blocks form m chunks of equal stash; the non-block part (the
-      // embedding's or the head's) is held per micro-batch as in 1F1B.
-      const int64_t chunk = st.result.stash_block_bytes / m;
-      st.in_flight_bytes = checked_add(
-          checked_mul(st.in_flight, chunk, f),
-          checked_mul(std::min(n, p - i), st.stash_bytes - st.result.stash_block_bytes, f), f);
-    }
+    st.in_flight_bytes = in_flight_bytes(st.result, i, p, m, n);
     add_stash(st.result, st.in_flight_bytes - st.stash_bytes);
     const Result& r = st.result;
     // Per micro-batch: the step less the optimizer and the once-per-step data-parallel tail.

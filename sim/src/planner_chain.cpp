@@ -567,7 +567,10 @@ ChainSolution ChainSolver::solve(int64_t budget_bytes) {
   // Rounded down, the DP's feasible set holds every plan that fits in exact bytes, so its
   // optimum is a lower bound; when its plan fits in exact bytes it is the optimum.
   ChainSolution low = pass(false, budget_bytes, false);
-  if (!low.feasible) return low;  // then nothing fits
+  if (!low.feasible) {  // then nothing fits (pplan: a lower bound no cost reaches)
+    low.lower_bound = {kInf, kInf};
+    return low;
+  }
   if (low.model_peak_bytes <= budget_bytes) {
     low.optimal = true;
     return low;

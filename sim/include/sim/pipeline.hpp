@@ -38,4 +38,23 @@ PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& set
                                  const Device& device, const Strategy& strategy,
                                  const SimOptions& options = {});
 
+// --- pplan (issue 15): per-stage strategies (the pipeline planner, sim/planner_pipeline.hpp) ---
+// What stage `stage` holds for its in-flight micro-batches when one micro-batch's simulation is
+// `one` (its stash_bytes and stash_block_bytes): 1F1B in_flight x stash; interleaved, m chunks of
+// the block stash plus the non-block stash per micro-batch. The stage's peak is one micro-batch's
+// peak plus this less one stash.
+int64_t in_flight_bytes(const Result& one, int64_t stage, int64_t p, int64_t m, int64_t n);
+
+// The strategy of each of the p stages (stage-local block indices) that `strategy` means: a
+// custom: spec whose clauses end at block layers - 1 with p > 1 names global block indices,
+// stage-major (stage i's local block j is global block i * (layers / p) + j) and is split at the
+// stage boundaries (ConfigError "--strategy" when a checkpointed segment spans two stages); any
+// other strategy applies to every stage alike (Megatron's --recompute-num-layers is per stage).
+std::vector<Strategy> stage_strategies(const Strategy& strategy, int64_t layers, int64_t p);
+
+// simulate_pipeline with one strategy per stage (stage-local block indices; size p).
+PipelineResult simulate_pipeline(const ModelConfig& model, const TrainSetup& setup,
+                                 const Device& device, const std::vector<Strategy>& per_stage,
+                                 const SimOptions& options = {});
+
 }  // namespace sim
