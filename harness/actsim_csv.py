@@ -39,7 +39,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # time6 (issue 11): Megatron's gradient-accumulation fusion (on/off)
               "grad_accum_fusion",
               # polish: MFU's peak and the fp8 share (results: empty in measured rows)
-              "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed"])
+              "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed",
+              # mla5 (issue 13): Megatron's MoE aux loss coefficient (0: none)
+              "moe_aux_loss_coeff"])
 
 
 def csv_field(v):

@@ -91,17 +91,35 @@ grep -q "^actsim: error: --ep: .* has no experts" err.txt
 # feat3: eager MLA is modeled (census mla-eager-*): it runs
 "$1" run --model deepseek-v2-lite --seq 256 --attention standard > out.txt
 grep -q "standard attention" out.txt
+# mla5: Megatron's MLA is modeled (TE spec, fused rope): DeepSeek-V2-Lite runs with its
+# published parameter count; eager MLA under megatron is refused naming --attention
+"$1" run --model deepseek-v2-lite --seq 256 --impl megatron > out.txt
+grep -q "15.71 B parameters (15.71 B per rank)" out.txt
+grep -q "MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's default)" out.txt
+"$1" run --model deepseek-v2-lite --seq 256 --impl megatron --moe-aux-loss-coeff 0.001 > out.txt
+grep -q "MoE aux loss: coefficient 0.001" out.txt
 rc=0
-"$1" run --model deepseek-v2-lite --seq 256 --impl megatron > out.txt 2> err.txt || rc=$?
+"$1" run --model deepseek-v2-lite --seq 256 --impl megatron --attention standard > out.txt 2> err.txt || rc=$?
 test "$rc" -eq 2
-grep -q "deepseek_v2 family under --impl megatron" err.txt
+test ! -s out.txt
+grep -q "^actsim: error: --attention: .*eager MLA attention under --impl megatron" err.txt
+rc=0
+"$1" run --model deepseek-v2-lite --seq 256 --impl megatron --moe-aux-loss-coeff -1 > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+test ! -s out.txt
+grep -q "^actsim: error: --moe-aux-loss-coeff" err.txt
 # the routing assumed is stated
 "$1" run --model deepseek-v2-lite --seq 256 > out.txt
 grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-imbalance 1), dropless" out.txt
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty)
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,,0$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty), then mla5's moe_aux_loss_coeff
+head -n 1 out.csv | grep -q ',mfu_fp8_mixed,moe_aux_loss_coeff$'
+"$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format csv > out.csv
+sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01$'
+"$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format json | grep -q '"moe_aux_loss_coeff": 0.01'
+
 ]=])
 
 # sweep: writes the file, rows in order, no .partial left behind.
@@ -123,9 +141,10 @@ test "$(wc -l < e.csv)" -eq 3
 # knob and the offload figures come after it.
 # famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
 # implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion;
-# polish: mfu_peak_flops_per_s, fp8_model_flops, mfu_fp8_mixed (results: empty on the error row)
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,$'
+# polish: mfu_peak_flops_per_s, fp8_model_flops, mfu_fp8_mixed (results: empty on the error row);
+# mla5: moe_aux_loss_coeff
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -682,9 +701,9 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-7) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-8) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it

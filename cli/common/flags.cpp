@@ -105,6 +105,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--moe-capacity", f.moe_capacity,
       "MoE (megatron): capacity factor, tokens over it dropped and experts padded to it "
       "(default: dropless)");
+  add("--moe-aux-loss-coeff", f.moe_aux_loss_coeff,  // mla5
+      "MoE (megatron): the load-balancing loss coefficient, Megatron's --moe-aux-loss-coeff "
+      "(default 0, Megatron's: no aux loss)");
   add("--gpus-per-node", f.gpus_per_node,
       "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
@@ -192,6 +195,11 @@ Axes parse_axes(const CommonFlags& f) {
         throw sim::ConfigError("--moe-capacity", f.moe_capacity, "takes one value, not a list");
       a.moe_capacity = c.front();
     }
+    // mla5: --moe-aux-loss-coeff (one value)
+    const std::vector<double> ac = parse_real_axis(f.moe_aux_loss_coeff, "--moe-aux-loss-coeff");
+    if (ac.size() != 1)
+      throw sim::ConfigError("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "takes one value, not a list");
+    a.moe_aux_loss_coeff = ac.front();
   }
   if (!f.reentrant.empty()) {
     const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");

@@ -135,6 +135,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.zero_default = a.zero_default;  // feat3
   t.moe_imbalance = a.moe_imbalance;
   t.moe_capacity = a.moe_capacity;
+  t.moe_aux_loss_coeff = a.moe_aux_loss_coeff;  // mla5
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
   t.padding = a.padding;  // hfimpl

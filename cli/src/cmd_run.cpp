@@ -160,6 +160,13 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
                        s.moe_capacity ? fmt::format("capacity factor {:.2f} (drop and pad)",
                                                     *s.moe_capacity)
                                       : std::string("dropless"));
+    // mla5: Megatron's load-balancing loss, stated where the code base has the knob
+    if (s.impl && sim::spec(*s.impl, s.impl_version).moe == sim::MoeDispatch::kAllToAll)
+      out += s.moe_aux_loss_coeff > 0.0
+                 ? fmt::format("   MoE aux loss: coefficient {} (--moe-aux-loss-coeff; "
+                               "router.py aux_loss)\n", s.moe_aux_loss_coeff)
+                 : std::string("   MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's "
+                               "default)\n");
   }
 
   const std::string when =

@@ -119,6 +119,8 @@ bool setup_panel(AppState& st) {
   // a dense model with ep > 1 is an error naming --ep, shown like any other)
   changed |= edit_i64("expert parallel", s.ep, 1, 4096);
   changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
+  // mla5: Megatron's --moe-aux-loss-coeff (0: no load-balancing loss)
+  changed |= edit_real("MoE aux loss coeff", s.moe_aux_loss_coeff, 0.0, 1e6, "%.4g");
   form_label("MoE capacity");
   bool capacity = s.moe_capacity.has_value();
   if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {

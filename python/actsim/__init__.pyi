@@ -40,6 +40,7 @@ def run(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -82,6 +83,7 @@ def sweep(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -122,6 +124,7 @@ def plan(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -158,6 +161,7 @@ def valley(
     ep: _Value = ...,
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
+    moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

@@ -68,7 +68,116 @@ void mla_split(Builder& bld, const Dims& dm, int32_t base, int64_t stride,
 
 }  // namespace
 
+// --- mla5 (issue 13): Megatron-core's MLA (ImplSpec::mla_ops == MlaOps::kMegatronTe) ---
+// NVIDIA/Megatron-LM @ d98e8a64ddf3: megatron/core/transformer/multi_latent_attention.py
+// (MLASelfAttention.__init__, _qkv_down_projection, get_query_key_value_tensors
+// qkv_up_proj_and_rope_apply, MultiLatentAttention.forward), mla_qk_norm_config.py
+// (_resolve_mla_qk_layernorm), models/gpt/gpt_layer_specs.py (the TE spec),
+// fusions/fused_mla_yarn_rope_apply.py; NVIDIA/TransformerEngine @ d0067d0da6cb:
+// transformer_engine/pytorch/module/layernorm_linear.py (_LayerNormLinear.forward), linear.py.
+// Rows and the hand derivation: docs/memory-model.md "Megatron's MLA".
+
+// TE's LayerNormLinear with normalization="RMSNorm" (layernorm_linear.py:181-188: `inp.view((-1,
+// in_features))`, no copy; :526-536 prepare_for_saving(inputmat, weight, ln_weight, ln_out,
+// mu (None for RMSNorm), rsigma)): the norm writes ln_out in the activation dtype and rsigma
+// (fp32 [rows], normalization.cpp rmsnorm_fwd); the GEMM reads ln_out. Written as two ops: the
+// norm saves its input (a view keeps its whole base alive), its weight and rsigma; the linear
+// saves ln_out and its weight.
+namespace {
+int32_t te_norm_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
+                       const char* norm_name, const char* name, const char* role) {
+  Ops o(bld, dm);
+  const Tensor tx = bld.tensor(x);
+  const int64_t rows = numel_of(tx) / in_f;
+  const int32_t w = bld.param(in_f, dm.param_dt, norm_name);
+  OpDraft d = o.draft(OpKind::kRmsNorm, norm_name);
+  d.op.math16 = false;
+  d.inputs.push_back({x, GradRule::kNew});
+  d.inputs.push_back({w, GradRule::kNew});
+  const int32_t ln_out = bld.fresh(bytes(mul(rows, in_f), tx.dtype), tx.dtype, "ln_out");
+  const int32_t rsigma = bld.fresh(bytes(rows, DType::kF32), DType::kF32, "rsigma");
+  d.outputs = {ln_out, rsigma};
+  d.saves = {x, w, rsigma};
+  d.op.fwd.kernels = 1;
+  d.op.bwd.kernels = 1;  // rmsnorm_bwd: dx and dgamma in one launch (normalization.cpp)
+  bld.add_op(std::move(d));
+  return o.linear(ln_out, in_f, out_f, false, Ops::Tp::kNone, name, role);
+}
+
+int32_t build_mla_megatron(Builder& bld, const Dims& dm, int32_t attn_in) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  using Tp = Ops::Tp;
+  const int64_t h = dm.h, a = dm.a, qd = dm.d, rope = m.qk_rope_dim, nope = qd - rope;
+  const int64_t r = m.kv_lora_rank, vd = m.v_head_dim, nf = dm.n_full();
+  const DType hdt = dm.half_dt;
+  // queries. --qk-layernorm (DeepSeek's q_a/kv_a layernorms): _resolve_mla_qk_layernorm gives
+  // the up projections TE's fused norm + linear. Without a q latent it gives linear_q_proj one
+  // too (`linear_q_proj_cls = self._mla_fused_linear_or_default(...)`, since 4464d1c197): an
+  // RMSNorm of width h (its own weight) on the already normalized block input. With a q latent:
+  // linear_q_down_proj (TELinear, parallel_mode "duplicated": saves its input), then the fused
+  // q norm + linear_q_up_proj.
+  int32_t q = -1;
+  if (m.q_lora_rank == 0) {
+    q = te_norm_linear(bld, dm, attn_in, h, a * qd, "q_proj layernorm (fused)", "q proj", "q");
+  } else {
+    const int64_t ql = m.q_lora_rank;
+    const int32_t qc = o.linear(attn_in, h, ql, false, Tp::kNone, "q down proj", "q compressed");
+    q = te_norm_linear(bld, dm, qc, ql, a * qd, "q layernorm (fused)", "q up proj", "q");
+  }
+  // linear_kv_down_proj (TELinear, duplicated): kv_combined [N, r + rope], saves the same input;
+  // torch.split into kv_compressed and k_pos_emb (views)
+  const int32_t ckv = o.linear(attn_in, h, r + rope, false, Tp::kNone, "kv down proj", "kv combined");
+  const DType cdt = bld.tensor(ckv).dtype;
+  int32_t cv[2];
+  split_views(bld, dm, ckv, {bytes(mul(nf, r), cdt), bytes(mul(nf, rope), cdt)}, cv,
+              "kv_compressed, k_pos_emb split");
+  // the fused kv norm + linear_kv_up_proj: kv [N, a (nope + v)]; its saved input is the
+  // kv_compressed view, which keeps kv_combined whole
+  const int32_t kv = te_norm_linear(bld, dm, cv[0], r, a * (nope + vd), "kv layernorm (fused)",
+                                    "kv up proj", "kv up");
+  // fused_apply_mla_rope_for_q (= fused_mla_rope_inplace, _FusedMLARoPEInplace): the rope
+  // part of q rotated in place by a Triton kernel; save_for_backward(cos, sin) only; backward
+  // in place on the gradient
+  const int32_t tables = bld.rope_tables();
+  int32_t query = -1;
+  {
+    OpDraft d = o.draft(OpKind::kRope, "fused mla rope q (in place)");
+    d.op.math16 = false;
+    d.inputs.push_back({q, GradRule::kPass, 0});
+    d.inputs.push_back({tables, GradRule::kNone});
+    query = bld.view(q, bld.tensor(q).bytes, bld.tensor(q).dtype);
+    d.outputs.push_back(query);
+    d.saves = {tables};
+    bld.add_op(std::move(d));
+  }
+  // fused_apply_mla_rope_for_kv (_FusedMLARoPEKVSplit): new o_key [N, a, rope + nope] (k_pe
+  // rotated and broadcast to every head) and o_value [N, a, v] (kv.new_empty); saves cos, sin;
+  // backward writes new d_kv and d_emb
+  int32_t key = -1, value = -1;
+  {
+    OpDraft d = o.draft(OpKind::kRope, "fused mla rope kv split");
+    d.op.math16 = false;
+    d.inputs.push_back({kv, GradRule::kNew});
+    d.inputs.push_back({cv[1], GradRule::kNew});
+    d.inputs.push_back({tables, GradRule::kNone});
+    key = bld.fresh(bytes(mul(nf, a * qd), hdt), hdt, "key");
+    value = bld.fresh(bytes(mul(nf, a * vd), hdt), hdt, "value");
+    d.outputs = {key, value};
+    d.saves = {tables};
+    bld.add_op(std::move(d));
+  }
+  // query/key/value .contiguous() are no-ops (all contiguous); TE DotProductAttention, the
+  // cuDNN fused backend (qk head dim != v head dim; no THD padding of v outside packed
+  // sequences: _prepare_mla_core_attention_value)
+  return core_attention(bld, dm, query, key, value);
+}
+}  // namespace
+// --- end mla5 ---
+
 int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
+  if (dm.impl && dm.impl->mla_ops == MlaOps::kMegatronTe)  // mla5
+    return build_mla_megatron(bld, dm, attn_in);
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
   using Tp = Ops::Tp;

@@ -201,6 +201,60 @@ int32_t hf_loop(Builder& bld, const Dims& dm, int32_t x) {
   return out;
 }
 
+// mla5 (issue 13): Megatron's load-balancing loss with --moe-aux-loss-coeff > 0, the default
+// "aux_loss" balancing type (NVIDIA/Megatron-LM @ d98e8a64ddf3: router.py TopKRouter.routing ->
+// compute_routing_scores_for_aux_loss -> _apply_aux_loss -> attach_and_log_load_balancing_loss;
+// moe_utils.py compute_routing_scores_for_aux_loss, get_tokens_per_expert_and_token_count,
+// switch_load_balancing_loss_func, MoEAuxLossAutoScaler; moe_router_fusion False, its default).
+// Saved per MoE layer of N tokens and E experts: 4 N E (the fp32 scores) + 8 E (the int64 tokens
+// per expert) + 4 (the 0-dim loss) bytes. Returns probs with the loss attached.
+int32_t megatron_aux_loss(Builder& bld, const Dims& dm, int32_t logits, int32_t probs, int64_t n) {
+  Ops o(bld, dm);
+  const ModelConfig& m = *dm.model;
+  const int64_t e = m.experts, k = m.experts_per_token;
+  // scores = torch.softmax(logits, dim=-1, dtype=torch.float32): a 16-bit CUDA input goes to
+  // _softmax(half_to_float=True) (ATen SoftMax.cpp softmax): no copy; SoftmaxBackward0 saves
+  // its fp32 result
+  const int32_t scores = op(bld, o, OpKind::kSoftmax, "aux scores softmax (fp32)",
+                            {{logits, GradRule::kNew}}, mul(n, e), DType::kF32, {}, true);
+  // `_, top_indices = torch.topk(scores, k)` (fp32 values, int64 indices: TopkBackward0 dies
+  // with the discarded values), `torch.zeros_like(logits).int().scatter(1, top_indices, 1)
+  // .bool()` (int32 [N, E] twice at the scatter, then the bool map), routing_map.sum(dim=0):
+  // int64 [E] tokens per expert, no gradient (reduce_from_tensor_model_parallel_region over
+  // TP x CP: one rank, --tp > 1 being refused)
+  OpDraft t = o.draft(OpKind::kCopy, "aux tokens per expert");
+  t.op.math16 = false;
+  t.inputs.push_back({scores, GradRule::kNone});
+  t.op.fwd_transient_bytes = mul(n, 12 * k + 9 * e);
+  const int32_t tpe = bld.fresh(bytes(e, DType::kI64), DType::kI64, "aux tokens per expert");
+  t.outputs.push_back(tpe);
+  bld.add_op(std::move(t));
+  // switch_load_balancing_loss_func: probs.sum(dim=0) (SumBackward0 saves sizes only) times
+  // tokens_per_expert (MulBackward0 saves other, the int64 [E], for self's gradient; promoted
+  // to fp32), torch.sum, times a Python scalar (saves nothing): the fp32 0-dim aux loss
+  OpDraft a = o.draft(OpKind::kMul, "aux loss");
+  a.op.math16 = false;
+  a.inputs.push_back({scores, GradRule::kNew});
+  a.inputs.push_back({tpe, GradRule::kNone});
+  const int32_t aux = bld.fresh(4, DType::kF32, "aux loss");
+  a.outputs.push_back(aux);
+  a.saves = {tpe};
+  a.op.fwd_transient_bytes = mul(2, bytes(e, DType::kF32));
+  a.op.bwd_transient_bytes = mul(2, bytes(e, DType::kF32));
+  bld.add_op(std::move(a));
+  // MoEAuxLossAutoScaler.apply(probs, aux_loss): returns probs, save_for_backward(aux_loss);
+  // backward hands probs' gradient on and gives aux_loss `ones_like(aux_loss) * scale`
+  OpDraft d = o.draft(OpKind::kAdd, "aux loss auto-scaler");
+  d.op.math16 = false;
+  d.inputs.push_back({probs, GradRule::kPass, 0});
+  d.inputs.push_back({aux, GradRule::kNew});
+  const int32_t out = bld.view(probs, bld.tensor(probs).bytes, bld.tensor(probs).dtype);
+  d.outputs.push_back(out);
+  d.saves = {aux};
+  bld.add_op(std::move(d));
+  return out;
+}
+
 // Megatron-core's MoE layer, alltoall dispatcher with TEGroupedMLP (token_dispatcher.py,
 // moe_utils.py permute/unpermute unfused, experts.py, fused_bias_swiglu.py @ d98e8a6).
 int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
@@ -227,6 +281,8 @@ int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   int32_t smc = o.cast(sm, dt, "router probs cast", "router probs");
   int32_t probs = op(bld, o, OpKind::kCopy, "router probs scatter",
                      {{smc, GradRule::kNew}, {idx, GradRule::kNone}}, mul(n, e), dt, {idx});
+  // mla5: the load-balancing loss is attached to the probs before dispatch (router.py routing)
+  if (dm.moe_aux_loss_coeff > 0) probs = megatron_aux_loss(bld, dm, logits, probs, n);
   int32_t map = no_grad_op(bld, o, idx, mul(n, e), DType::kBool, "routing map");
   // Tokens each rank sends (permute's num_out_tokens) and the simulated rank receives.
   int64_t sent = mul(n, k), recv = 0;

@@ -201,6 +201,7 @@ struct Dims {
   // moe (sim/src/blocks_moe.cpp)
   int64_t ep = 1;              // expert-parallel ranks
   double moe_imbalance = 1.0;  // the hottest expert's tokens over the mean
+  double moe_aux_loss_coeff = 0.0;  // mla5: Megatron's load-balancing loss coefficient
   double moe_capacity = 0;     // capacity factor (drop and pad); 0: dropless
   int64_t layer0 = 0;          // the model layer of this stage's block 0 (dense-first models)
   // --- feat (issue 13): LoRA / QLoRA (sim/src/lora.cpp) ---

@@ -33,8 +33,15 @@ void build_rope_tables(Builder& bld, const Dims& dm) {
   // moe2: batch 1, as position_ids = cache_position.unsqueeze(0) when the Trainer passes none
   // (DeepseekV2Model.forward @ 0233e509; census: harness/census.py run_mla_case)
   if (is_mla(*dm.model)) table = bytes(mul(dm.s, dm.model->qk_rope_dim), DType::kF32);
-  const DType tdt = is_mla(*dm.model) ? DType::kF32 : dm.resid_dt;
-  if (is_mla(*dm.model)) d.exec = Exec::kComplexRopeTables, d.dim = {dm.s, dm.model->qk_rope_dim};  // exec11
+  DType tdt = is_mla(*dm.model) ? DType::kF32 : dm.resid_dt;
+  // mla5: Megatron's fused MLA rope reads YarnRotaryEmbedding.get_cached_cos_sin(seq,
+  // dtype=hidden_states.dtype): cos and sin [s, 1, 1, rope] in the activation dtype
+  // (multi_latent_attention.py @ d98e8a6 get_query_key_value_tensors)
+  const bool mla_te = is_mla(*dm.model) && dm.impl && dm.impl->mla_ops == MlaOps::kMegatronTe;
+  if (mla_te) table = bytes(mul(2 * dm.s, dm.model->qk_rope_dim), dm.half_dt), tdt = dm.half_dt;
+  // exec11: HF's complex rotary tables have a kernel; Megatron's fused YaRN tables do not
+  if (is_mla(*dm.model))
+    d.exec = mla_te ? Exec::kNone : Exec::kComplexRopeTables, d.dim = {dm.s, dm.model->qk_rope_dim};
   // fam12: Gemma 3's two pairs are two storages, each saved only by the layers that use it
   if (tables == 2) table /= 2;
   int32_t cs = bld.fresh(table, tdt, "rotary cos+sin");
@@ -255,7 +262,10 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
     // feat3: MLA's qk head dim != v head dim: SDPA's flash kernel needs one head dim for q, k
     // and v (aten/src/ATen/native/transformers/sdp_utils_cpp.h check_head_dim_size_flash), the
     // memory-efficient kernel takes a v of its own (check_head_dim_size_mem_efficient)
-    const bool mem_efficient = sdpa_mask >= 0 || nv != nq;
+    // mla5: TE's DotProductAttention (Megatron) picks the cuDNN fused backend, which takes a v
+    // head dim of its own: no memory-efficient fallback, the kernel the implementation names
+    const bool any_v_dim = dm.impl && dm.impl->mla_ops == MlaOps::kMegatronTe;
+    const bool mem_efficient = sdpa_mask >= 0 || (nv != nq && !any_v_dim);
     if (repeated) {
       k = hf_repeat_kv(bld, dm, k, "repeat k");
       v = hf_repeat_kv(bld, dm, v, "repeat v");

@@ -470,6 +470,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   // moe
   dm.ep = s.ep;
   dm.moe_imbalance = s.moe_imbalance;
+  dm.moe_aux_loss_coeff = s.moe_aux_loss_coeff;  // mla5
   dm.moe_capacity = s.moe_capacity.value_or(0.0);
   // feat (issue 13): LoRA / QLoRA
   dm.lora_rank = s.lora_rank;

@@ -158,6 +158,17 @@ enum class MoeDispatch : uint8_t {
   kAllToAll,
 };
 
+// --- mla5 (issue 13): the op list of a code base's MLA attention (ImplSpec::mla_ops) ---
+enum class MlaOps : uint8_t {
+  // HF DeepseekV2Attention (modeling_deepseek_v2.py @ 0233e509): nn.Linear projections, an
+  // RMSNorm module on the latent, complex rotary on q_pe and k_pe, torch.cat of q and k, SDPA
+  kHfSdpa,
+  // Megatron-core MLASelfAttention under the TE spec (multi_latent_attention.py @ d98e8a6):
+  // TELinear down projections, TE LayerNormLinear up projections (the q/kv norms fused in),
+  // the fused in-place MLA rope on q and the fused rope + split on kv, TE fused attention
+  kMegatronTe,
+};
+
 // native (plan): one checkpointing option of a code base's configuration. `strategy` is a
 // strategy as --strategy spells it, where "every:k", "block:k" and "layer-sac:k" stand for every k
 // the option takes; `config` is the setting, with "{k}" for that number.
@@ -265,6 +276,9 @@ struct ImplSpec {
   // selects (a train config's choice, so a run setting: TrainSetup::norm_kernel)
   bool triton_rmsnorm = false;
   // --- end time5 ---
+  // --- mla5 (issue 13): which MLA op list (read only when `mla` is set) ---
+  MlaOps mla_ops = MlaOps::kHfSdpa;
+  // --- end mla5 ---
 
   // --- fp8sac (issue 10): the code base compiles each block with torch.compile as a train
   // config's choice (torchtitan's `training.compile`: parallelize_llama.py apply_compile,

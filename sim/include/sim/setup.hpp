@@ -133,6 +133,12 @@ struct TrainSetup {
   // the DDP hook adds into main_grad (sim/src/ops.hpp Ops::linear)
   bool grad_accum_fusion = true;
   // --- end time6 ---
+  // --- mla5 (issue 13): --moe-aux-loss-coeff C, Megatron's --moe-aux-loss-coeff (its default
+  // 0: no load-balancing loss; router.py _apply_aux_loss). C > 0 adds the loss's ops to every
+  // MoE layer (blocks_moe.cpp megatron_aux_loss); only megatron has the knob (HF reads
+  // output_router_logits from the config) ---
+  double moe_aux_loss_coeff = 0.0;
+  // --- end mla5 ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:

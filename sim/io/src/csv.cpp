@@ -77,7 +77,10 @@ std::vector<std::string> make_columns() {
         // polish (result columns, appended; sim/src/utilization.cpp): the peak mfu and hfu divide
         // by (the dense 16-bit peak, FLOP/s, whole number), the model FLOPs that ran on fp8
         // tensor cores, and MFU against the mixed fp8/16-bit peak (empty without fp8 GEMMs)
-        "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed"})
+        "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed",
+        // mla5 (issue 13): Megatron's MoE load-balancing loss coefficient
+        // (--moe-aux-loss-coeff; a key column, appended; 0: none)
+        "moe_aux_loss_coeff"})
     c.emplace_back(name);
   return c;
 }
@@ -92,6 +95,8 @@ class RowWriter {
     sep();
     fmt::format_to(std::back_inserter(out_), "{:.{}f}", v, digits);
   }
+  // mla5: the shortest decimal that reads back to v (fmt's "{}": 0, 0.01, 1e-05)
+  void number(double v) { sep(); fmt::format_to(std::back_inserter(out_), "{}", v); }
   void empty(int count) {
     for (int i = 0; i < count; ++i) sep();
   }
@@ -157,8 +162,8 @@ std::string csv_row(const Row& row) {
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
-  // grad_accum_fusion; polish: the three MFU columns
-  constexpr int kAfterError = 34;
+  // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff
+  constexpr int kAfterError = 35;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -265,6 +270,7 @@ std::string csv_row(const Row& row) {
     if (r.fp8_model_flops > 0) w.fixed(r.mfu_fp8_mixed, 6);
     else w.empty(1);
   }
+  w.number(s.moe_aux_loss_coeff);    // mla5 (issue 13)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -41,6 +41,7 @@ std::string result_json(const Row& row) {
   j["ep"] = s.ep;  // moe
   j["moe_imbalance"] = s.moe_imbalance;
   j["moe_capacity"] = s.moe_capacity ? Json(*s.moe_capacity) : Json(nullptr);
+  j["moe_aux_loss_coeff"] = s.moe_aux_loss_coeff;  // mla5
   j["lora_rank"] = s.lora_rank;  // feat
   j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
   j["qlora"] = s.qlora;

@@ -13,7 +13,7 @@ ImplSpec megatron() {
   s.name = "megatron";
   s.code = "NVIDIA/Megatron-LM";
   s.version = "Megatron-Core @ d98e8a64ddf3";
-  s.families = "megatron-gpt gpt2 llama mistral qwen2 mixtral qwen2_moe";
+  s.families = "megatron-gpt gpt2 llama mistral qwen2 mixtral qwen2_moe deepseek_v2";  // mla5: deepseek_v2
   s.moe = MoeDispatch::kAllToAll;  // moe: --moe-token-dispatcher-type alltoall, grouped GEMM
   s.precision = Precision::kBf16Mixed;  // --bf16: bf16 params, fp32 main_grad (Float16Module)
   s.attention = AttentionKind::kFlash;  // TE DotProductAttention, attention_backend=auto
@@ -58,6 +58,12 @@ ImplSpec megatron() {
   // main_grad buffers are persistent under bf16-mixed whichever this is
   s.set_to_none = true;
   s.set_to_none_source = "";  // the knob changes nothing the main_grad buffers hold
+  // --- mla5 (issue 13): MLASelfAttention under the TE layer spec (gpt_layer_specs.py
+  // get_gpt_layer_with_transformer_engine_spec, multi_latent_attention=True, --qk-layernorm, no
+  // --mla-down-proj-fusion), the fused YaRN rope (--no-rope-fusion unset: arguments.py:2902;
+  // MLATransformerConfig.rope_type "yarn"); sim/src/blocks_mla.cpp build_mla_megatron ---
+  s.mla = true;
+  s.mla_ops = MlaOps::kMegatronTe;
   // native (plan): megatron/training/arguments.py --recompute-granularity (full|selective),
   // --recompute-method (uniform: groups of --recompute-num-layers blocks checkpointed as one;
   // block: the first --recompute-num-layers blocks of each pipeline stage checkpointed, the rest
