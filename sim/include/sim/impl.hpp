@@ -257,6 +257,13 @@ struct ImplSpec {
   // selects (a train config's choice, so a run setting: TrainSetup::norm_kernel)
   bool triton_rmsnorm = false;
   // --- end time5 ---
+
+  // --- hfds (issue 10): the precision regime this code base runs under data parallelism
+  // (--dp > 1) when it is not `precision`: HF's Trainer launched with DeepSpeed ZeRO of the
+  // --zero stage (deepspeed-bf16, sim/src/deepspeed.cpp). Unset: `precision` at every --dp.
+  std::optional<Precision> dp_precision;
+  std::string_view dp_precision_source;  // why (run prints it)
+  // --- end hfds ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first
