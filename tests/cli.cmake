@@ -174,8 +174,14 @@ actsim_cli_test(valley [=[
 "$1" valley --model gpt2-small > v.txt
 grep -q 'sqrt(n)' v.txt
 grep -q 'm\*' v.txt
+# gpt2-small's peak sits in the loss (vocabulary 50257) from m = 2 on: the table shows the block
+# phase M(m) models beside the step's peak, and says from which m the peak is outside the blocks.
+grep -q 'block phase' v.txt
+grep -q 'From m = 2 on, the step.s peak sits outside the blocks' v.txt
 "$1" valley --format csv > v.csv
-head -n 1 v.csv | grep -q '^model,device,n,m,'
+head -n 1 v.csv | grep -q '^model,device,n,m,.*,simulated_block_bytes$'
+# block phase <= step peak on every row (columns 7 and 13)
+awk -F, 'NR > 1 && $13 > $7 { exit 1 }' v.csv
 test "$(wc -l < v.csv)" -eq 13
 rc=0
 "$1" valley --batch 1,2 2> err.txt || rc=$?
@@ -354,6 +360,14 @@ actsim_cli_test(plan_budget [=[
 grep -q '^  custom:' plan.txt
 grep -q 'memory in 1 MiB slots' plan.txt
 grep -q 'Best fixed strategy that fits' plan.txt
+# native (plan): the best of what the code base's own settings run, with the setting
+grep -q "^What hf@4.48's own settings run (none, full)" plan.txt
+grep -q '^  setting: gradient_checkpointing=' plan.txt
+"$1" plan --model llama-3-8b --impl torchtitan --batch 2 --seq 8192 --dp 8 --device h100-96gb \
+  --budget 80GiB > tt.txt
+grep -q '^  sac:torchtitan ' tt.txt
+grep -q 'selective_ac_option = "op"' tt.txt
+grep -q "it needs checkpointing code of your own" tt.txt
 spec=$(grep '^  custom:' plan.txt | tr -d ' ')
 "$1" plan --model gpt2-small --batch 8 --budget 10GiB --format csv > plan.csv
 "$1" run --model gpt2-small --batch 8 --strategy "$spec" --format csv > rerun.csv

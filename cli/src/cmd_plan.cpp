@@ -8,6 +8,7 @@
 #include "format.hpp"
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
+#include "sim/planner_native.hpp"
 #include "sim/simulate.hpp"
 #include "sweep.hpp"
 
@@ -44,9 +45,59 @@ std::string blocks_text(const sim::Clause& c) {
                            : fmt::format("blocks {}-{}", c.first, c.last);
 }
 
+// native (plan): the best of what the code base's own settings run (sim/planner_native.hpp),
+// beside the per-block plan, which needs checkpointing code of the user's own unless it is one
+// of those settings itself.
+std::string native_text(const sim::ImplSpec& impl, const sim::BudgetPlan& plan,
+                        const sim::NativeChoice& native) {
+  const std::string who = fmt::format("{}@{}", impl.name, impl.version_key);
+  std::string options;
+  for (const sim::NativeAc& o : impl.native_ac) options += (options.empty() ? "" : ", ") + std::string(o.strategy);
+  std::string out = fmt::format("\nWhat {}'s own settings run ({})\n", who, options);
+  if (!native.searched) {
+    out += fmt::format("  not searched: more than {} blocks (no modeled code base has that many "
+                       "layers)\n",
+                       sim::kNativeSearchBlocks);
+    return out;
+  }
+  if (!native.best.found) {
+    out += fmt::format("  none of the {} settings fits this budget: the plan above needs "
+                       "checkpointing code of your own\n",
+                       native.candidates);
+    return out;
+  }
+  const sim::Result& f = native.best.result;
+  const sim::Result& r = plan.result;
+  TextTable c({"", "peak", "recompute", "recompute time"}, "lrrr");
+  c.add({native.best.strategy.canonical(), fmt::format("{}", Bytes{sim::budget_peak_bytes(f)}),
+         human_flops(f.recompute_flops), human_time_ns(f.recompute_time_ns)});
+  out += c.render("  ");
+  out += fmt::format("  setting: {}\n", native.config);
+  const sim::Plan resolved = sim::resolve(native.best.strategy, plan.plan.mode.size() > 0
+                                                                    ? static_cast<int64_t>(plan.plan.mode.size())
+                                                                    : 0);
+  if (resolved.mode == plan.plan.mode && resolved.segments == plan.plan.segments) {
+    out += "  the plan above is this setting\n";
+  } else {
+    const int64_t more = f.recompute_time_ns - r.recompute_time_ns;
+    if (more > 0)
+      out += fmt::format(
+          "  the plan above recomputes {} less, block by block, which {}'s settings cannot say:\n"
+          "  it needs checkpointing code of your own\n",
+          human_time_ns(more), impl.name);
+    else  // the setting is none of the planner's per-block options (sac:torchtitan, layer-sac:k)
+      out += fmt::format(
+          "  this setting recomputes {} less than the plan above, whose per-block options do not\n"
+          "  include it\n",
+          human_time_ns(-more));
+  }
+  return out;
+}
+
 std::string render_table(const std::string& model, const sim::Device& device,
                          const sim::TrainSetup& setup, const sim::BudgetPlan& plan,
-                         const sim::FixedChoice& fixed) {
+                         const sim::FixedChoice& fixed, const sim::ImplSpec* impl,
+                         const sim::NativeChoice& native) {
   const sim::Result& r = plan.result;
   const bool caching = setup.allocator != sim::AllocatorKind::kExact;
   std::string out = fmt::format(
@@ -110,6 +161,7 @@ std::string render_table(const std::string& model, const sim::Device& device,
                          fixed.strategy.canonical());
     }
   }
+  if (impl != nullptr) out += native_text(*impl, plan, native);
   return out;
 }
 
@@ -156,9 +208,15 @@ int cmd_plan(const Invocation& inv) {
   switch (format) {
     case Format::kTable:
       // plan_budget has found the best fixed strategy already (issue 15: BudgetPlan::fixed).
-      text = render_table(pp.axes.models.front(), device,
-                          sim::resolve_setup(pp.inputs.models.front(), pp.point.setup), plan,
-                          plan.fixed);
+    {
+      const sim::TrainSetup setup = sim::resolve_setup(pp.inputs.models.front(), pp.point.setup);
+      const sim::ImplSpec* impl =
+          setup.impl ? &sim::spec(*setup.impl, setup.impl_version) : nullptr;
+      const sim::NativeChoice native =
+          impl ? sim::best_native(pp.graph, device, plan.budget_bytes, impl->native_ac)
+               : sim::NativeChoice{};
+      text = render_table(pp.axes.models.front(), device, setup, plan, plan.fixed, impl, native);
+    }
       break;
     case Format::kCsv: text = sim_io::csv_header() + sim_io::csv_row(row); break;
     case Format::kJson: text = sim_io::result_json(row) + "\n"; break;

@@ -16,15 +16,15 @@ std::string render_csv(const std::string& model, const std::string& device,
                        const sim::Valley& v) {
   std::string out =
       "model,device,n,m,chen_units,model_bytes,simulated_bytes,step_time_ns,recompute_flops,"
-      "is_m_star,is_m_star_simulated,is_sqrt_n\n";
+      "is_m_star,is_m_star_simulated,is_sqrt_n,simulated_block_bytes\n";
   for (const sim::ValleyPoint& p : v.points) {
     // census12: model_bytes is empty where the closed form is refused (blocks differ)
-    out += fmt::format("{},{},{},{},{:.6f},{},{},{},{},{},{},{}\n", sim_io::csv_quote(model),
+    out += fmt::format("{},{},{},{},{:.6f},{},{},{},{},{},{},{},{}\n", sim_io::csv_quote(model),
                        sim_io::csv_quote(device), v.n, p.m, p.chen_units,
                        v.closed_form ? std::to_string(p.model_bytes) : std::string(),
                        p.simulated_bytes, p.step_time_ns, p.recompute_flops,
                        p.m == v.m_star ? 1 : 0, p.m == v.m_star_simulated ? 1 : 0,
-                       p.m == v.sqrt_n ? 1 : 0);
+                       p.m == v.sqrt_n ? 1 : 0, p.simulated_block_bytes);
   }
   return out;
 }
@@ -49,8 +49,9 @@ std::string render_table(const std::string& model, const sim::Device& device,
                        v.why, v.m_star_simulated);
     out += fmt::format("  Chen et al.'s m + n/m is least at sqrt(n) = {}\n\n", v.sqrt_n);
   }
-  TextTable table({"m", "Chen m+n/m", "M(m)", "simulated peak", "step time", "recompute", ""},
-                  "rrrrrrl");
+  TextTable table({"m", "Chen m+n/m", "M(m)", "block phase", "simulated peak", "step time",
+                   "recompute", ""},
+                  "rrrrrrrl");
   for (const sim::ValleyPoint& p : v.points) {
     std::string marks;
     const auto mark = [&marks](bool on, const char* what) {
@@ -64,10 +65,29 @@ std::string render_table(const std::string& model, const sim::Device& device,
          p.m == v.sqrt_n || p.m == v.m_star ? "m* (simulated)" : "<- m* (simulated)");
     table.add({fmt::format("{}", p.m), fmt::format("{:.2f}", p.chen_units),
                v.closed_form ? fmt::format("{}", Bytes{p.model_bytes}) : std::string("-"),
+               fmt::format("{}", Bytes{p.simulated_block_bytes}),
                fmt::format("{}", Bytes{p.simulated_bytes}),
                human_time_ns(p.step_time_ns), human_flops(p.recompute_flops), marks});
   }
   out += table.render("  ");
+  // M(m) models the block phase only (the simulated "block phase" column: equal where m divides
+  // n, M(m) - (m - n mod m) c otherwise, tests/test_valley.cpp). Where the step's peak is higher
+  // it sits outside the blocks: in the head and loss (large vocabularies), where all m
+  // checkpoints are live, or in the optimizer step. Say from which m on, so that m* (model) is
+  // not read as the step's best m.
+  int64_t outside_from = 0;
+  for (const sim::ValleyPoint& p : v.points)
+    if (p.simulated_bytes > p.simulated_block_bytes) {
+      if (outside_from == 0) outside_from = p.m;
+    } else {
+      outside_from = 0;
+    }
+  if (outside_from > 0)
+    out += fmt::format(
+        "\n  From m = {} on, the step's peak sits outside the blocks (embedding, head and loss, or\n"
+        "  the optimizer step), which M(m) does not model: there the simulated peak, not M(m),\n"
+        "  says which m is best.\n",
+        outside_from);
   out += fmt::format(
       "\n  m = {} is `full` (every block its own segment). Peaks are allocated bytes per GPU;\n"
       "  the {} offers {} to CUDA, before the CUDA context and communication buffers.\n",

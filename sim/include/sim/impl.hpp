@@ -158,6 +158,14 @@ enum class MoeDispatch : uint8_t {
   kAllToAll,
 };
 
+// native (plan): one checkpointing option of a code base's configuration. `strategy` is a
+// strategy as --strategy spells it, where "every:k", "block:k" and "layer-sac:k" stand for every k
+// the option takes; `config` is the setting, with "{k}" for that number.
+struct NativeAc {
+  std::string_view strategy;
+  std::string_view config;
+};
+
 struct ImplSpec {
   Impl id = Impl::kHf;
   std::string_view name;      // as --impl takes it
@@ -264,6 +272,13 @@ struct ImplSpec {
   std::optional<Precision> dp_precision;
   std::string_view dp_precision_source;  // why (run prints it)
   // --- end hfds ---
+
+  // --- native (plan): the checkpointing this code base's own configuration can run, as strategy
+  // patterns with the setting that selects each ("every:k" etc.: k is the setting's number).
+  // `actsim plan` finds the best of them beside its per-block plan, which none of these code
+  // bases' options expresses (sim/planner_native.hpp). ---
+  std::span<const NativeAc> native_ac;
+  // --- end native ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

@@ -95,6 +95,14 @@ ImplSpec hf() {
   // nn.Module.zero_grad's default, set_to_none=True since torch 2.0
   s.set_to_none = true;
   s.set_to_none_source = "the Trainer's model.zero_grad(), set_to_none=True on torch >= 2.0";
+  // native (plan): TrainingArguments(gradient_checkpointing=True) makes the Trainer call
+  // model.gradient_checkpointing_enable(), which turns checkpointing on for every layer of every
+  // stack (modeling_utils.py PreTrainedModel.gradient_checkpointing_enable; each model's layer
+  // loop checkpoints its layers when self.gradient_checkpointing). Nothing finer is a setting.
+  static constexpr NativeAc kNativeAc[] = {
+      {"none", "gradient_checkpointing=False (TrainingArguments, the default)"},
+      {"full", "gradient_checkpointing=True (TrainingArguments)"}};
+  s.native_ac = kNativeAc;
   return s;
 }
 

@@ -58,6 +58,18 @@ ImplSpec megatron() {
   // main_grad buffers are persistent under bf16-mixed whichever this is
   s.set_to_none = true;
   s.set_to_none_source = "";  // the knob changes nothing the main_grad buffers hold
+  // native (plan): megatron/training/arguments.py --recompute-granularity (full|selective),
+  // --recompute-method (uniform: groups of --recompute-num-layers blocks checkpointed as one;
+  // block: the first --recompute-num-layers blocks of each pipeline stage checkpointed, the rest
+  // kept), as transformer_block.py _checkpointed_forward runs them; selective recomputes core
+  // attention (Korthikanti et al. 2022 §5).
+  static constexpr NativeAc kNativeAc[] = {
+      {"none", "no --recompute-granularity"},
+      {"selective", "--recompute-granularity selective"},
+      {"full", "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"},
+      {"every:k", "--recompute-granularity full --recompute-method uniform --recompute-num-layers {k}"},
+      {"block:k", "--recompute-granularity full --recompute-method block --recompute-num-layers {k}"}};
+  s.native_ac = kNativeAc;
   return s;
 }
 

@@ -51,6 +51,10 @@ ImplSpec nanogpt() {
   // `optimizer.zero_grad(set_to_none=True)`, explicit on every torch
   s.set_to_none = true;
   s.set_to_none_source = "train.py's optimizer.zero_grad(set_to_none=True)";
+  // native (plan): model.py has no activation checkpointing: every other strategy wraps blocks in
+  // torch.utils.checkpoint by code of your own.
+  static constexpr NativeAc kNativeAc[] = {{"none", "model.py as it is (no checkpointing)"}};
+  s.native_ac = kNativeAc;
   return s;
 }
 

@@ -145,7 +145,8 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                           ")");
   // implhf: the head the config's architectures names
   {
-    const ImplSpec probe{.families = sp.heads};
+    ImplSpec probe;
+    probe.families = sp.heads;
     if (!supports_family(probe, head_name(model.head)))
       throw Unsupported("--impl", "impl",
                         "the " + std::string(head_name(model.head)) + " head (architectures) under "

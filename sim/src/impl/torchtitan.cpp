@@ -50,6 +50,15 @@ ImplSpec torchtitan() {
   // commit not pinned): torch.optim's zero_grad, set_to_none=True by default on torch >= 2.0
   s.set_to_none = true;
   s.set_to_none_source = "train_step's optimizers.zero_grad(), set_to_none=True on torch >= 2.0";
+  // native (plan): [activation_checkpoint] mode and selective_ac_option (config_manager.py /
+  // config/job_config.py; parallelize_llama.py apply_ac: "full" wraps every block, "selective"
+  // with "op" applies the op SAC policy to every block, with a number k checkpoints every k-th).
+  static constexpr NativeAc kNativeAc[] = {
+      {"none", "[activation_checkpoint] mode = \"none\""},
+      {"full", "[activation_checkpoint] mode = \"full\""},
+      {"sac:torchtitan", "[activation_checkpoint] mode = \"selective\", selective_ac_option = \"op\""},
+      {"layer-sac:k", "[activation_checkpoint] mode = \"selective\", selective_ac_option = \"{k}\""}};
+  s.native_ac = kNativeAc;
   return s;
 }
 
