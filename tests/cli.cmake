@@ -445,8 +445,8 @@ rm -f out.csv out.csv.partial
 grep -q 'deepspeed-bf16, flash attention' ds.txt
 grep -q 'precision deepspeed-bf16: the Trainer with DeepSpeed --bf16' ds.txt
 "$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --precision bf16-amp > ddp.txt
-grep -q 'bf16-amp' ddp.txt
-if grep -q 'deepspeed-bf16' ddp.txt; then exit 1; fi
+grep -q 'pytorch profile, bf16-amp,' ddp.txt
+if grep -q 'precision deepspeed-bf16:' ddp.txt; then exit 1; fi
 "$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 1 --format csv > z1.csv
 grep -q ',deepspeed-bf16,' z1.csv
 set +e

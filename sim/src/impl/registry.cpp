@@ -171,7 +171,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     throw Unsupported("--precision", "precision",
                       "deepspeed-bf16 under --impl " + std::string(sp.name) +
                           " (it is HF's Trainer with DeepSpeed: --impl hf)");
-  if (sp.dp_precision == Precision::kDeepspeedBf16 && s.zero >= 1 &&
+  if (sp.dp_precision == Precision::kDeepspeedBf16 && s.zero >= 1 && s.dp > 1 &&
       (*s.precision == Precision::kBf16Amp || *s.precision == Precision::kFp16Amp))
     throw ConfigError("--precision", "precision",
                       std::string(name(*s.precision)) + " under --zero " + std::to_string(s.zero) +
