@@ -498,6 +498,35 @@ test "$(wc -l < err4.txt)" -eq 1
 grep -q -- '--zero: fsdp2-bf16' err4.txt
 ]=])
 
+# hfds (issue 10): --impl hf under --dp is the Trainer with DeepSpeed (deepspeed-bf16, printed with
+# its source); autocast under --zero is refused in one line naming --precision, exit 2, no output;
+# autocast over torch DDP (--zero 0) stays; other code bases refuse deepspeed-bf16.
+actsim_cli_test(hfds_deepspeed [=[
+rm -f out.csv out.csv.partial
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 3 > ds.txt
+grep -q 'deepspeed-bf16, flash attention' ds.txt
+grep -q 'precision deepspeed-bf16: the Trainer with DeepSpeed --bf16' ds.txt
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --precision bf16-amp > ddp.txt
+grep -q 'pytorch profile, bf16-amp,' ddp.txt
+if grep -q 'precision deepspeed-bf16:' ddp.txt; then exit 1; fi
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 1 --format csv > z1.csv
+grep -q ',deepspeed-bf16,' z1.csv
+set +e
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 2 --precision bf16-amp -o out.csv 2> err1.txt
+rc1=$?
+"$1" run --model llama-3-8b --impl torchtitan --seq 256 --dp 8 --precision deepspeed-bf16 2> err2.txt
+rc2=$?
+set -e
+test $rc1 -eq 2
+test $rc2 -eq 2
+test ! -e out.csv
+test ! -e out.csv.partial
+test "$(wc -l < err1.txt)" -eq 1
+test "$(wc -l < err2.txt)" -eq 1
+grep -q -- '--precision: precision: bf16-amp under --zero 2' err1.txt
+grep -q -- '--precision' err2.txt
+]=])
+
 # --impl nanogpt refuses what nanoGPT lacks (one line naming the implementation and the feature,
 # exit 2, no output file); the "Not modeled" line names each implementation's own gaps; the
 # release knobs parse, and a bad --set-to-none is one line, exit 2.

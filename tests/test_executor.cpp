@@ -419,6 +419,25 @@ TEST_CASE("executor: refuses fsdp2-bf16 (fp32 shards beside bf16 compute copies)
   }
 }
 
+TEST_CASE("executor: refuses deepspeed-bf16 (flat fp32 partitions beside the bf16 module) with one line") {
+  // hfds (issue 10): HF's Trainer under DeepSpeed, asked for on one rank
+  TrainSetup t;
+  t.micro_batch = 1;
+  t.seq = 16;
+  t.impl = Impl::kHf;
+  t.precision = Precision::kDeepspeedBf16;
+  const Graph g = build_graph_exec(fixtures::tiny_gqa_llama(), t, fixtures::executor_device());
+  CHECK(g.precision == Precision::kDeepspeedBf16);
+  try {
+    execute(g, "none");
+    FAIL("the executor ran deepspeed-bf16");
+  } catch (const Unsupported& e) {
+    const std::string what = e.what();
+    CHECK(contains(what, "deepspeed-bf16"));
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
 TEST_CASE("executor: --impl nanogpt with SDPA runs to the simulator's byte; its slow path is refused") {
   const Device dev = fixtures::executor_device();
   TrainSetup s;

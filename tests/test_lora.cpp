@@ -175,28 +175,31 @@ TEST_CASE("qlora: one 4096 x 4096 linear's bytes as docs/memory-model.md derives
 // weights: 692,736 frozen parameters; rank 4 on q and v: (4x256 + 4x256) + (4x256 + 4x64) =
 // 3,328 adapter parameters; outside the blocks 2 x 1000 x 256 + 256 = 512,256 frozen.
 TEST_CASE("lora under zero-3: the frozen base is sharded and gathered, only the adapters train") {
+  // hfds: HF's Trainer under ZeRO-3 is DeepSpeed with --bf16 (deepspeed-bf16): a bf16 module,
+  // adapters included (module.bfloat16() after get_peft_model), no autocast.
   const ModelConfig m = fixtures::tiny_llama();
   TrainSetup t;
   t.impl = Impl::kHf;
-  t.precision = Precision::kBf16Amp;
   t.seq = 128;
   t.dp = 4;
   t.zero = 3;
   t.lora_rank = 4;
   const Graph g = build_graph(m, t, fixtures::h100());
-  // every fp32 parameter, frozen or not, over 4 ranks: 4 (4 x 692,736 + 512,256 + 4 x 3,328) / 4
-  CHECK(g.weights_bytes == 3'296'512);
-  // the current and the prefetched block gathered whole, fp32: 2 x 4 x (692,736 + 3,328)
-  CHECK(storage_bytes(g, "ZeRO-3 gathered weights") == 5'568'512);
-  CHECK(g.grads_bytes == 4 * 4 * 3'328 / 4);      // the adapters' fp32 gradient shards: 13,312
-  CHECK(g.optimizer_bytes == 8 * 4 * 3'328 / 4);  // Adam's m and v of the adapters: 26,624
-  // the frozen weight casts autocast makes at every use are per rank and unchanged by sharding
-  TrainSetup one = t;
-  one.dp = 1;
-  one.zero = 0;
-  const Graph g1 = build_graph(m, one, fixtures::h100());
-  CHECK(storage_bytes(g, "frozen weight cast") == storage_bytes(g1, "frozen weight cast"));
-  CHECK(storage_bytes(g, "frozen weight cast") > 0);
+  REQUIRE(g.precision == Precision::kDeepspeedBf16);
+  // bf16 partitions of the 3,280,896 frozen parameters above the persistence threshold (10 h =
+  // 2,560): 2 x 3,280,896 / 4 = 1,640,448; the 9 norms (2,304) and every adapter matrix (1,024
+  // or 256 elements; 13,312 in all) are persisted: whole, 2 x (2,304 + 13,312) = 31,232, beside
+  // their partitions, 2 x 2,304 / 4 + 4 x 2 x (3 x 256 + 64) = 1,152 + 6,656
+  CHECK(g.weights_bytes == 1'640'448 + 31'232 + 1'152 + 6'656);
+  // 3.3 M parameters are within stage3_max_reuse_distance: the whole bf16 model stays gathered
+  // at the forward's end, 2 x (3,283,200 + 13,312)
+  CHECK(storage_bytes(g, "ZeRO-3 gathered bf16 parameters (current and prefetched block; at the "
+                         "forward's end the head and the blocks within stage3_max_reuse_distance)") ==
+        6'593'024);
+  CHECK(g.grads_bytes == 2 * 13'312 / 4);       // the adapters' bf16 gradient partition: 6,656
+  CHECK(g.optimizer_bytes == 12 * 13'312 / 4);  // fp32 master + Adam's m and v: 39,936
+  // no autocast: no cast of a frozen weight
+  CHECK(storage_bytes(g, "frozen weight cast") == 0);
   // time: the frozen weights are all-gathered in forward and again in backward but no gradient
   // of theirs is reduce-scattered: against full fine-tuning (the same gathers plus a
   // reduce-scatter of as many fp32 bytes), LoRA's data-parallel traffic is about two thirds.
@@ -344,7 +347,7 @@ TEST_CASE("lora and qlora refusals: one line naming the flag") {
   CHECK(where(llama, h) == "");
   h.precision = Precision::kFsdp2Bf16;  // feat3: 4-bit weights under FSDP2 not modeled
   CHECK(where(llama, h) == "--qlora");
-  h.precision = Precision::kBf16Amp;
+  h.precision.reset();  // hfds: under --dp, deepspeed-bf16 (QLoRA not modeled there)
   h.dp = 2;
   h.zero = 3;  // feat3: nor under ZeRO-3
   CHECK(where(llama, h) == "--qlora");

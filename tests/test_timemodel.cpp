@@ -130,6 +130,7 @@ TEST_CASE("data-parallel all-reduce: hidden behind backward when compute is long
   const ModelConfig m = fixtures::gpt2_small();
   TrainSetup t;
   t.dp = 8;
+  t.precision = Precision::kBf16Amp;  // hfds: the Trainer over torch DDP (not DeepSpeed)
   t.seq = 1024;
   t.micro_batch = 16;
   const Result big = simulate(m, t, fixtures::h100(), parse_strategy("none"));
@@ -168,6 +169,7 @@ TEST_CASE("DDP buckets: 1 MiB first, then 25 MiB, in backward order") {
   const ModelConfig m = fixtures::gpt2_small();
   TrainSetup t;
   t.dp = 2;
+  t.precision = Precision::kBf16Amp;  // hfds: the Trainer over torch DDP (not DeepSpeed)
   t.seq = 128;
   const Device d = fixtures::h100();
   const Graph g = build_graph(m, t, d);
@@ -262,6 +264,7 @@ TEST_CASE("contention: compute overlapping a collective runs kOverlapComputeSlow
   t.micro_batch = 8;
   Device d = fixtures::h100();
   d.host_dispatch_ns = 0;
+  t.precision = Precision::kDeepspeedBf16;  // hfds: HF's regime under ZeRO-3, alone too
   const Result alone = simulate(m, t, d, parse_strategy("none"));
   t.dp = 8;
   t.zero = 3;

@@ -211,7 +211,7 @@ std::vector<sim::ImplChoice> parse_impl_axis(std::string_view text) {
 }
 std::vector<sim::Precision> parse_precision_axis(std::string_view text) {
   return parse_named_axis(text, "--precision", &sim::parse_precision,
-                          "bf16-mixed, bf16-amp, fp16-amp, fp32, fsdp2-bf16");
+                          "bf16-mixed, bf16-amp, fp16-amp, fp32, fsdp2-bf16, deepspeed-bf16");
 }
 std::vector<sim::AttentionKind> parse_attention_axis(std::string_view text) {
   return parse_named_axis(text, "--attention", &sim::parse_attention, "standard, flash");

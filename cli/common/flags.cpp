@@ -31,7 +31,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
               r += (r.empty() ? "" : ", ") + std::string(s.name) + "@" + std::string(s.version_key);
             return r;
           }());
-  add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32, fsdp2-bf16 (default: the implementation's)");
+  add("--precision", f.precision, "bf16-mixed, bf16-amp, fp16-amp, fp32, fsdp2-bf16, deepspeed-bf16 (default: the implementation's)");
   add("--attention", f.attention,
       "standard (eager) or flash (SDPA / fused kernels); default: the implementation's");
   add("--dropout", f.dropout, "dropout probability for all sites (default: the config's)");

@@ -137,6 +137,12 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
                        row.key.setup.zero_default && row.key.setup.zero == 3
                            ? " (--zero 3 by default: FSDP2 always shards)"
                            : "");
+  if (row.key.setup.impl) {  // hfds: the regime the code base runs under --dp, and why
+    const sim::ImplSpec& sp = sim::spec(*row.key.setup.impl, row.key.setup.impl_version);
+    if (sp.dp_precision && row.key.setup.precision == sp.dp_precision)
+      out += fmt::format("   precision {}: {}\n", sim::name(*sp.dp_precision),
+                         sp.dp_precision_source);
+  }
   // implhf: a classification head (from the config's architectures) is named; LM heads are the
   // family's default
   const std::string head =

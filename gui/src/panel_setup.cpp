@@ -17,8 +17,9 @@ namespace gui {
 namespace {
 
 constexpr std::array<std::string_view, 2> kProfiles{"pytorch", "paper"};
-constexpr std::array<std::string_view, 6> kPrecisions{"impl default", "bf16-mixed", "bf16-amp",
-                                                      "fp16-amp", "fp32", "fsdp2-bf16"};
+constexpr std::array<std::string_view, 7> kPrecisions{"impl default", "bf16-mixed", "bf16-amp",
+                                                      "fp16-amp",     "fp32",       "fsdp2-bf16",
+                                                      "deepspeed-bf16"};  // hfds
 constexpr std::array<std::string_view, 3> kAttention{"impl default", "standard", "flash"};
 constexpr std::array<std::string_view, 2> kNormKernels{"default", "triton"};  // sim::NormKernel
 constexpr std::array<std::string_view, 5> kOptimizers{"impl default", "adam", "adam-fused", "sgd",

@@ -364,7 +364,9 @@ class Engine {
     block_gather_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);  // last: outside the blocks
     block_grad_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);
     const int64_t shards = g_.zero >= 3 ? g_.dp : 1;  // ZeRO-3 storages hold 1/d of a weight
-    for (size_t i = 0; i < g_.ops.size(); ++i) grad_at_[i] = 4 * g_.ops[i].param_numel;  // fp32
+    // fp32; hfds: DeepSpeed reduces bf16 gradients (communication_data_type of a bf16 model)
+    const int64_t grad_b = g_.precision == Precision::kDeepspeedBf16 ? 2 : 4;
+    for (size_t i = 0; i < g_.ops.size(); ++i) grad_at_[i] = grad_b * g_.ops[i].param_numel;
     for (int32_t sid : g_.param_storages) {
       const Storage& st = g_.storages[sid];
       const int64_t numel = st.bytes / bytes_of(st.dtype) * shards;
@@ -373,7 +375,7 @@ class Engine {
       // FSDP2 mixed precision keeps fp32 shards and all-gathers them cast to param_dtype bf16
       // (torch/distributed/_composable/fsdp/_fsdp_param.py all_gather_inputs; time, issue 11).
       block_gather_[b] += g_.precision == Precision::kFsdp2Bf16 ? 2 * numel : st.bytes * shards;
-      block_grad_[b] += 4 * numel;
+      block_grad_[b] += grad_b * numel;
     }
     // feat3 (issue 13): LoRA's frozen base (Storage::frozen) is gathered with its block under
     // ZeRO-3 and FSDP2, in forward and again in backward, but has no gradient to reduce.
@@ -414,8 +416,12 @@ class Engine {
   void bucket_grads(int32_t id) {
     if (g_.dp <= 1 || g_.zero >= 3 || grad_at_.empty()) return;
     pending_grad_ += grad_at_[id];
-    const int64_t cap = buckets_ == 0 ? (int64_t{1} << 20) : 25 * (int64_t{1} << 20);
-    if (pending_grad_ >= cap) flush_bucket();
+    int64_t cap = buckets_ == 0 ? (int64_t{1} << 20) : 25 * (int64_t{1} << 20);
+    if (g_.dp_bucket_bytes > 0) cap = g_.dp_bucket_bytes;  // hfds: DeepSpeed's buckets
+    if (pending_grad_ >= cap) {
+      flush_bucket();
+      if (g_.dp_reduce_blocking) wait_until(dp_free_, true);  // hfds: no overlap_comm
+    }
   }
   void flush_bucket() {
     if (pending_grad_ <= 0) return;

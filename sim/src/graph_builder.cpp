@@ -8,6 +8,7 @@
 #include "blocks_encdec.hpp"  // famenc
 #include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
+#include "deepspeed.hpp"  // hfds
 #include "sim/device.hpp"
 #include "sim/error.hpp"
 
@@ -423,6 +424,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   switch (dm.precision) {
     case Precision::kBf16Mixed:
     case Precision::kFsdp2Bf16:  // the ops see the all-gathered bf16 parameters (no autocast)
+    case Precision::kDeepspeedBf16:  // hfds: the module cast to bf16 (no autocast)
       dm.param_dt = DType::kBF16, dm.half_dt = DType::kBF16, dm.resid_dt = DType::kBF16;
       break;
     case Precision::kBf16Amp:
@@ -527,6 +529,12 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   int64_t weights = 0, buffers = 0;
   for (int32_t sid : g.persistent)
     (g.storages[sid].category == Category::kWorkspace ? buffers : weights) += g.storages[sid].bytes;
+  // hfds (issue 10): HF's Trainer under DeepSpeed: weights, gradients and buckets per stage
+  // (sim/src/deepspeed.cpp); the optimizer state below, partitioned at every stage.
+  const bool deepspeed = prec == Precision::kDeepspeedBf16;
+  detail::DeepspeedStep ds_step;
+  if (deepspeed)
+    ds_step = detail::add_deepspeed_state(g, model, s, sharded_params, numel, add);
   // FSDP2 (torchtitan parallelize_llama.py apply_fsdp @ 9dec370, MixedPrecisionPolicy(
   // param_dtype=bf16, reduce_dtype=fp32)): the sharded parameters are fp32 (4 B per parameter
   // over d ranks, torch/distributed/_composable/fsdp/_fsdp_param.py: the sharded param keeps
@@ -534,7 +542,9 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   // The root module (embedding, final norm, output) is gathered at the forward's start and
   // resharded after it, and gathered again for the whole backward (its post-backward runs
   // last): its bf16 copy is counted live throughout, beside the current and prefetched block.
-  if (prec == Precision::kFsdp2Bf16) {
+  if (deepspeed) {
+    // hfds: done above
+  } else if (prec == Precision::kFsdp2Bf16) {
     int64_t root = 0;
     for (int32_t sid : sharded_params) {  // feat3: the frozen ones too
       Storage& st = g.storages[sid];
@@ -559,11 +569,13 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     for (int32_t sid : g.persistent)
       if (g.storages[sid].category == Category::kWeights) weights += g.storages[sid].bytes;
   }
-  g.weights_bytes = weights;
+  if (!deepspeed) g.weights_bytes = weights;
 
   // Gradients: fp32, one per parameter.
   const int64_t grad_all = checked_mul(4, numel, f);
-  if (prec == Precision::kBf16Mixed) {
+  if (deepspeed) {
+    // hfds: add_deepspeed_state's
+  } else if (prec == Precision::kBf16Mixed) {
     g.grads_bytes = s.zero >= 2 ? grad_all / d : grad_all;
     add(g.grads_bytes, Category::kGrads, "main_grad buffer (fp32)");
   } else if (s.zero >= 2 || prec == Precision::kFsdp2Bf16) {
@@ -593,8 +605,10 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   int64_t per_param = optim == Optimizer::kSgd ? 4 : 8;
   // moe2: LoRA's trainable adapters are fp32 under bf16-mixed (PEFT upcasts them): no master copy
   if (prec == Precision::kBf16Mixed && g.lora_rank == 0) per_param += 4;
+  // hfds: DeepSpeed's fp32 master partition (every stage, BF16_Optimizer's too), LoRA's included
+  if (deepspeed) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
-  const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16;
+  const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16 || deepspeed;
   if (sharded && s.ep > 1) {
     // moe: a routed expert's state is sharded over its expert-data-parallel group, dp / ep ranks
     // (Megatron's distributed optimizer per expert_data_parallel_group); the rest over dp
@@ -648,15 +662,23 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
     for (int32_t sid : g.param_storages)
       largest = std::max(largest, g.storages[sid].bytes / bytes_of(g.storages[sid].dtype));
     if (s.zero >= 1) largest /= d;
+    if (deepspeed) largest = shard;  // hfds: AdamW sees one flat fp32 partition per group
     const int64_t temps = g.impl ? spec(*g.impl, s.impl_version).loop_temporaries : 1;
     g.optimizer_transient_bytes = checked_mul(4 * temps, largest, f);
   }
+  // hfds: DeepSpeed's fp32 gradient partition beside the optimizer's temporaries, or its
+  // all-reduce copy before the step (sim/src/deepspeed.cpp)
+  if (deepspeed)
+    g.optimizer_transient_bytes =
+        std::max(checked_add(g.optimizer_transient_bytes, ds_step.with_optimizer, f),
+                 ds_step.before_step);
   // Bytes moved per parameter of the shard: foreach Adam runs lerp_(m), mul_(v), addcmul_(v),
   // sqrt, div_, add_, addcdiv_(p) and the decoupled weight decay mul_(p): 80 B; fused Adam reads
   // and writes p, m, v and reads g: 28 B; SGD with momentum: 20 B; bf16 params add a 2 B copy.
   int64_t moved = optim == Optimizer::kAdamForeach || optim == Optimizer::kAdamLoop ? 80
                   : optim == Optimizer::kAdamFused ? 28 : 20;
   if (prec == Precision::kBf16Mixed && g.lora_rank == 0) moved += 2;  // moe2: LoRA's are fp32
+  if (deepspeed) moved += 2;  // hfds: the bf16 partition copied from the fp32 master
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
   // time (issue 11): adam-loop launches these 8 per parameter tensor (HF's adamw_hf, transformers
   // optimization.py AdamW.step: mul_, add_, mul_, addcmul_, sqrt, add_, addcdiv_, add_ per p);

@@ -262,7 +262,12 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   // feat3: under fsdp2-bf16 the adapters' fp32 shards are all-gathered as bf16 (FSDP2's
   // MixedPrecisionPolicy param_dtype casts every parameter of the module): lora_A.weight is
   // bf16 during forward, so _cast_input_dtype casts nothing and the adapter computes in bf16.
-  const DType adapter_dt = dm.precision == Precision::kFsdp2Bf16 ? dm.param_dt : DType::kF32;
+  // hfds: under deepspeed-bf16 DeepSpeedEngine's module.bfloat16() (engine.py @ v0.16.2) runs
+  // after get_peft_model and casts the adapters back to bf16: the same.
+  const DType adapter_dt =
+      dm.precision == Precision::kFsdp2Bf16 || dm.precision == Precision::kDeepspeedBf16
+          ? dm.param_dt
+          : DType::kF32;
   plain.param_dt = adapter_dt;
   Ops po(bld, plain);
   bld.freeze_params = false;
@@ -333,6 +338,10 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     throw Unsupported("--qlora", "qlora",
                       "QLoRA under fsdp2-bf16 (bitsandbytes' packed uint8 weights under FSDP "
                       "need bnb_4bit_quant_storage set to the param dtype: not modeled)");
+  if (s.qlora && p == Precision::kDeepspeedBf16)  // hfds
+    throw Unsupported("--qlora", "qlora",
+                      "QLoRA under deepspeed-bf16 (DeepSpeed's module.bfloat16() over "
+                      "bitsandbytes' 4-bit weights: not modeled)");
   if (s.qlora && s.zero >= 3)
     throw Unsupported("--qlora", "qlora",
                       "QLoRA with ZeRO-3 (DeepSpeed partitioning of bitsandbytes' 4-bit weights: "

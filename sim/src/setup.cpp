@@ -10,12 +10,13 @@ namespace sim {
 namespace {
 
 // One table per enum: the names the CLI, CSV and JSON use.
-constexpr std::array<std::pair<Precision, std::string_view>, 5> kPrecisions{{
+constexpr std::array<std::pair<Precision, std::string_view>, 6> kPrecisions{{
     {Precision::kBf16Mixed, "bf16-mixed"},
     {Precision::kBf16Amp, "bf16-amp"},
     {Precision::kFp16Amp, "fp16-amp"},
     {Precision::kFp32, "fp32"},
     {Precision::kFsdp2Bf16, "fsdp2-bf16"},
+    {Precision::kDeepspeedBf16, "deepspeed-bf16"},  // hfds
 }};
 constexpr std::array<std::pair<AttentionKind, std::string_view>, 2> kAttentions{{
     {AttentionKind::kStandard, "standard"},
@@ -71,7 +72,12 @@ std::optional<AllocatorKind> parse_allocator(std::string_view s) { return revers
 
 Precision resolved_precision(const TrainSetup& setup) {
   if (setup.precision) return *setup.precision;
-  if (setup.impl && setup.profile != Profile::kPaper) return spec(*setup.impl, setup.impl_version).precision;
+  if (setup.impl && setup.profile != Profile::kPaper) {
+    const ImplSpec& sp = spec(*setup.impl, setup.impl_version);
+    // hfds: the code base's regime under data parallelism (HF: the Trainer with DeepSpeed)
+    if (sp.dp_precision && setup.dp > 1) return *sp.dp_precision;
+    return sp.precision;
+  }
   return setup.profile == Profile::kPaper ? Precision::kBf16Mixed : Precision::kBf16Amp;
 }
 

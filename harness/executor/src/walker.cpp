@@ -517,6 +517,10 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("<graph>", "args", "executing a graph not built by build_graph_exec");
   if (graph.tp > 1 || graph.dp > 1)
     throw sim::Unsupported("--tp/--dp", "parallelism", "executing more than one rank");
+  if (graph.precision == sim::Precision::kDeepspeedBf16)  // hfds
+    throw sim::Unsupported("--precision", "precision",
+                           "executing deepspeed-bf16 (DeepSpeed's flat fp32 partitions beside the "
+                           "bf16 module: the executor runs one dtype per parameter)");
   if (graph.precision == sim::Precision::kFsdp2Bf16)
     throw sim::Unsupported("--precision", "precision",
                            "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "

@@ -308,6 +308,11 @@ struct Graph {
   bool optimizer_multi_tensor = true;
   // --- implver (issue 10): the release of `impl` (TrainSetup::impl_version; empty: default) ---
   std::string_view impl_version;
+  // --- hfds (issue 10): how ZeRO 0-2 reduce the gradients under deepspeed-bf16
+  // (sim/src/deepspeed.cpp); 0: torch DDP's buckets (engine.cpp bucket_grads) ---
+  int64_t dp_bucket_bytes = 0;   // bytes per reduction bucket
+  bool dp_reduce_blocking = false;  // the compute stream waits for each bucket (no overlap_comm)
+  // --- end hfds ---
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

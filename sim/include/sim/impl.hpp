@@ -285,6 +285,13 @@ struct ImplSpec {
   // per TransformerBlock), which --compile on selects (TrainSetup::compile)
   bool compile_blocks = false;
   // --- end fp8sac ---
+  // --- hfds (issue 10): the precision regime this code base runs under data parallelism
+  // (--dp > 1) when it is not `precision`: HF's Trainer launched with DeepSpeed ZeRO of the
+  // --zero stage (deepspeed-bf16, sim/src/deepspeed.cpp). Unset: `precision` at every --dp.
+  std::optional<Precision> dp_precision;
+  std::string_view dp_precision_source;  // why (run prints it)
+  // --- end hfds ---
+
   // --- native (plan): the checkpointing this code base's own configuration can run, as strategy
   // patterns with the setting that selects each ("every:k" etc.: k is the setting's number).
   // `actsim plan` finds the best of them beside its per-block plan, which none of these code

@@ -15,7 +15,11 @@ namespace sim {
 // kFsdp2Bf16: FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (torchtitan): fp32
 // sharded parameters, gradients and optimizer state; bf16 parameters all-gathered per block for
 // compute; bf16 activations and residual; no autocast.
-enum class Precision : uint8_t { kBf16Mixed, kBf16Amp, kFp16Amp, kFp32, kFsdp2Bf16 };
+// kDeepspeedBf16 (hfds, issue 10): HF's Trainer under DeepSpeed with --bf16 (`bf16.enabled`):
+// no autocast (accelerate skips native_amp under DeepSpeed), the module cast to bf16 by
+// DeepSpeedEngine, fp32 master weights and Adam state partitioned in DeepSpeed's optimizer of
+// the --zero stage (sim/src/deepspeed.cpp; docs/memory-model.md "HF Trainer + DeepSpeed").
+enum class Precision : uint8_t { kBf16Mixed, kBf16Amp, kFp16Amp, kFp32, kFsdp2Bf16, kDeepspeedBf16 };
 enum class AttentionKind : uint8_t { kStandard, kFlash };
 enum class Profile : uint8_t { kPytorch, kPaper };
 // kAdamLoop: a per-parameter loop (HF's adamw_hf, torch's single-tensor Adam): one temporary the
@@ -170,7 +174,7 @@ bool resolved_set_to_none(const TrainSetup& setup);
 void validate(const ModelConfig& model, const TrainSetup& setup);
 
 // Names as the CLI, CSV and JSON write them, and their inverse (nullopt when unknown).
-std::string_view name(Precision p);          // "bf16-mixed", "bf16-amp", "fp16-amp", "fp32", "fsdp2-bf16"
+std::string_view name(Precision p);          // "bf16-mixed", ..., "fsdp2-bf16", "deepspeed-bf16"
 std::string_view name(AttentionKind a);      // "standard", "flash"
 std::string_view name(Profile p);            // "pytorch", "paper"
 std::string_view name(Optimizer o);          // "adam", "adam-fused", "sgd", "adam-loop"

@@ -57,7 +57,18 @@ ImplSpec hf() {
   // fam12: eager_attention_forward's softmax(dtype=torch.float32).to(query.dtype)
   // (modeling_llama.py @ 5dd4a635 and its copies; ModelConfig::eager_softmax_fp32)
   s.model_softmax = true;
-  s.zero_means = "the Trainer with DeepSpeed ZeRO of that stage (FSDP would shard like ZeRO-3)";
+  s.zero_means =
+      "the Trainer with DeepSpeed ZeRO of that stage, --bf16 (deepspeed-bf16: no autocast, bf16 "
+      "module, fp32 master and Adam state partitioned; FSDP is not modeled)";
+  // hfds (issue 10): under --dp the Trainer runs DeepSpeed, whose bf16 has no autocast:
+  // accelerate accelerator.py @ v1.2.1 (403c2074) sets native_amp only when the distributed type
+  // is not DEEPSPEED; integrations/deepspeed.py (trainer_config_process) maps --bf16 to
+  // `bf16.enabled`, and DeepSpeedEngine._configure_distributed_model (engine.py @ v0.16.2,
+  // b344c04d) calls self.module.bfloat16(). Buffers per stage: sim/src/deepspeed.cpp.
+  s.dp_precision = Precision::kDeepspeedBf16;
+  s.dp_precision_source =
+      "the Trainer with DeepSpeed --bf16: no autocast (accelerate), module.bfloat16() "
+      "(DeepSpeedEngine)";
   s.not_modeled = "torch.compile";
   // --- implver: this release's key and its Trainer's optimizer ---
   s.version_key = "4.48";
@@ -120,6 +131,10 @@ ImplSpec hf_v4_16() {
   // to set_to_none=False: every .grad is zeroed and kept between steps (HF's BERT V100 table)
   s.set_to_none = false;
   s.set_to_none_source = "the Trainer's model.zero_grad(), set_to_none=False on torch 1.10";
+  // hfds: DeepSpeed's bf16 optimizers of v0.16.2 are not those of early 2022: under --dp this
+  // release keeps its autocast regime (the Trainer over torch DDP)
+  s.dp_precision.reset();
+  s.dp_precision_source = {};
   return s;
 }
 

@@ -162,7 +162,23 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                       "pipeline parallelism under --impl " + std::string(sp.name) +
                           " (only megatron has it)");
   detail::check_moe_setup(model, s, &sp);  // moe: sim/src/setup_moe.cpp
-  if (!s.precision) s.precision = sp.precision;
+  if (!s.precision) s.precision = resolved_precision(s);  // hfds: sp.dp_precision under --dp
+  // --- hfds (issue 10): deepspeed-bf16 is the regime of a code base launched with DeepSpeed
+  // (ImplSpec::dp_precision); there, autocast over fp32 weights has no ZeRO path: accelerate
+  // (accelerator.py @ v1.2.1, Accelerator.__init__) sets native_amp only when the distributed
+  // type is not DEEPSPEED, and DeepSpeed v0.16.2's config has no torch autocast section.
+  if (*s.precision == Precision::kDeepspeedBf16 && sp.dp_precision != Precision::kDeepspeedBf16)
+    throw Unsupported("--precision", "precision",
+                      "deepspeed-bf16 under --impl " + std::string(sp.name) +
+                          " (it is HF's Trainer with DeepSpeed: --impl hf)");
+  if (sp.dp_precision == Precision::kDeepspeedBf16 && s.zero >= 1 && s.dp > 1 &&
+      (*s.precision == Precision::kBf16Amp || *s.precision == Precision::kFp16Amp))
+    throw ConfigError("--precision", "precision",
+                      std::string(name(*s.precision)) + " under --zero " + std::to_string(s.zero) +
+                          ": HF's Trainer with DeepSpeed runs no autocast (accelerate turns it off "
+                          "under DeepSpeed); its bf16 regime is deepspeed-bf16 (leave "
+                          "--precision out)");
+  // --- end hfds ---
   // feat3: FSDP2 shards whenever there are data-parallel ranks (torchtitan's apply_fsdp runs
   // whenever dp_shard > 1): without --zero, fsdp2-bf16 means ZeRO 3 (run prints a note)
   if (s.zero_default && s.zero == 0 && *s.precision == Precision::kFsdp2Bf16 && s.dp * s.cp > 1)
