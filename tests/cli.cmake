@@ -523,7 +523,7 @@ test ! -e out.csv
 test ! -e out.csv.partial
 test "$(wc -l < err1.txt)" -eq 1
 test "$(wc -l < err2.txt)" -eq 1
-grep -q -- '--precision: precision: bf16-amp under --zero 2' err1.txt
+grep -q -- '^actsim: error: --precision: bf16-amp under --zero 2' err1.txt
 grep -q -- '--precision' err2.txt
 ]=])
 
