@@ -43,9 +43,6 @@ struct Config {
   bool legacy = true;  // the legacy planner is run (too slow for some sizes: see notes)
 };
 
-sim::Cost cost_of(const sim::Result& r) {
-  return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops};
-}
 
 // Scales block b's non-persistent storages, transients and op costs by a factor in [0.5, 1.5]
 // (64-bit LCG, Knuth's MMIX constants; bytes kept multiples of 2).
@@ -229,7 +226,7 @@ int main(int argc, char** argv) {
       std::printf("%-15s %-7s %8.3f %8.3f %8.3f %8.3f %9.3f %11.3f %6" PRId64 "  (%" PRId64 "+%" PRId64 "+%" PRId64 ", %" PRId64 ") %.90s\n",
                   c.name.c_str(), who, t.min, t.median, t.cpu_min, t.cpu_median,
                   static_cast<double>(sim::budget_peak_bytes(o.plan.result)) / static_cast<double>(kGiB),
-                  static_cast<double>(cost_of(o.plan.result).time_ns) / 1e6, o.plan.solves,
+                  static_cast<double>(sim::cost_of(o.plan.result).time_ns) / 1e6, o.plan.solves,
                   o.plan.simulations, o.plan.warmup_simulations, o.plan.exact_simulations,
                   o.plan.dp_tables,
                   o.plan.strategy.canonical().c_str());
@@ -249,7 +246,7 @@ int main(int argc, char** argv) {
       ++failures;
     };
     if (sim::budget_peak_bytes(now.plan.result) > budget) fail("the plan exceeds the budget");
-    if (now.fixed.found && cost_of(now.fixed.result) < cost_of(now.plan.result))
+    if (now.fixed.found && sim::cost_of(now.fixed.result) < sim::cost_of(now.plan.result))
       fail("the plan costs more than the best fixed strategy that fits, " +
            now.fixed.strategy.canonical());
     if (!(legacy && c.legacy)) continue;
@@ -259,10 +256,10 @@ int main(int argc, char** argv) {
       old.fixed = sim::best_fixed_exhaustive(g, device, budget);
     });
     report("legacy", t_old, old);
-    if (cost_of(old.plan.result) < cost_of(now.plan.result))
+    if (sim::cost_of(old.plan.result) < sim::cost_of(now.plan.result))
       fail("the current plan costs more than the legacy planner's (" +
-           std::to_string(cost_of(now.plan.result).time_ns) + " ns > " +
-           std::to_string(cost_of(old.plan.result).time_ns) + " ns)");
+           std::to_string(sim::cost_of(now.plan.result).time_ns) + " ns > " +
+           std::to_string(sim::cost_of(old.plan.result).time_ns) + " ns)");
     if (old.fixed.found != now.fixed.found ||
         (old.fixed.found && !(old.fixed.strategy == now.fixed.strategy)))
       fail("best_fixed found " + (now.fixed.found ? now.fixed.strategy.canonical() : "none") +

@@ -402,10 +402,6 @@ std::vector<Config> configs() {
   return out;
 }
 
-Cost cost_of(const Result& r) {
-  return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops};
-}
-
 }  // namespace
 
 TEST_CASE("planner: the chain model predicts the simulated peak and recompute of fixed plans") {

@@ -18,8 +18,6 @@ using namespace sim;
 
 namespace {
 
-Cost cost_of(const Result& r) { return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops}; }
-
 // Every chain plan of n blocks: each block alone in one of the five options, or a checkpointed
 // segment of any length (a one-block segment is `full`).
 void all_plans(int64_t n, const std::function<void(const std::vector<ChainUnit>&)>& visit) {

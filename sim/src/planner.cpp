@@ -30,18 +30,6 @@ ClauseMode clause_mode_of(PlanOption o) {
   return ClauseMode::kNone;
 }
 
-std::string gib(int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB (%" PRId64 " bytes)",
-                static_cast<double>(bytes) / static_cast<double>(kGiB), bytes);
-  return buf;
-}
-
-// What a plan adds to the step: recompute and the wait on offload's copies back.
-Cost cost_of(const Result& r) {
-  return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops};
-}
-
 // The model with each block's forward-only bytes set to what the option `units` chose for it
 // drops when forward ends (instead of the most any option drops): exact for that plan and the
 // plans near it, optimistic for plans that drop more (the simulation catches those).
@@ -112,6 +100,15 @@ Strategy strategy_of(const std::vector<ChainUnit>& units) {
 }
 
 int64_t budget_peak_bytes(const Result& r) { return r.peak_reserved_bytes; }
+
+Cost cost_of(const Result& r) { return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops}; }
+
+std::string gib_text(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB (%" PRId64 " bytes)",
+                static_cast<double>(bytes) / static_cast<double>(kGiB), bytes);
+  return buf;
+}
 
 std::vector<ChainUnit> units_of(const Plan& p) {
   std::vector<ChainUnit> u;
@@ -681,8 +678,8 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
     }
     if (budget_peak_bytes(least_result) > budget)
       throw ConfigError("--strategy", "budget",
-                        "no plan fits a peak of " + gib(budget) +
-                            "; the smallest feasible peak is " + gib(budget_peak_bytes(least_result)) +
+                        "no plan fits a peak of " + gib_text(budget) +
+                            "; the smallest feasible peak is " + gib_text(budget_peak_bytes(least_result)) +
                             ", reached by " + strategy_of(best_units).canonical());
     // It fits where the DP's rounded model did not.
     units = best_units;

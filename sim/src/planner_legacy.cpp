@@ -13,18 +13,6 @@
 namespace sim {
 namespace {
 
-std::string gib(int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB (%" PRId64 " bytes)",
-                static_cast<double>(bytes) / static_cast<double>(kGiB), bytes);
-  return buf;
-}
-
-// What a plan adds to the step: recompute and the wait on offload's copies back.
-Cost cost_of(const Result& r) {
-  return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops};
-}
-
 // The model with each block's forward-only bytes set to what the option `units` chose for it
 // drops when forward ends (instead of the most any option drops): exact for that plan and the
 // plans near it, optimistic for plans that drop more (the simulation catches those).
@@ -199,8 +187,8 @@ BudgetPlan plan_budget_legacy(const Graph& graph, const Device& device, int64_t 
     }
     if (budget_peak_bytes(least_result) > budget)
       throw ConfigError("--strategy", "budget",
-                        "no plan fits a peak of " + gib(budget) +
-                            "; the smallest feasible peak is " + gib(budget_peak_bytes(least_result)) +
+                        "no plan fits a peak of " + gib_text(budget) +
+                            "; the smallest feasible peak is " + gib_text(budget_peak_bytes(least_result)) +
                             ", reached by " + strategy_of(best_units).canonical());
     // It fits where the DP's rounded model did not.
     units = best_units;

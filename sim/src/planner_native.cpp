@@ -16,10 +16,6 @@ std::string with_k(std::string_view config, int64_t k) {
   return out;
 }
 
-// The planner's cost of a simulated plan (sim/src/planner.cpp cost_of): recompute time plus the
-// wait on offload's copies, then recompute FLOPs.
-Cost cost_of(const Result& r) { return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops}; }
-
 }  // namespace
 
 std::vector<NativeCandidate> native_candidates(std::span<const NativeAc> options, int64_t n) {

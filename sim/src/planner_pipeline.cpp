@@ -22,18 +22,6 @@
 namespace sim {
 namespace {
 
-std::string gib(int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB (%" PRId64 " bytes)",
-                static_cast<double>(bytes) / static_cast<double>(kGiB), bytes);
-  return buf;
-}
-
-// What a plan adds to the step, as plan_budget counts it (sim/src/planner.cpp cost_of).
-Cost cost_of(const Result& r) {
-  return {r.recompute_time_ns + r.offload_stall_ns, r.recompute_flops};
-}
-
 // The bytes the chain model says `units` hold from the end of forward to their backward: what
 // one micro-batch stashes in its blocks.
 int64_t held_of(const ChainModel& m, const std::vector<ChainUnit>& units) {
@@ -279,10 +267,10 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
   upper = std::min(upper, without);
   if (!found) {
     throw ConfigError("--strategy", "budget",
-                      "no plan fits a peak of " + gib(budget_) + " on pipeline stage " +
+                      "no plan fits a peak of " + gib_text(budget_) + " on pipeline stage " +
                           std::to_string(stage) + " (" + std::to_string(best.in_flight) +
                           " micro-batch(es) in flight); the smallest stage peak found is " +
-                          gib(least_peak));
+                          gib_text(least_peak));
   }
   best.model_cost = upper;
   out.proven = out.proven && best.model_optimal && best.model_cost == best.lower_bound;
@@ -334,7 +322,7 @@ PipelinePlan Planner::run() {
     const int64_t peak = budget_peak_bytes(out.result.stages[i].result);
     if (peak != out.stages[i].peak_bytes || peak > budget_)
       throw std::logic_error("plan_pipeline: stage " + std::to_string(i) + " simulated at " +
-                             gib(peak) + ", planned at " + gib(out.stages[i].peak_bytes));
+                             gib_text(peak) + ", planned at " + gib_text(out.stages[i].peak_bytes));
   }
   out.simulations = simulations_;
   out.dp_solves = solves_;

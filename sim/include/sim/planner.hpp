@@ -218,6 +218,11 @@ std::vector<ChainUnit> units_of(const Plan& plan);
 
 // The peak a budget is compared with: reserved bytes (equal to allocated under exact), as `fits`.
 int64_t budget_peak_bytes(const Result& result);
+// What a plan adds to the step, as every planner here compares plans: recompute time plus the
+// wait on offload's copies back, then recompute FLOPs.
+Cost cost_of(const Result& result);
+// "12.34 GiB (13249974108 bytes)", as the planners' messages write a peak.
+std::string gib_text(int64_t bytes);
 
 // Up to this many blocks plan_budget also solves the forward view (deeper models use the
 // backward view's DP alone; the fixed strategies are tried at any depth since issue 15).
