@@ -874,3 +874,24 @@ for m in deepseek-v2-lite mixtral-8x7b qwen1.5-moe-a2.7b; do
   done
 done
 ]=])
+
+# LoRA never drops a named target without a word: families whose linears take no modeled adapter
+# (T5, MLA) are refused, Phi-3's fused gate_up_proj is refused as a target (and under
+# all-linear), and fused Q/K/V projections (GPT-2's c_attn, NeoX, Falcon, Phi-3's qkv_proj) take
+# all three of q, k, v or none. One line, exit 2, no output.
+actsim_cli_test(lora_untagged_targets_refused [=[
+check() {
+  status=0
+  "$1" run --seq 256 --lora-rank 8 $2 --format csv > out.csv 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.csv
+  grep -q -- "$3" err.txt
+}
+check "$1" "--model t5-small --lora-targets q,v" '^actsim: error: --lora-rank: .*LoRA on T5'
+check "$1" "--model phi-3-mini-4k --lora-targets all-linear" '^actsim: error: --lora-targets: gate and up are one module in phi3'
+check "$1" "--model phi-3-mini-4k --lora-targets up" '^actsim: error: --lora-targets: gate and up are one module in phi3'
+check "$1" "--model phi-3-mini-4k --lora-targets q,v" '^actsim: error: --lora-targets: q, k and v are one module in phi3'
+check "$1" "--model pythia-1b --lora-targets q" '^actsim: error: --lora-targets: q, k and v are one module in gpt_neox'
+# and what is modeled still runs
+"$1" run --model phi-3-mini-4k --seq 256 --lora-rank 8 --lora-targets q,k,v,o,down --format csv > ok.csv
+test "$(wc -l < ok.csv)" -eq 2
+]=])

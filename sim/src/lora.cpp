@@ -325,6 +325,16 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     throw Unsupported("--lora-rank", "lora_rank",
                       "LoRA on a mixture-of-experts model (" + model.family +
                           "): frozen expert weights are not modeled");
+  // Linears that carry no LinearSite take no adapter (site_of gives 0): rather than drop the
+  // targets the user named without a word, refuse the families whose attention or MLP linears
+  // are untagged (T5's q/k/v/o/wi/wo, MLA's projections other than q).
+  if (model.family == "t5")
+    throw Unsupported("--lora-rank", "lora_rank",
+                      "LoRA on T5 (its q, k, v, o, wi and wo linears take no modeled adapters yet)");
+  if (is_mla(model))
+    throw Unsupported("--lora-rank", "lora_rank",
+                      "LoRA on MLA attention (" + model.family +
+                          ": its down and up projections take no modeled adapters yet)");
   const Precision p = resolved_precision(s);
   // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear).
   // feat3: LoRA under ZeRO-3 and fsdp2-bf16 shards the frozen base with the adapters
@@ -349,7 +359,8 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
   const bool gated = model.mlp == MlpKind::kSwiglu;
   const bool fused = spec.qkv == QkvVariant::kFused ||
                      (spec.qkv == QkvVariant::kArchitecture &&
-                      (model.family == "gpt2" || model.family == "megatron-gpt"));
+                      (model.family == "gpt2" || model.family == "megatron-gpt" ||
+                       model.fused_qkv));  // NeoX, Falcon, Phi-3: one query_key_value / qkv_proj
   if (s.lora_targets == 0) {
     // utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING @ 5d602fdb:
     // gpt2 ["c_attn"], llama/mistral/qwen2 ["q_proj", "v_proj"], bert ["query", "value"].
@@ -363,15 +374,22 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
                             " family: name them (q,k,v,o,gate,up,down or all-linear)");
   }
   const uint32_t t = s.lora_targets;
+  // Phi-3's MLP is one fused gate_up_proj (LinearSite::kGateUp), which no target name reaches and
+  // all-linear would adapt in PEFT: refused rather than left without its adapter.
+  if (model.fused_gate_up && (t == kLoraAllLinear || (t & (kLoraGate | kLoraUp)) != 0))
+    throw ConfigError("--lora-targets", "lora_targets",
+                      "gate and up are one module in " + model.family +
+                          " (gate_up_proj): adapters on it are not modeled yet");
   if (t != kLoraAllLinear) {  // all-linear: every linear the model has
     if ((t & kLoraGate) && !gated)
       throw ConfigError("--lora-targets", "lora_targets",
                         "gate names no module: the " + model.family + " MLP has no gate projection");
     const uint32_t qkv = kLoraQ | kLoraK | kLoraV;
+
     if (fused && (t & qkv) != 0 && (t & qkv) != qkv)
       throw ConfigError("--lora-targets", "lora_targets",
                         "q, k and v are one module in " + model.family +
-                            " (c_attn): target all three or none");
+                            " (one fused projection): target all three or none");
   }
 }
 
