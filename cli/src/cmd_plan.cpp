@@ -17,15 +17,6 @@ namespace {
 
 using cli_common::Format;
 
-int64_t parse_budget(const std::string& text) {
-  const std::optional<int64_t> bytes = sim::parse_bytes(text);
-  if (text.empty()) throw sim::ConfigError("--budget", "budget", "a peak is required, e.g. --budget 60GiB");
-  if (!bytes || *bytes < 1)
-    throw sim::ConfigError("--budget", text,
-                           "expected a positive byte count, e.g. 60GiB, 512MiB or 64424509440");
-  return *bytes;
-}
-
 std::string clause_text(const sim::Clause& c) {
   switch (c.mode) {
     case sim::ClauseMode::kNone: return "store (nothing recomputed)";
@@ -166,6 +157,15 @@ std::string render_table(const std::string& model, const sim::Device& device,
 }
 
 }  // namespace
+
+int64_t parse_budget(const std::string& text) {
+  const std::optional<int64_t> bytes = sim::parse_bytes(text);
+  if (text.empty()) throw sim::ConfigError("--budget", "budget", "a peak is required, e.g. --budget 60GiB");
+  if (!bytes || *bytes < 1)
+    throw sim::ConfigError("--budget", text,
+                           "expected a positive byte count, e.g. 60GiB, 512MiB or 64424509440");
+  return *bytes;
+}
 
 PlannedPoint plan_point(const Invocation& inv, const std::vector<std::filesystem::path>& dirs) {
   PlannedPoint pp;

@@ -104,12 +104,7 @@ bool is_pipeline_plan(const Invocation& inv) {
 int cmd_plan_pipeline(const Invocation& inv) {
   const Format format =
       cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
-  if (inv.budget.empty())
-    throw sim::ConfigError("--budget", "budget", "a peak is required, e.g. --budget 60GiB");
-  const std::optional<int64_t> budget = sim::parse_bytes(inv.budget);
-  if (!budget || *budget < 1)
-    throw sim::ConfigError("--budget", inv.budget,
-                           "expected a positive byte count, e.g. 60GiB, 512MiB or 64424509440");
+  const int64_t budget = parse_budget(inv.budget);
   const cli_common::Axes axes = cli_common::parse_axes(inv.flags);
   cli_common::require_single(axes, inv.flags, "plan");
   const cli_common::Inputs inputs = cli_common::load_inputs(axes, cli_common::search_dirs());
@@ -118,13 +113,10 @@ int cmd_plan_pipeline(const Invocation& inv) {
   const sim::ModelConfig& model = inputs.models.front();
   sim::PipelinePlan plan;
   try {
-    plan = sim::plan_pipeline(model, point.setup, device, *budget);
+    plan = sim::plan_pipeline(model, point.setup, device, budget);
   } catch (const sim::ConfigError& e) {
     if (e.where() != "--strategy" || e.field() != "budget") throw;
-    const std::string what = e.what();
-    const std::string prefix = e.where() + ": " + e.field() + ": ";
-    throw sim::ConfigError("--budget", inv.budget,
-                           what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+    throw sim::ConfigError("--budget", inv.budget, e.message());
   }
   sim_io::Row row;
   row.key = cli_common::row_key(axes, inputs, point);

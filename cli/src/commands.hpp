@@ -35,6 +35,9 @@ struct PlannedPoint {
   sim_io::Row row() const;  // the plan's row of CSV schema v1 (strategy: the plan's)
 };
 PlannedPoint plan_point(const Invocation& inv, const std::vector<std::filesystem::path>& dirs);
+// --budget as plan takes it: bytes with an optional KiB..TiB suffix, positive; ConfigError naming
+// --budget otherwise.
+int64_t parse_budget(const std::string& text);
 // pplan (issue 15): plan with --pp > 1 or --num-microbatches > 1, per stage
 // (cli/src/cmd_plan_pipeline.cpp).
 bool is_pipeline_plan(const Invocation& inv);
