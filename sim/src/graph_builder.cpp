@@ -9,6 +9,7 @@
 #include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "deepspeed.hpp"  // hfds
+#include "inductor.hpp"  // inductor (issue 10)
 #include "sim/device.hpp"
 #include "sim/error.hpp"
 
@@ -807,6 +808,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
     detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
     bld.finalize();
     mark_torchtitan_sac(g, setup.compile);
+    if (setup.compile) detail::inductor_partition(g);  // inductor (issue 10)
     return g;
   }
   int32_t table = -1;
@@ -817,6 +819,9 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   else detail::build_stage_output(bld, dm, x);
   bld.finalize();
   mark_torchtitan_sac(g, setup.compile);
+  // inductor (issue 10): what the compiled block's min-cut partition saves (after the SAC
+  // marks, which read the eager saves)
+  if (setup.compile) detail::inductor_partition(g);
   return g;
 }
 
