@@ -160,7 +160,10 @@ BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
       // torch 1.13's matmul folds a >= 3-D operand into 2-D (or 3-D for bmm) with
       // aten._reshape_alias, which the inductor list does not name: that view is banned, and
       // the mm's backward reads it, so the operand's storage is saved whatever its producer.
-      if (op.kind == OpKind::kLinear || op.kind == OpKind::kBmm) mm_read[local[*s]] = 1;
+      // at::linear takes that path without a bias (matmul(x, w.t())); with one it runs
+      // addmm(b, x.view(-1, in), w.t()), and aten.view is recomputable (Linear.cpp, v1.13.1).
+      const bool bias = op.param_numel == op.shape[1] * op.shape[2] + op.shape[2];
+      if (op.kind == OpKind::kBmm || (op.kind == OpKind::kLinear && !bias)) mm_read[local[*s]] = 1;
     }
   }
   // Used after the block (the traced graph's output node: neither a backward nor fusible user).
@@ -258,14 +261,14 @@ void inductor_partition(Graph& g) {
     BlockCut bc = solve(g, b, local, used_after);
     const int32_t n = static_cast<int32_t>(bc.nodes.size());
     std::vector<uint8_t> charged(n, 0);  // recomputed op already timed in a later-run backward
-    std::vector<int32_t> saves, stack;
+    std::vector<int32_t> stack, touched;
     std::vector<uint8_t> seen(n, 0);
-    std::vector<int32_t> touched;
+    constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
+    std::vector<int32_t> first_need(n, kNone);  // per saved node: the earliest op whose backward reads it
     // Backward runs in reverse: the latest op to read a recomputed tensor recomputes it.
     for (auto it = bc.ops.rbegin(); it != bc.ops.rend(); ++it) {
       Op& op = g.ops[*it];
       if (!op.has_backward || op.saves.count == 0) continue;
-      saves.clear();
       for (const int32_t* s = g.begin(op.saves); s != g.end(op.saves); ++s) stack.push_back(local[*s]);
       while (!stack.empty()) {
         const int32_t v = stack.back();
@@ -273,7 +276,7 @@ void inductor_partition(Graph& g) {
         if (seen[v]) continue;
         seen[v] = 1, touched.push_back(v);
         if (bc.cut[v] || bc.producer[v] < 0) {
-          saves.push_back(bc.nodes[v]);
+          first_need[v] = std::min(first_need[v], *it);
           continue;
         }
         const int32_t p = bc.producer[v];
@@ -288,8 +291,32 @@ void inductor_partition(Graph& g) {
       }
       for (int32_t v : touched) seen[v] = 0;
       touched.clear();
+    }
+    // Who holds a saved storage: an op whose forward sees it alive (its producer or a consumer)
+    // and whose backward runs after every backward that reads it (at or before the first op
+    // that needs it): the latest such op, so it is freed as early as the engine allows.
+    std::vector<int32_t> holder(n, -1);
+    for (int32_t i : bc.ops) {
+      const Op& op = g.ops[i];
+      if (!op.has_backward) continue;
+      for (IdxRange r : {op.inputs, op.outputs})
+        for (const int32_t* s = g.begin(r); s != g.end(r); ++s) {
+          const int32_t v = local[*s];
+          if (first_need[v] != kNone && i <= first_need[v]) holder[v] = std::max(holder[v], i);
+        }
+    }
+    std::vector<std::vector<int32_t>> held(bc.ops.size());
+    for (int32_t v = 0; v < n; ++v) {
+      if (first_need[v] == kNone) continue;
+      const int32_t h = holder[v] >= 0 ? holder[v] : first_need[v];
+      const size_t k = static_cast<size_t>(std::lower_bound(bc.ops.begin(), bc.ops.end(), h) - bc.ops.begin());
+      held[k].push_back(bc.nodes[v]);
+    }
+    for (size_t k = 0; k < bc.ops.size(); ++k) {
+      Op& op = g.ops[bc.ops[k]];
+      if (!op.has_backward) continue;
+      std::vector<int32_t>& saves = held[k];
       std::sort(saves.begin(), saves.end());
-      saves.erase(std::unique(saves.begin(), saves.end()), saves.end());
       op.saves = IdxRange{static_cast<int32_t>(g.idx.size()), static_cast<int32_t>(saves.size())};
       g.idx.insert(g.idx.end(), saves.begin(), saves.end());
     }
