@@ -122,3 +122,16 @@ TEST_CASE("inductor: recomputed pointwise ops are timed in the backward, not the
   CHECK(fwd_c == fwd_e);
   CHECK(bwd_c - bwd_e == recomputed);
 }
+
+TEST_CASE("inductor: the cloned build holds what the direct build holds under --compile on") {
+  ModelConfig m = probe_llama();
+  m.layers = 6;
+  const TrainSetup c = probe_setup(Impl::kTorchtitan, Precision::kFsdp2Bf16, true);
+  const Graph cl = build_graph(m, c, fixtures::h100());
+  const Graph di = build_graph_direct(m, c, fixtures::h100());
+  for (int32_t b = 0; b < 6; ++b) CHECK(held_bytes(cl, b) == held_bytes(di, b));
+  const Strategy none = parse_strategy("none");
+  CHECK(simulate(m, c, fixtures::h100(), none).peak_allocated_bytes <
+        simulate(m, probe_setup(Impl::kTorchtitan, Precision::kFsdp2Bf16, false), fixtures::h100(),
+                 none).peak_allocated_bytes);
+}
