@@ -30,6 +30,7 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <tuple>
 
 namespace sim::detail {
 namespace {
@@ -132,7 +133,8 @@ std::vector<uint8_t> used_outside(const Graph& g) {
 }
 
 BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
-               const std::vector<uint8_t>& used_after) {
+               const std::vector<uint8_t>& used_after, PartitionRules rules) {
+  const bool t2 = rules == PartitionRules::kTorch2;
   BlockCut bc;
   for (int32_t i = 0; i < static_cast<int32_t>(g.ops.size()); ++i)
     if (g.ops[i].block == block) bc.ops.push_back(i);
@@ -185,6 +187,43 @@ BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
       if (!fusible(op.kind)) fw_fusible[v] = 0;
     }
   }
+  // torch 2 (ban_if_used_far_apart, partitioners.py @ c28ba8e5 solve_min_cut): a fusible user
+  // of a fusible node that comes after the first unfusible op reachable from the node's users
+  // through fusible edges (within the last user) is banned.
+  std::vector<uint8_t> far_banned(n, 0);
+  if (t2) {
+    std::vector<std::vector<int32_t>> cons(n);
+    for (int32_t i : bc.ops) {
+      const Op& op = g.ops[i];
+      for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) cons[local[*s]].push_back(i);
+    }
+    using Item = std::tuple<int32_t, int32_t, bool>;  // (op, op, fusible edge)
+    for (int32_t v = 0; v < n; ++v) {
+      const int32_t p = bc.producer[v];
+      if (p < 0 || cons[v].empty() || !fusible(g.ops[p].kind)) continue;
+      const int32_t max_range = cons[v].back();
+      std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+      for (int32_t c : cons[v]) heap.emplace(c, c, true);
+      int32_t first = max_range;
+      while (!heap.empty()) {
+        auto [order, o, ok] = heap.top();
+        heap.pop();
+        if (!ok) {
+          first = order;
+          break;
+        }
+        const Op& op = g.ops[o];
+        for (const int32_t* t = g.begin(op.outputs); t != g.end(op.outputs); ++t)
+          for (int32_t c : cons[local[*t]])
+            if (c <= max_range) heap.emplace(c, c, fusible(op.kind) && fusible(g.ops[c].kind));
+      }
+      for (int32_t c : cons[v])
+        if (c > first && fusible(g.ops[c].kind)) {
+          const Op& op = g.ops[c];
+          for (const int32_t* t = g.begin(op.outputs); t != g.end(op.outputs); ++t) far_banned[local[*t]] = 1;
+        }
+    }
+  }
   const int32_t src = 2 * n, snk = 2 * n + 1;
   Flow f(2 * n + 2);
   for (int32_t v = 0; v < n; ++v) {
@@ -198,7 +237,13 @@ BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
       int64_t in_bytes = 0;
       for (const int32_t* t = g.begin(op.inputs); t != g.end(op.inputs); ++t)
         in_bytes += g.storages[*t].bytes;
-      banned = !recomputable(op.kind) || dist[v] > 4 || bytes * 4 < in_bytes || mm_read[v];
+      if (t2)  // should_ban_recomputation @ c28ba8e5: not in the list (softmax is not), a node a
+               // non-fusible backward op reads (materialized backward: views are transparent),
+               // a reduction; max_dist_from_bw is 1000 (functorch config): no distance ban
+        banned = !recomputable(op.kind) || op.kind == OpKind::kSoftmax || !bw_fusible[v] ||
+                 bytes * 4 < in_bytes || far_banned[v];
+      else
+        banned = !recomputable(op.kind) || dist[v] > 4 || bytes * 4 < in_bytes || mm_read[v];
       materialized = materialized || !fusible(op.kind);
     }
     if (banned) f.add(src, 2 * v, kInf);
@@ -222,9 +267,9 @@ BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
 
 }  // namespace
 
-BlockPartition inductor_block_partition(const Graph& g, int32_t block) {
+BlockPartition inductor_block_partition(const Graph& g, int32_t block, PartitionRules rules) {
   std::vector<int32_t> local(g.storages.size(), -1);
-  BlockCut bc = solve(g, block, local, used_outside(g));
+  BlockCut bc = solve(g, block, local, used_outside(g), rules);
   BlockPartition out;
   for (size_t v = 0; v < bc.nodes.size(); ++v)
     if (bc.cut[v]) out.saved.push_back(bc.nodes[v]);
@@ -252,13 +297,13 @@ BlockPartition inductor_block_partition(const Graph& g, int32_t block) {
   return out;
 }
 
-void inductor_partition(Graph& g) {
+void inductor_partition(Graph& g, PartitionRules rules) {
   int32_t max_block = -1;
   for (const Op& op : g.ops) max_block = std::max(max_block, op.block);
   std::vector<int32_t> local(g.storages.size(), -1);
   const std::vector<uint8_t> used_after = used_outside(g);
   for (int32_t b = 0; b <= max_block; ++b) {
-    BlockCut bc = solve(g, b, local, used_after);
+    BlockCut bc = solve(g, b, local, used_after, rules);
     const int32_t n = static_cast<int32_t>(bc.nodes.size());
     std::vector<uint8_t> charged(n, 0);  // recomputed op already timed in a later-run backward
     std::vector<int32_t> stack, touched;
