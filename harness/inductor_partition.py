@@ -14,7 +14,8 @@ Per block and dtype it records the bytes of the tensors the forward graph hands 
 beyond the block's inputs (x, the rotary tables, the causal mask) and parameters (distinct
 storages), and eager's saved bytes
 (saved_tensors_hooks, distinct storages).
-Usage: python3 harness/inductor_partition.py > harness/inductor/partition.json
+Usage: python3 harness/inductor_partition.py -o harness/inductor/partition.json
+(tests/census.cmake `census.inductor_regenerate` re-runs it and diffs against the committed file.)
 """
 import functools
 import json
@@ -138,20 +139,30 @@ def case(name, dt):
 
 
 def main():
+    import argparse
     import warnings
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-o", "--output", default="-", help="JSON file (default: stdout)")
+    args = ap.parse_args()
     warnings.simplefilter("ignore")
     try:
         import functorch.compile  # noqa: F401
-    except ImportError as e:
-        sys.exit("inductor_partition.py: functorch.compile is not importable: %s" % e)
+        import networkx  # noqa: F401
+    except ImportError as e:  # exit 77: the census tests' skip code
+        sys.stderr.write("inductor_partition.py: functorch.compile or networkx is not importable: "
+                         "%s: skipped\n" % e)
+        sys.exit(77)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     rows = [case(n, dt) for n in ("llama", "gpt2") for dt in (torch.bfloat16, torch.float32)]
     doc = {"torch": torch.__version__, "partitioner": "functorch min_cut_rematerialization_partition"
            " (compiler=inductor)", "batch": B, "seq": S, "hidden": H, "heads": HEADS,
            "llama_ffn": F_LLAMA, "gpt2_ffn": 4 * H, "cases": rows}
-    json.dump(doc, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    out = sys.stdout if args.output == "-" else open(args.output, "w")
+    json.dump(doc, out, indent=1)
+    out.write("\n")
+    if out is not sys.stdout:
+        out.close()
 
 
 if __name__ == "__main__":

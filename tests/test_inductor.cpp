@@ -5,8 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
-#include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "../sim/src/inductor.hpp"
 #include "fixtures.hpp"
@@ -17,20 +18,15 @@ using namespace sim;
 
 namespace {
 
-// "partitioned_saved_bytes" (or `key`) of the case with this block and dtype in the JSON.
-int64_t measured(const std::string& block, const std::string& dtype,
-                 const std::string& key = "partitioned_saved_bytes") {
+// "partitioned_saved_bytes" of the case with this block and dtype in the JSON.
+int64_t measured(const std::string& block, const std::string& dtype) {
   std::ifstream in(std::string(ACTSIM_SOURCE_DIR) + "/harness/inductor/partition.json");
   REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string doc = ss.str();
-  const std::string tag = "\"block\": \"" + block + "\",\n   \"dtype\": \"" + dtype + "\"";
-  const size_t at = doc.find(tag);
-  REQUIRE(at != std::string::npos);
-  const size_t k = doc.find("\"" + key + "\": ", at);
-  REQUIRE(k != std::string::npos);
-  return std::stoll(doc.substr(k + key.size() + 4));
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  for (const auto& c : doc.at("cases"))
+    if (c.at("block") == block && c.at("dtype") == dtype) return c.at("partitioned_saved_bytes");
+  FAIL("no case " << block << " " << dtype);
+  return -1;
 }
 
 // The bytes a block's cut saves, beyond what it takes in (its input, parameters, tables, mask).
