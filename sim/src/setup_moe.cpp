@@ -13,6 +13,7 @@ namespace sim::detail {
 // parallel_state.py @ d98e8a64ddf3) lays experts out as etp x ep x edp x pp over the world
 // tp x cp x dp x pp and raises unless (etp x ep x pp) divides the world; TEGroupedMLP divides
 // moe_ffn_hidden_size by etp (experts.py, `divide`); --etp unset is --tp (arguments.py line 587).
+namespace {
 void check_expert_grid(const ModelConfig& m, const TrainSetup& s) {
   const int64_t etp = resolved_etp(s);
   const int64_t ranks = s.tp * s.cp * s.dp;  // the world over pp
@@ -31,6 +32,7 @@ void check_expert_grid(const ModelConfig& m, const TrainSetup& s) {
                       "experts (" + tcd + " over etp " + std::to_string(etp) +
                           "): Megatron's expert grid is etp x ep x edp x pp");
 }
+}  // namespace
 
 void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* impl) {
   const std::string E = std::to_string(m.experts);
