@@ -129,6 +129,8 @@ bool setup_panel(AppState& st) {
   changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
   // mla5: Megatron's --moe-aux-loss-coeff (0: no load-balancing loss)
   changed |= edit_real("MoE aux loss coeff", s.moe_aux_loss_coeff, 0.0, 1e6, "%.4g");
+  // etp (issue 13): Megatron's --expert-tensor-parallel-size; 0: --tp (its default)
+  changed |= edit_i64("expert TP (0: tp)", s.etp, 0, 4096);
   form_label("MoE capacity");
   bool capacity = s.moe_capacity.has_value();
   if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {
