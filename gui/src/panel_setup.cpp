@@ -172,11 +172,12 @@ bool setup_panel(AppState& st) {
           {"q##lt", sim::kLoraQ},       {"k##lt", sim::kLoraK},   {"v##lt", sim::kLoraV},
           {"o##lt", sim::kLoraO},       {"gate##lt", sim::kLoraGate},
           {"up##lt", sim::kLoraUp},     {"down##lt", sim::kLoraDown},
-          {"q_a##lt", sim::kLoraQA},    {"q_b##lt", sim::kLoraQB}, {"kv_a##lt", sim::kLoraKvA},
-          {"kv_b##lt", sim::kLoraKvB},  {"gate_up##lt", sim::kLoraGateUp},
+          {"gate_up##lt", sim::kLoraGateUp}, {"q_a##lt", sim::kLoraQA},
+          {"q_b##lt", sim::kLoraQB},    {"kv_a##lt", sim::kLoraKvA}, {"kv_b##lt", sim::kLoraKvB},
           {"all-linear##lt", sim::kLoraAllLinear}};
       for (size_t i = 0; i < std::size(kTargets); ++i) {
-        if (i == 0 || i == 4 || i == 7 || i == 12) form_label("");  // attention, MLP, MLA, all
+        // rows: attention; MLP; Phi-3's fused MLP; MLA's queries; MLA's latent; all-linear
+        if (i == 0 || i == 4 || i == 7 || i == 8 || i == 10 || i == 12) form_label("");
         else ImGui::SameLine();
         unsigned int mask = s.lora_targets;
         if (ImGui::CheckboxFlags(kTargets[i].first, &mask, kTargets[i].second) && mask != 0) {
