@@ -875,23 +875,36 @@ test "$(col bf16.csv fp8_model_flops)" = 0 && test -z "$(col bf16.csv mfu_fp8_mi
 test "$(col bf16.csv mfu_peak_flops_per_s)" = "$(col fp8.csv mfu_peak_flops_per_s)"
 ]=])
 
-# polish: LoRA on a mixture-of-experts model is refused in one line naming --lora-rank (the
-# frozen expert weights are not modeled; it crashed on deepseek-v2-lite with --lora-targets k).
-actsim_cli_test(lora_moe_refused [=[
+# lora6 (issue 13): LoRA on MoE models runs (polish's crash on deepseek-v2-lite with
+# --lora-targets k came from marking expert weights through the builder's parameter list; they
+# are now marked where they are made): each run gives one CSV row; a name reaching no module of
+# the model is one line naming --lora-targets, exit 2, no output.
+actsim_cli_test(lora_moe_runs [=[
 for m in deepseek-v2-lite mixtral-8x7b qwen1.5-moe-a2.7b; do
-  for t in k q,v all-linear; do
-    status=0
-    "$1" run --model $m --impl hf --seq 256 --lora-rank 16 --lora-targets $t > out.txt 2> err.txt || status=$?
-    test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
-    grep -q -- '^actsim: error: --lora-rank: not supported yet: LoRA on a mixture-of-experts model' err.txt
+  for t in o gate,up,down all-linear; do
+    "$1" run --model $m --impl hf --seq 256 --lora-rank 16 --lora-targets $t --format csv > out.csv
+    test "$(wc -l < out.csv)" -eq 2
   done
 done
+# PEFT's default for mixtral (q_proj, v_proj); none for deepseek_v2 and qwen2_moe
+"$1" run --model mixtral-8x7b --seq 256 --lora-rank 16 --format csv > out.csv
+test "$(wc -l < out.csv)" -eq 2
+check() {
+  status=0
+  "$1" run --seq 256 --lora-rank 8 $2 --format csv > out.csv 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.csv
+  grep -q -- "$3" err.txt
+}
+check "$1" "--model deepseek-v2-lite" '^actsim: error: --lora-targets: PEFT has no default target modules for the deepseek_v2'
+check "$1" "--model deepseek-v2-lite --lora-targets k" '^actsim: error: --lora-targets: k names no module in deepseek_v2: MLA has no key'
+check "$1" "--model deepseek-v2-lite --lora-targets q_a" '^actsim: error: --lora-targets: q_a names no module in deepseek_v2'
+check "$1" "--model deepseek-v2-lite --lora-targets kv_a --qlora" '^actsim: error: --qlora: not supported yet: QLoRA on deepseek_v2'
 ]=])
 
-# LoRA never drops a named target without a word: families whose linears take no modeled adapter
-# (T5, MLA) are refused, Phi-3's fused gate_up_proj is refused as a target (and under
-# all-linear), and fused Q/K/V projections (GPT-2's c_attn, NeoX, Falcon, Phi-3's qkv_proj) take
-# all three of q, k, v or none. One line, exit 2, no output.
+# LoRA never drops a named target without a word (5eb1f00 refused what was not modeled; lora6
+# models T5's q/k/v/o/wi/wo, MLA's q_a/q_b/kv_a/kv_b and Phi-3's gate_up_proj): a name that
+# reaches no module is refused; part of a fused Q/K/V projection (GPT-2's c_attn, NeoX, Falcon,
+# Phi-3's qkv_proj) is refused (PEFT's exact-suffix match: q_proj does not reach qkv_proj).
 actsim_cli_test(lora_untagged_targets_refused [=[
 check() {
   status=0
@@ -899,12 +912,18 @@ check() {
   test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.csv
   grep -q -- "$3" err.txt
 }
-check "$1" "--model t5-small --lora-targets q,v" '^actsim: error: --lora-rank: .*LoRA on T5'
-check "$1" "--model phi-3-mini-4k --lora-targets all-linear" '^actsim: error: --lora-targets: gate and up are one module in phi3'
-check "$1" "--model phi-3-mini-4k --lora-targets up" '^actsim: error: --lora-targets: gate and up are one module in phi3'
+check "$1" "--model phi-3-mini-4k --lora-targets up" '^actsim: error: --lora-targets: up names no module in phi3: gate and up are one module (gate_up_proj)'
 check "$1" "--model phi-3-mini-4k --lora-targets q,v" '^actsim: error: --lora-targets: q, k and v are one module in phi3'
 check "$1" "--model pythia-1b --lora-targets q" '^actsim: error: --lora-targets: q, k and v are one module in gpt_neox'
-# and what is modeled still runs
-"$1" run --model phi-3-mini-4k --seq 256 --lora-rank 8 --lora-targets q,k,v,o,down --format csv > ok.csv
-test "$(wc -l < ok.csv)" -eq 2
+check "$1" "--model llama-2-7b --lora-targets gate_up" '^actsim: error: --lora-targets: gate_up names no module in llama'
+check "$1" "--model llama-2-7b --lora-targets kv_b" '^actsim: error: --lora-targets: kv_b names no module in llama'
+check "$1" "--model t5-small --lora-targets gate" '^actsim: error: --lora-targets: gate names no module in t5'
+# and what is modeled runs
+for args in "--model phi-3-mini-4k --lora-targets q,k,v,o,gate_up,down" \
+            "--model phi-3-mini-4k --lora-targets all-linear" \
+            "--model t5-small" "--model t5-small --lora-targets q,k,v,o,up,down" \
+            "--model pythia-1b" "--model deepseek-v2-lite --lora-targets kv_a,kv_b,o"; do
+  "$1" run $args --seq 256 --lora-rank 8 --format csv > ok.csv
+  test "$(wc -l < ok.csv)" -eq 2
+done
 ]=])

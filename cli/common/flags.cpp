@@ -61,8 +61,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--lora-rank", f.lora_rank,
       "LoRA adapters of this rank (HF PEFT; base frozen); 0: full fine-tuning");
   add("--lora-targets", f.lora_targets,
-      "LoRA target modules: q,k,v,o,gate,up,down (joined by , or +) or all-linear (default: PEFT's "
-      "for the family)");
+      "LoRA target modules: q,k,v,o,gate,up,down, MLA's q_a,q_b,kv_a,kv_b, Phi-3's gate_up "
+      "(joined by , or +) or all-linear (default: PEFT's for the family)");
   app.add_option("--qlora", f.qlora,
                  "QLoRA: frozen linears in 4-bit NF4 (bitsandbytes); on or off; alone means on")
       ->expected(0, 1)
@@ -219,7 +219,8 @@ Axes parse_axes(const CommonFlags& f) {
     const std::optional<uint32_t> t = sim::parse_lora_targets(f.lora_targets);
     if (!t)
       throw sim::ConfigError("--lora-targets", f.lora_targets,
-                             "expected a comma list of q, k, v, o, gate, up, down, or all-linear");
+                             "expected a comma list of q, k, v, o, gate, up, down, q_a, q_b, kv_a, "
+                             "kv_b, gate_up, or all-linear");
     a.lora_targets = *t;
   }
   {

@@ -169,16 +169,24 @@ bool setup_panel(AppState& st) {
       changed = true;
     }
     if (!peft_default) {
+      // lora6: MLA's q_a, q_b, kv_a, kv_b, Phi-3's gate_up and all-linear on rows of their own
       static constexpr std::pair<const char*, uint32_t> kTargets[] = {
           {"q##lt", sim::kLoraQ},       {"k##lt", sim::kLoraK},   {"v##lt", sim::kLoraV},
           {"o##lt", sim::kLoraO},       {"gate##lt", sim::kLoraGate},
-          {"up##lt", sim::kLoraUp},     {"down##lt", sim::kLoraDown}};
+          {"up##lt", sim::kLoraUp},     {"down##lt", sim::kLoraDown},
+          {"gate_up##lt", sim::kLoraGateUp}, {"q_a##lt", sim::kLoraQA},
+          {"q_b##lt", sim::kLoraQB},    {"kv_a##lt", sim::kLoraKvA}, {"kv_b##lt", sim::kLoraKvB},
+          {"all-linear##lt", sim::kLoraAllLinear}};
       for (size_t i = 0; i < std::size(kTargets); ++i) {
-        if (i == 0 || i == 4) form_label("");  // attention's four, then the MLP's three
+        // rows: attention; MLP; Phi-3's fused MLP; MLA's queries; MLA's latent; all-linear
+        if (i == 0 || i == 4 || i == 7 || i == 8 || i == 10 || i == 12) form_label("");
         else ImGui::SameLine();
         unsigned int mask = s.lora_targets;
-        if (ImGui::CheckboxFlags(kTargets[i].first, &mask, kTargets[i].second) && mask != 0)
-          s.lora_targets = mask, changed = true;  // an empty set stays the last non-empty one
+        if (ImGui::CheckboxFlags(kTargets[i].first, &mask, kTargets[i].second) && mask != 0) {
+          // kLoraOther (the routers) belongs to all-linear alone: no name sets it
+          if (mask != sim::kLoraAllLinear) mask &= ~static_cast<unsigned int>(sim::kLoraOther);
+          if (mask != 0) s.lora_targets = mask, changed = true;  // an empty set stays as it was
+        }
       }
     }
   } else if (s.qlora || s.lora_targets != 0) {

@@ -59,33 +59,48 @@ int32_t op(Builder& bld, Ops& o, OpKind kind, const char* name,
 
 // One SwiGLU MLP as HF writes it (w2(act(w1(x)) * w3(x))): each linear saves its (autocast)
 // input and weight, silu its input, the product both operands. Marks its weights as an expert's.
+// lora6 (issue 13): the weights are marked where param() makes them (Builder::expert_params), not
+// through `bld.params.back()`, which under LoRA holds no frozen weight (the crash polish found);
+// an expert's PEFT adapters are marked with it (per-expert adapters: sharded as the expert is).
+// Sites: Mixtral's w1, w3, w2 and Qwen2-MoE's experts' and every shared expert's gate_proj,
+// up_proj, down_proj are nn.Linear modules (modeling_mixtral.py @ 00d4b3d2142c
+// MixtralBlockSparseTop2MLP; PEFT wraps each expert's own: one adapter per expert); DeepSeek-V2's
+// routed experts are slices of 3D nn.Parameters (DeepseekV2Experts @ 0233e509531a), no nn.Linear
+// PEFT's target_modules or all-linear reaches: no site, frozen without adapters.
 int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool expert) {
   Ops o(bld, dm);
   const int64_t h = dm.h;
-  auto lin = [&](int32_t in, int64_t i, int64_t out, const char* name, const char* role) {
-    int32_t y = o.linear(in, i, out, false, Tp::kNone, name, role);
-    if (expert) bld.mark_expert(bld.params.back().tensor);
+  const bool no_modules = expert && dm.model->family == "deepseek_v2";
+  auto lin = [&](int32_t in, int64_t i, int64_t out, const char* name, const char* role,
+                 LinearSite site) {
+    const bool was = bld.expert_params;
+    bld.expert_params = expert;
+    int32_t y = o.linear(in, i, out, false, Tp::kNone, name, role, -1,
+                         no_modules ? LinearSite::kNone : site);
+    bld.expert_params = was;
     return y;
   };
   int32_t g = -1, u = -1;
   if (expert && dm.model->family == "deepseek_v2") {
     // DeepseekV2Experts (modeling_deepseek_v2.py @ 0233e509): one F.linear with the expert's
     // slice of the 3D gate_up_proj, then .chunk(2): one input cast, gate and up are views
-    int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out");
+    int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out", LinearSite::kNone);
     const int64_t half = bld.tensor(gu).bytes / 2;
     int32_t v[2];
     split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
     g = v[0], u = v[1];
   } else {
     // moe2: Python evaluates `act_fn(w1(x)) * w3(x)` left to right: w1, silu, w3 (census)
-    g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out");
+    g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out", LinearSite::kGate);
   }
   int32_t a = o.unary_saving_input(OpKind::kSilu, g, "expert silu", "expert silu out");
-  if (u < 0) u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
+  if (u < 0)
+    u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out", LinearSite::kUp);
   const Tensor ta = bld.tensor(a);
   int32_t p = o.mul_op(a, u, ta.bytes, ta.dtype, "expert swiglu mul", "expert swiglu out", true,
                        true, Exec::kNone, 0, 0);
-  return lin(p, f, h, expert ? "expert w2" : "shared down proj", "expert w2 out");
+  return lin(p, f, h, expert ? "expert w2" : "shared down proj", "expert w2 out",
+             LinearSite::kDown);
 }
 
 // The router of HF's blocks: gate logits, softmax in fp32, top-k (and the renormalization).
@@ -105,7 +120,11 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
     const int32_t w32 = o.cast(w, DType::kF32, "router weight fp32", "router weight fp32");
     logits = o.linear(x32, dm.h, e, false, Tp::kNone, "router", "router logits", w32);
   } else {
-    logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits");
+    // lora6: Mixtral's and Qwen2-MoE's `gate` is an nn.Linear: PEFT's all-linear adapts it.
+    // DeepSeek-V2's forward calls F.linear on gate.weight, so an adapter there never runs
+    // (kNone; the unused adapter's (h + E) r parameters under all-linear are not modeled).
+    logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits", -1,
+                      deepseek ? LinearSite::kNone : LinearSite::kOther);
   }
   // F.softmax(logits, dim=1, dtype=torch.float): a copy to fp32 (ToCopyBackward saves nothing),
   // then softmax saves its fp32 output (SoftMax.cpp softmax() with a dtype)
@@ -368,7 +387,8 @@ int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) 
   Ops o(bld, dm);
   int32_t y = hf_swiglu(bld, dm, x, m.shared_ffn, false);
   if (m.shared_gate) {
-    int32_t g = o.linear(x, dm.h, 1, false, Tp::kNone, "shared expert gate", "shared gate logit");
+    int32_t g = o.linear(x, dm.h, 1, false, Tp::kNone, "shared expert gate", "shared gate logit",
+                         -1, LinearSite::kOther);  // lora6: nn.Linear(h, 1): all-linear adapts it
     // sigmoid saves its output (derivatives.yaml sigmoid: result)
     int32_t s = op(bld, o, OpKind::kSilu, "shared gate sigmoid", {{g, GradRule::kNew}},
                    numel_of(bld.tensor(g)), bld.tensor(g).dtype, {}, true);

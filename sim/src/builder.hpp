@@ -152,6 +152,11 @@ class Builder {
 
   std::vector<Param> params;
   std::vector<int32_t> step_end_holds;  // storages the training loop keeps until step end
+  // --- lora6 (issue 13): param() marks what it makes as a routed expert's (Storage::expert)
+  // while this is set: the frozen base weights under LoRA and the experts' own adapters too
+  // (blocks_moe.cpp hf_swiglu sets it around an expert's linears) ---
+  bool expert_params = false;
+  // --- end lora6 ---
 
  private:
   Graph& g_;

@@ -78,11 +78,13 @@ int32_t Builder::param(int64_t numel, DType dtype, const char* role) {
   if (freeze_params) {
     const int32_t t = buffer(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role);
     g_.storages[tensors_[t].storage].frozen = true;  // feat3: sharded under ZeRO-3 / FSDP2
+    if (expert_params) mark_expert(t);  // lora6
     return t;
   }
   int32_t t = fresh(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role,
                     Category::kWeights);
   int32_t s = tensors_[t].storage;
+  if (expert_params) g_.storages[s].expert = true;  // lora6: marked where it is made
   persistent_[s] = true;
   g_.persistent.push_back(s);
   g_.param_storages.push_back(s);

@@ -167,8 +167,8 @@ enum class KernelChoice : uint8_t {
 // (sim/src/ops.hpp Ops::linear). Passes that treat projections differently (sim/src/lora.cpp's
 // LoRA targets, sim/src/fp8.cpp's per-module state) match on it, never on the op's name.
 enum class LinearSite : uint8_t {
-  kNone,    // not a site those passes name (router, classifier, pooler, T5's and MLA's
-            // projections, experts, LoRA's own adapters)
+  kNone,    // not a site those passes name (classifier, pooler, Megatron's experts, DeepSeek-V2's
+            // 3D expert weights, LoRA's own adapters)
   kQkv,     // q, k and v as one linear (GPT-2's c_attn, Megatron's linear_qkv)
   kQ,       // a separate query projection
   kK,       // a separate key projection
@@ -181,6 +181,14 @@ enum class LinearSite : uint8_t {
   kDown,    // a gated MLP's down projection
   kGateUp,  // a gated MLP's gate and up projections as one linear (Phi-3's gate_up_proj)
   kLmHead,  // the output layer (logits)
+  // --- lora6 (issue 13) ---
+  kQA,      // MLA's q_a_proj (the query's down projection)
+  kQB,      // MLA's q_b_proj (the query's up projection)
+  kKvA,     // MLA's kv_a_proj_with_mqa (the latent and the shared rope key)
+  kKvB,     // MLA's kv_b_proj (keys' nope part and values from the latent)
+  kOther,   // an nn.Linear no target name reaches but PEFT's all-linear adapts (an MoE router,
+            // Qwen2-MoE's shared_expert_gate)
+  // --- end lora6 ---
 };
 
 struct Op {

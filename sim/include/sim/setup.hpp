@@ -154,11 +154,20 @@ struct TrainSetup {
 inline int64_t resolved_etp(const TrainSetup& s) { return s.etp > 0 ? s.etp : s.tp; }
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
-// q = q_proj/query, k, v, o = o_proj/attention output dense/GPT-2 attn.c_proj, gate, up = up_proj/
-// fc1/c_fc/intermediate.dense, down = down_proj/fc2/mlp.c_proj/output.dense).
+// q = q_proj/query/T5's q, k, v, o = o_proj/attention output dense/GPT-2 attn.c_proj/T5's o,
+// gate = gate_proj/Mixtral's expert w1/T5's wi_0, up = up_proj/fc1/c_fc/intermediate.dense/
+// Mixtral's w3/T5's wi and wi_1, down = down_proj/fc2/mlp.c_proj/output.dense/Mixtral's w2/T5's
+// wo; lora6: q_a, q_b, kv_a, kv_b = MLA's q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj;
+// gate_up = Phi-3's gate_up_proj).
 enum LoraTarget : uint32_t {
   kLoraQ = 1, kLoraK = 2, kLoraV = 4, kLoraO = 8, kLoraGate = 16, kLoraUp = 32, kLoraDown = 64,
-  kLoraAllLinear = 127,
+  // --- lora6 (issue 13): MLA's q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj; Phi-3's fused
+  // gate_up_proj; kLoraOther: no name reaches it, all-linear does (an MoE router, Qwen2-MoE's
+  // shared_expert_gate: nn.Linear modules PEFT's all-linear adapts) ---
+  kLoraQA = 128, kLoraQB = 256, kLoraKvA = 512, kLoraKvB = 1024, kLoraGateUp = 2048,
+  kLoraOther = 4096,
+  // --- end lora6 ---
+  kLoraAllLinear = 8191,
 };
 // "q,v" or "q+v", "all-linear" (every bit); nullopt for an unknown name or an empty list.
 std::optional<uint32_t> parse_lora_targets(std::string_view s);
