@@ -235,10 +235,10 @@ struct DpEntry {
 };
 
 // planner6 (issue 15): uninitialised storage of trivially copyable T in one block aligned to
-// 2 MiB and, on Linux, advised for transparent huge pages (this machine's kernel grants them on
-// madvise only): the ring stacks are touched at one place per slot and row, a TLB miss per slot
-// on 4 KiB pages. Grows only; contents are not kept across resize (every entry is written before
-// it is read).
+// 2 MiB and, on Linux, advised for transparent huge pages (THP is madvise-only here). Advice
+// only: on the machine of BENCHMARKS.md the kernel granted none (AnonHugePages stayed 0 kB), so
+// the measured gain is the ring layout's alone. Grows only; contents are not kept across resize
+// (every entry is written before it is read).
 template <class T>
 class HugeBuffer {
   static_assert(std::is_trivially_copyable_v<T>);
