@@ -407,6 +407,13 @@ spec=$(grep '^  custom:' plan.txt | tr -d ' ')
 test "$(tail -n 1 plan.csv | cut -d, -f6)" = "$spec"
 test "$(tail -n 1 plan.csv | cut -d, -f22)" = "$(tail -n 1 rerun.csv | cut -d, -f22)"
 test "$(tail -n 1 plan.csv | cut -d, -f22)" -le 10737418240
+# planner6 (issue 15): the native section in plan's CSV (appended columns) and JSON
+head -n 1 plan.csv | grep -q ',reentrant,.*,native_status,native_impl,native_strategy,native_setting,native_peak_bytes,native_recompute_time_ns,native_recompute_flops,native_stage_strategies$'
+tail -n 1 plan.csv | grep -q ',found,hf@4.48,[a-z]*,"\{0,1\}gradient_checkpointing=.*,[0-9]*,[0-9]*,[0-9]*,$'
+"$1" plan --model gpt2-small --batch 8 --budget 10GiB --format json > plan.json
+grep -q '^  "native": {$' plan.json
+grep -q '^    "status": "found",$' plan.json
+grep -q '^    "setting": "gradient_checkpointing=' plan.json
 rm -f none.txt none.txt.partial
 rc=0
 "$1" plan --model gpt2-small --batch 8 --budget 1GiB -o none.txt > out.txt 2> err.txt || rc=$?
@@ -436,6 +443,15 @@ spec=$(grep '^  custom:' plan.txt | tr -d ' ')
 "$1" plan --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --budget 3584MiB --format csv > plan.csv
 test "$(tail -n 1 plan.csv | cut -d, -f6)" = "$spec"
 test "$(tail -n 1 plan.csv | cut -d, -f22)" -le 3758096384
+# planner6 (issue 15): the native settings per stage in the table, CSV and JSON
+grep -q "^What megatron@[0-9a-f]*'s own settings run (none, selective, full, every:k, block:k; stage-local, every stage alike)" plan.txt
+grep -q '^  setting: --recompute-granularity' plan.txt
+test "$(grep -c '^  stage [0-3] ' plan.txt)" -eq 4
+head -n 1 plan.csv | grep -q ',native_status,native_impl,native_strategy,native_setting,native_peak_bytes,native_recompute_time_ns,native_recompute_flops,native_stage_strategies$'
+tail -n 1 plan.csv | grep -q ',found,megatron@[0-9a-f]*,.*,[a-z:0-9-]*;[a-z:0-9-]*;[a-z:0-9-]*;[a-z:0-9-]*$'
+"$1" plan --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --budget 3584MiB --format json > plan.json
+grep -q '^  "native": {$' plan.json
+test "$(grep -c '^        "in_flight": ' plan.json)" -eq 4
 "$1" run --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --strategy "$spec" --format csv > rerun.csv
 test "$(tail -n 1 plan.csv | cut -d, -f22)" = "$(tail -n 1 rerun.csv | cut -d, -f22)"
 "$1" run --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --strategy budget:3584MiB --format csv > run.csv
