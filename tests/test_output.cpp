@@ -123,7 +123,8 @@ TEST_CASE("the CSV header is the v1 contract") {
       "compile",                                         // fp8sac (issue 10)
       "grad_accum_fusion",                               // time6 (issue 11)
       "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed",  // polish (results)
-      "moe_aux_loss_coeff"};                              // mla5 (issue 13)
+      "moe_aux_loss_coeff",                               // mla5 (issue 13)
+      "cross_entropy_loss_fusion"};                       // te_norm (issue 10)
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 

@@ -179,6 +179,10 @@ bool setup_panel(AppState& st) {
   // any other error)
   form_label("padding mask");
   changed |= ImGui::Checkbox("##padding", &s.padding);
+  // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion (refused outside --impl megatron,
+  // shown as any other error)
+  form_label("fused CE loss");
+  changed |= ImGui::Checkbox("##cefusion", &s.cross_entropy_loss_fusion);
   return changed;
 }
 

@@ -219,6 +219,9 @@ struct Dims {
   // polish: the device's streaming multiprocessors (Device::sm_count), for kernels whose buffers
   // are per SM (the Triton RMSNorm's backward, sim/src/norm_kernels.cpp)
   int64_t sm_count = 0;
+  // --- te_norm (issue 10) ---
+  bool ce_loss_fusion = false;  // Megatron's --cross-entropy-loss-fusion (build_head)
+  // --- end te_norm ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

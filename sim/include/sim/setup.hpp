@@ -143,6 +143,12 @@ struct TrainSetup {
   // output_router_logits from the config) ---
   double moe_aux_loss_coeff = 0.0;
   // --- end mla5 ---
+  // --- te_norm (issue 10): --cross-entropy-loss-fusion on|off, Megatron's
+  // --cross-entropy-loss-fusion (its default off: tensor_parallel.vocab_parallel_cross_entropy);
+  // on: cross_entropy_fusion_impl 'native', fusions/fused_cross_entropy.py's torch.compile'd steps
+  // (sim/src/graph_blocks.cpp build_head). Only megatron has the knob.
+  bool cross_entropy_loss_fusion = false;
+  // --- end te_norm ---
 };
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
