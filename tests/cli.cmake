@@ -142,9 +142,9 @@ test "$(wc -l < e.csv)" -eq 3
 # famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
 # implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion;
 # polish: mfu_peak_flops_per_s, fp8_model_flops, mfu_fp8_mixed (results: empty on the error row);
-# mla5: moe_aux_loss_coeff
+# mla5: moe_aux_loss_coeff; te_norm: cross_entropy_loss_fusion
 sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0,off$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0,off$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
