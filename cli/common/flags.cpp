@@ -89,6 +89,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--grad-accum-fusion", f.grad_accum_fusion,
       "on|off: Megatron's gradient-accumulation fusion (on, its default: the wgrad GEMM adds into "
       "the fp32 main_grad); off: --no-gradient-accumulation-fusion (a 16-bit wgrad, then an add)");
+  // te_norm (issue 10): Megatron's fused cross entropy, a run setting
+  add("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
+      "on|off: Megatron's --cross-entropy-loss-fusion (its torch.compile'd vocab-parallel cross "
+      "entropy, cross_entropy_fusion_impl native); default off, as Megatron's");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -248,6 +252,14 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1)
       throw sim::ConfigError("--grad-accum-fusion", f.grad_accum_fusion, "takes one value, not a list");
     a.grad_accum_fusion = v.front();
+  }
+  {  // te_norm (issue 10)
+    const std::vector<bool> v =
+        parse_switch_axis(f.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
+    if (v.size() != 1)
+      throw sim::ConfigError("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
+                             "takes one value, not a list");
+    a.cross_entropy_loss_fusion = v.front();
   }
   return a;
 }

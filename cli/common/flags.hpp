@@ -62,6 +62,8 @@ struct CommonFlags {
   std::string norm_kernel = "default"; // time5 (issue 11): --norm-kernel default|triton (one value)
   std::string compile = "off";  // fp8sac (issue 10): --compile on|off (one value)
   std::string grad_accum_fusion = "on"; // time6 (issue 11): --grad-accum-fusion on|off (one value)
+  // te_norm (issue 10): --cross-entropy-loss-fusion on|off (one value)
+  std::string cross_entropy_loss_fusion = "off";
 };
 
 // Which of the common flags a verb takes.
@@ -120,6 +122,7 @@ struct Axes {
   sim::NormKernel norm_kernel = sim::NormKernel::kDefault;  // time5: --norm-kernel (one value)
   bool compile = false;  // fp8sac (issue 10): --compile (one value)
   bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (one value)
+  bool cross_entropy_loss_fusion = false;  // te_norm (issue 10): one value
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

@@ -94,6 +94,10 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          // time6: Megatron's --no-gradient-accumulation-fusion
          (!s.grad_accum_fusion ? std::string("; no gradient-accumulation fusion (wgrad, then add)")
                                : std::string()) +
+         // te_norm (issue 10): Megatron's fused (torch.compile'd) cross entropy
+         (s.cross_entropy_loss_fusion
+              ? std::string("; fused cross entropy (fused_cross_entropy.py, compiled)")
+              : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")

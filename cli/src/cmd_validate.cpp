@@ -250,6 +250,12 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "grad_accum_fusion", "'" + v + "' is not on or off");
       s.grad_accum_fusion = v == "on";
     }
+    // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion
+    if (const std::string v = optional("cross_entropy_loss_fusion"); !v.empty()) {
+      if (v != "on" && v != "off")
+        throw sim::ConfigError(where, "cross_entropy_loss_fusion", "'" + v + "' is not on or off");
+      s.cross_entropy_loss_fusion = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -104,6 +104,9 @@ bool setup_panel(AppState& st) {
   changed |= ImGui::Checkbox("##compile", &s.compile);
   form_label("grad-accum fusion");
   changed |= ImGui::Checkbox("##gradaccumfusion", &s.grad_accum_fusion);
+  // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion, refused the same way elsewhere
+  form_label("fused CE loss");
+  changed |= ImGui::Checkbox("##cefusion", &s.cross_entropy_loss_fusion);
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {

@@ -42,6 +42,7 @@ def run(
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -86,6 +87,7 @@ def sweep(
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -128,6 +130,7 @@ def plan(
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -166,6 +169,7 @@ def valley(
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

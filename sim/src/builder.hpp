@@ -227,6 +227,9 @@ struct Dims {
   // etp (issue 13): expert-tensor-parallel ranks (Megatron's --expert-tensor-parallel-size; the
   // dispatcher's all-gather/reduce-scatter group; blocks_moe.cpp megatron_alltoall)
   int64_t etp = 1;
+  // --- te_norm (issue 10) ---
+  bool ce_loss_fusion = false;  // Megatron's --cross-entropy-loss-fusion (build_head)
+  // --- end te_norm ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

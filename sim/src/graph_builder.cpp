@@ -408,6 +408,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.triton_norm = s.norm_kernel == NormKernel::kTriton;  // time5 (issue 11)
   dm.compile = s.compile;  // fp8sac (issue 10)
   dm.grad_accum_fusion = s.grad_accum_fusion;             // time6 (issue 11)
+  dm.ce_loss_fusion = s.cross_entropy_loss_fusion;        // te_norm (issue 10)
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;

@@ -148,6 +148,12 @@ struct TrainSetup {
   // unset, Megatron's default, --tp (megatron/training/arguments.py @ d98e8a64 line 587) ---
   int64_t etp = 0;
   // --- end etp ---
+  // --- te_norm (issue 10): --cross-entropy-loss-fusion on|off, Megatron's
+  // --cross-entropy-loss-fusion (its default off: tensor_parallel.vocab_parallel_cross_entropy);
+  // on: cross_entropy_fusion_impl 'native', fusions/fused_cross_entropy.py's torch.compile'd steps
+  // (sim/src/graph_blocks.cpp build_head). Only megatron has the knob.
+  bool cross_entropy_loss_fusion = false;
+  // --- end te_norm ---
 };
 
 // etp (issue 13): the expert-tensor-parallel size simulated: --etp, else --tp (Megatron's default)

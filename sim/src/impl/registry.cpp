@@ -251,6 +251,12 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                     "off under --impl " + std::string(sp.name) +
                         " (Megatron's --no-gradient-accumulation-fusion; only Megatron fuses "
                         "the weight gradient's accumulation)");
+  // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion
+  if (s.cross_entropy_loss_fusion && !sp.ce_loss_fusion)
+    throw NotInCode("--cross-entropy-loss-fusion", "cross_entropy_loss_fusion",
+                    "on under --impl " + std::string(sp.name) +
+                        " (Megatron's --cross-entropy-loss-fusion; this code base computes its "
+                        "own loss)");
   return s;
 }
 
