@@ -61,6 +61,10 @@ struct CommonFlags {
   std::string norm_kernel = "default"; // time5 (issue 11): --norm-kernel default|triton (one value)
   std::string compile = "off";  // fp8sac (issue 10): --compile on|off (one value)
   std::string grad_accum_fusion = "on"; // time6 (issue 11): --grad-accum-fusion on|off (one value)
+  // --- ds3 (issue 10): DeepSpeed ZeRO knobs (one value each); empty: the HF Trainer's "auto"
+  std::string ds_reduce_bucket, ds_prefetch_bucket, ds_persistence_threshold, ds_max_live,
+      ds_max_reuse_distance;
+  // --- end ds3 ---
 };
 
 // Which of the common flags a verb takes.
@@ -118,6 +122,10 @@ struct Axes {
   sim::NormKernel norm_kernel = sim::NormKernel::kDefault;  // time5: --norm-kernel (one value)
   bool compile = false;  // fp8sac (issue 10): --compile (one value)
   bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (one value)
+  // --- ds3 (issue 10): --ds-* (sim::TrainSetup's ds_* fields; -1: "auto") ---
+  int64_t ds_reduce_bucket = -1, ds_prefetch_bucket = -1, ds_persistence_threshold = -1,
+          ds_max_live = -1, ds_max_reuse_distance = -1;
+  // --- end ds3 ---
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.
