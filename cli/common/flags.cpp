@@ -121,6 +121,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--moe-aux-loss-coeff", f.moe_aux_loss_coeff,  // mla5
       "MoE (megatron): the load-balancing loss coefficient, Megatron's --moe-aux-loss-coeff "
       "(default 0, Megatron's: no aux loss)");
+  add("--etp", f.etp,  // etp (issue 13)
+      "MoE (megatron): expert-tensor-parallel ranks, Megatron's --expert-tensor-parallel-size: "
+      "each expert's width split over them (default: --tp, as Megatron)");
   add("--gpus-per-node", f.gpus_per_node,
       "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
@@ -213,6 +216,7 @@ Axes parse_axes(const CommonFlags& f) {
     if (ac.size() != 1)
       throw sim::ConfigError("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "takes one value, not a list");
     a.moe_aux_loss_coeff = ac.front();
+    if (!f.etp.empty()) a.etp = one(f.etp, "--etp", 1);  // etp (issue 13)
   }
   if (!f.reentrant.empty()) {
     const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");

@@ -136,6 +136,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.moe_imbalance = a.moe_imbalance;
   t.moe_capacity = a.moe_capacity;
   t.moe_aux_loss_coeff = a.moe_aux_loss_coeff;  // mla5
+  t.etp = a.etp;  // etp (issue 13)
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
   t.padding = a.padding;  // hfimpl

@@ -97,6 +97,13 @@ bool setup_panel(AppState& st) {
   int norm_kernel = static_cast<int>(s.norm_kernel);
   if (edit_choice("norm kernel", norm_kernel, kNormKernels))
     s.norm_kernel = static_cast<sim::NormKernel>(norm_kernel), changed = true;
+  // --compile (torchtitan's training.compile) and --grad-accum-fusion (Megatron's
+  // --[no-]gradient-accumulation-fusion): where the implementation's code has no such setting
+  // resolve_setup's one-line error naming the flag is shown like any other
+  form_label("torch.compile");
+  changed |= ImGui::Checkbox("##compile", &s.compile);
+  form_label("grad-accum fusion");
+  changed |= ImGui::Checkbox("##gradaccumfusion", &s.grad_accum_fusion);
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {
@@ -122,6 +129,8 @@ bool setup_panel(AppState& st) {
   changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
   // mla5: Megatron's --moe-aux-loss-coeff (0: no load-balancing loss)
   changed |= edit_real("MoE aux loss coeff", s.moe_aux_loss_coeff, 0.0, 1e6, "%.4g");
+  // etp (issue 13): Megatron's --expert-tensor-parallel-size; 0: --tp (its default)
+  changed |= edit_i64("expert TP (0: tp)", s.etp, 0, 4096);
   form_label("MoE capacity");
   bool capacity = s.moe_capacity.has_value();
   if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {

@@ -260,27 +260,17 @@ int32_t megatron_aux_loss(Builder& bld, const Dims& dm, int32_t logits, int32_t 
 int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
-  const int64_t h = dm.h, n = dm.n_full(), e = m.experts, k = m.experts_per_token;
-  const int64_t local = e / dm.ep, f = m.expert_ffn;
+  // etp (issue 13): the MoE layer takes the block's tokens as they are: sequence-sharded under
+  // --tp with --sp (n_local; MoELayer.forward gets [s/tp, b, h]), all of them at --tp 1; each
+  // expert's width is split over the expert-TP ranks (TEGroupedMLP: moe_ffn_hidden_size / etp)
+  const int64_t h = dm.h, n = numel_of(bld.tensor(x)) / dm.h, e = m.experts, k = m.experts_per_token;
+  const int64_t local = e / dm.ep, f = m.expert_ffn / dm.etp, etp = dm.etp;
   const DType dt = dm.half_dt;
-  // Router (router.py TopKRouter: gating linear, topk_softmax_with_capacity): logits [N, E];
-  // topk (saves indices), softmax over the k scores in fp32 (saves its output) cast back, and
-  // scattered into a dense [N, E] probs (ScatterBackward saves the indices); the routing map is
-  // a bool [N, E] without gradient.
+  // Router (router.py TopKRouter: gating linear, topk_routing_with_score_function): logits
+  // [N, E], the probs scattered into a dense [N, E] (blocks_moe_router.cpp)
   int32_t logits = o.linear(x, h, e, false, Tp::kNone, "router", "router logits");
-  OpDraft t = o.draft(OpKind::kCopy, "router topk");
-  t.op.math16 = false;
-  t.inputs.push_back({logits, GradRule::kNew});
-  int32_t sc = bld.fresh(bytes(mul(n, k), dt), dt, "top-k scores");
-  int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "top-k indices");
-  t.outputs = {sc, idx};
-  t.saves = {idx};
-  bld.add_op(std::move(t));
-  int32_t sm = op(bld, o, OpKind::kSoftmax, "router softmax", {{sc, GradRule::kNew}}, mul(n, k),
-                  DType::kF32, {}, true);
-  int32_t smc = o.cast(sm, dt, "router probs cast", "router probs");
-  int32_t probs = op(bld, o, OpKind::kCopy, "router probs scatter",
-                     {{smc, GradRule::kNew}, {idx, GradRule::kNone}}, mul(n, e), dt, {idx});
+  int32_t idx = -1;
+  int32_t probs = megatron_router(bld, dm, logits, n, &idx);
   // mla5: the load-balancing loss is attached to the probs before dispatch (router.py routing)
   if (dm.moe_aux_loss_coeff > 0) probs = megatron_aux_loss(bld, dm, logits, probs, n);
   int32_t map = no_grad_op(bld, o, idx, mul(n, e), DType::kBool, "routing map");
@@ -318,9 +308,33 @@ int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   };
   int32_t gx = a2a(px, mul(recv, h), "all-to-all tokens");
   int32_t gp = a2a(pprobs, recv, "all-to-all probs");
+  // etp (issue 13): dispatch_postprocess (token_dispatcher.py @ d98e8a64ddf3, tp_size > 1 over
+  // pg_collection.expt_tp): gather_from_sequence_parallel_region of the received tokens and probs
+  // (tensor_parallel/mappings.py _GatherFromSequenceParallelRegion: a new [etp x rows] buffer,
+  // saves nothing; its backward reduce-scatters the gradient). Every expert-TP rank then runs
+  // its width shard of the local experts on the tokens all etp ranks received.
+  const int64_t rows = mul(recv, etp);
+  auto etp_collective = [&](int32_t in, int64_t out_numel, bool gather, const char* name) {
+    OpDraft d = o.draft(OpKind::kCopy, name);
+    d.op.math16 = false;
+    d.inputs.push_back({in, GradRule::kNew});
+    int32_t y = bld.fresh(bytes(out_numel, dt), dt, name);
+    d.outputs.push_back(y);
+    // payload: the gathered (whole) tensor, as Ops::linear counts its SP collectives
+    const int64_t whole = gather ? bytes(out_numel, dt) : bld.tensor(in).bytes;
+    d.op.fwd.comm_bytes = whole, d.op.fwd.comm_kind = gather ? kAllGather : kReduceScatter;
+    d.op.bwd.comm_bytes = whole, d.op.bwd.comm_kind = gather ? kReduceScatter : kAllGather;
+    d.op.fwd.comm_group = d.op.bwd.comm_group = 1;  // the expert-TP group (engine.cpp tp_ns)
+    bld.add_op(std::move(d));
+    return y;
+  };
+  if (etp > 1) {
+    gx = etp_collective(gx, mul(rows, h), true, "expert-TP all-gather tokens");
+    gp = etp_collective(gp, rows, true, "expert-TP all-gather probs");
+  }
   if (local > 1) {  // sort_chunks_by_idxs: torch.cat of the chunks by local expert (saves none)
-    gx = op(bld, o, OpKind::kCopy, "sort tokens by expert", {{gx, GradRule::kNew}}, mul(recv, h), dt, {});
-    gp = op(bld, o, OpKind::kCopy, "sort probs by expert", {{gp, GradRule::kNew}}, recv, dt, {});
+    gx = op(bld, o, OpKind::kCopy, "sort tokens by expert", {{gx, GradRule::kNew}}, mul(rows, h), dt, {});
+    gp = op(bld, o, OpKind::kCopy, "sort probs by expert", {{gp, GradRule::kNew}}, rows, dt, {});
   }
   // TEGroupedMLP: linear_fc1 (h -> 2f per expert, GroupedLinear saves its input), the weighted
   // fused SwiGLU (WeightedSwiGLUFunction saves its input and the probs), linear_fc2
@@ -328,11 +342,17 @@ int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   bld.mark_expert(w1);
   int32_t fc1 = o.linear(gx, h, 2 * f, false, Tp::kNone, "experts fc1", "experts fc1 out", w1);
   int32_t act = op(bld, o, OpKind::kSilu, "experts weighted swiglu",
-                   {{fc1, GradRule::kNew}, {gp, GradRule::kNew}}, mul(recv, f), dt, {fc1, gp});
+                   {{fc1, GradRule::kNew}, {gp, GradRule::kNew}}, mul(rows, f), dt, {fc1, gp});
   const int32_t w2 = bld.param(mul(local, mul(f, h)), dm.param_dt, "experts fc2");
   bld.mark_expert(w2);
   int32_t y = o.linear(act, f, h, false, Tp::kNone, "experts fc2", "experts fc2 out", w2);
-  if (local > 1) y = op(bld, o, OpKind::kCopy, "unsort tokens", {{y, GradRule::kNew}}, mul(recv, h), dt, {});
+  if (local > 1) y = op(bld, o, OpKind::kCopy, "unsort tokens", {{y, GradRule::kNew}}, mul(rows, h), dt, {});
+  // etp (issue 13): combine_preprocess: reduce_scatter_to_sequence_parallel_region of
+  // `hidden_states.to(self.probs.dtype)` over the expert-TP group: the partial sums of the etp
+  // width shards, each rank keeping its own received rows. probs take the logits' dtype
+  // (moe_utils.py topk_routing_with_score_function `probs.type_as(logits)`; moe_router_dtype
+  // unset), the hidden states': no cast.
+  if (etp > 1) y = etp_collective(y, mul(recv, h), false, "expert-TP reduce-scatter");
   y = a2a(y, mul(sent, h), "all-to-all back");
   // unpermute: zeros [N, h] then scatter_add_ of the tokens (ScatterAddBackward saves the index)
   return op(bld, o, OpKind::kAdd, "unpermute (scatter_add)",

@@ -219,6 +219,9 @@ struct Dims {
   // polish: the device's streaming multiprocessors (Device::sm_count), for kernels whose buffers
   // are per SM (the Triton RMSNorm's backward, sim/src/norm_kernels.cpp)
   int64_t sm_count = 0;
+  // etp (issue 13): expert-tensor-parallel ranks (Megatron's --expert-tensor-parallel-size; the
+  // dispatcher's all-gather/reduce-scatter group; blocks_moe.cpp megatron_alltoall)
+  int64_t etp = 1;
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -9,6 +9,7 @@
 #include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "deepspeed.hpp"  // hfds
+#include "inductor.hpp"  // inductor (issue 10)
 #include "sim/device.hpp"
 #include "sim/error.hpp"
 
@@ -476,6 +477,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.moe_imbalance = s.moe_imbalance;
   dm.moe_aux_loss_coeff = s.moe_aux_loss_coeff;  // mla5
   dm.moe_capacity = s.moe_capacity.value_or(0.0);
+  dm.etp = is_moe(*dm.model) ? resolved_etp(s) : 1;  // etp (issue 13)
   // feat (issue 13): LoRA / QLoRA
   dm.lora_rank = s.lora_rank;
   dm.lora_targets = s.lora_targets;
@@ -611,14 +613,19 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   if (deepspeed) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
   const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16 || deepspeed;
-  if (sharded && s.ep > 1) {
+  // etp (issue 13): Megatron's expert grid is etp x ep x edp x pp over the same world as
+  // tp x cp x dp x pp (megatron/core/parallel_state.py @ d98e8a64 initialize_model_parallel,
+  // expert_data_parallel_size = world_size // (etp * ep * pp)): edp = tp cp dp / (etp ep)
+  const int64_t etp = is_moe(model) ? resolved_etp(s) : 1;
+  if (sharded && (s.ep > 1 || etp != s.tp)) {
     // moe: a routed expert's state is sharded over its expert-data-parallel group, dp / ep ranks
     // (Megatron's distributed optimizer per expert_data_parallel_group); the rest over dp
     int64_t expert = 0;
     for (int32_t sid : g.param_storages)
       if (g.storages[sid].expert) expert += g.storages[sid].bytes / bytes_of(g.storages[sid].dtype);
+    const int64_t edp = d * s.tp / (etp * s.ep);
     opt = checked_mul(per_param, numel - expert, f) / d +
-          checked_mul(per_param, expert, f) / (d / s.ep);
+          checked_mul(per_param, expert, f) / edp;
   } else if (sharded) {
     opt /= d;
   }
@@ -789,6 +796,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.zero = setup.zero;
   g.pp = setup.pp;
   g.ep = setup.ep;  // moe
+  g.etp = is_moe(model) ? resolved_etp(setup) : 1;  // etp (issue 13)
   Dims dm = make_dims(model, setup);
   dm.layer0 = st.first;  // moe
   dm.sm_count = device.sm_count;  // polish: per-SM buffers (norm_kernels.cpp)
@@ -809,6 +817,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
     detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
     bld.finalize();
     mark_torchtitan_sac(g, setup.compile);
+    if (setup.compile) detail::inductor_partition(g), g.compiled = true;  // inductor (issue 10)
     return g;
   }
   int32_t table = -1;
@@ -819,6 +828,9 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   else detail::build_stage_output(bld, dm, x);
   bld.finalize();
   mark_torchtitan_sac(g, setup.compile);
+  // inductor (issue 10): what the compiled block's min-cut partition saves (after the SAC
+  // marks, which read the eager saves)
+  if (setup.compile) detail::inductor_partition(g), g.compiled = true;
   return g;
 }
 
@@ -939,8 +951,10 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.zero = g3.zero;
   out.pp = g3.pp;
   out.ep = g3.ep;  // moe
+  out.etp = g3.etp;  // etp (issue 13)
   out.lora_rank = g3.lora_rank;  // feat
   out.cp = g3.cp;
+  out.compiled = g3.compiled;  // inductor (issue 10)
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());

@@ -54,6 +54,9 @@ struct OpCost {
   int64_t comm_bytes = 0;   // tensor-parallel collective payload per rank
   uint8_t comm_kind = 0;    // 0 none, 1 all-reduce, 2 all-gather, 3 reduce-scatter
   uint8_t kernels = 1;      // kernel launches
+  // etp (issue 13): the collective's group: 0 the tensor-parallel group, 1 the
+  // expert-tensor-parallel group (the MoE dispatcher's all-gather/reduce-scatter)
+  uint8_t comm_group = 0;
 };
 
 // What the CPU reference executor (harness/executor) computes for an op, and the meaning of
@@ -323,6 +326,10 @@ struct Graph {
   // in step_end_frees, which holds it through the backward ---
   std::vector<int32_t> backward_end_frees;
   // --- end ds3 ---
+  // --- inductor (issue 10): the blocks' saves are torch.compile's min-cut partition
+  // (sim/src/inductor.cpp), not eager autograd's: a backward reads tensors it recomputes ---
+  bool compiled = false;
+  int64_t etp = 1;  // etp (issue 13): expert-tensor-parallel ranks (OpCost::comm_group 1)
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

@@ -153,7 +153,15 @@ struct TrainSetup {
   int64_t ds_max_live = -1;               // --ds-max-live: stage3_max_live_parameters
   int64_t ds_max_reuse_distance = -1;     // --ds-max-reuse-distance: stage3_max_reuse_distance
   // --- end ds3 ---
+  // --- etp (issue 13): --etp N, Megatron's --expert-tensor-parallel-size: each routed expert's
+  // fc1/fc2 split over N ranks (TEGroupedMLP column/row parallel over the expert-TP group). 0:
+  // unset, Megatron's default, --tp (megatron/training/arguments.py @ d98e8a64 line 587) ---
+  int64_t etp = 0;
+  // --- end etp ---
 };
+
+// etp (issue 13): the expert-tensor-parallel size simulated: --etp, else --tp (Megatron's default)
+inline int64_t resolved_etp(const TrainSetup& s) { return s.etp > 0 ? s.etp : s.tp; }
 
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
 // q = q_proj/query, k, v, o = o_proj/attention output dense/GPT-2 attn.c_proj, gate, up = up_proj/
