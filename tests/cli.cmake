@@ -965,3 +965,36 @@ for args in "--model phi-3-mini-4k --lora-targets q,k,v,o,gate_up,down" \
   test "$(wc -l < ok.csv)" -eq 2
 done
 ]=])
+
+# ds3 (issue 10): the --ds-* knobs of the HF Trainer's DeepSpeed config change stage 3's
+# gathered parameters (no prefetch, no reuse: a smaller peak), reach the JSON setup, and are
+# refused in one line (exit 2, no output) where DeepSpeed ZeRO-3 does not run.
+actsim_cli_test(ds3_knobs [=[
+rm -f out.csv out.csv.partial
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 3 --format json > auto.json
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 3 --ds-prefetch-bucket 0 \
+  --ds-max-reuse-distance 0 --format json > off.json
+grep -q '"ds_prefetch_bucket": null' auto.json
+grep -q '"ds_prefetch_bucket": 0' off.json
+a=$(grep -o '"peak_allocated_bytes": [0-9]*' auto.json | head -1 | grep -o '[0-9]*$')
+b=$(grep -o '"peak_allocated_bytes": [0-9]*' off.json | head -1 | grep -o '[0-9]*$')
+test "$b" -lt "$a"
+set +e
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 2 --ds-max-live 1000 -o out.csv 2> err1.txt
+rc1=$?
+"$1" run --model llama-3-8b --impl torchtitan --seq 256 --dp 8 --ds-reduce-bucket 1000 2> err2.txt
+rc2=$?
+"$1" run --model llama-3-8b --impl hf --seq 256 --dp 8 --zero 3 --ds-prefetch-bucket 1,2 2> err3.txt
+rc3=$?
+set -e
+test $rc1 -eq 2
+test $rc2 -eq 2
+test $rc3 -eq 2
+test ! -e out.csv
+test ! -e out.csv.partial
+test "$(wc -l < err1.txt)" -eq 1
+test "$(wc -l < err2.txt)" -eq 1
+test "$(wc -l < err3.txt)" -eq 1
+grep -q -- '--ds-max-live' err1.txt
+grep -q -- '--ds-reduce-bucket' err2.txt
+]=])

@@ -8,7 +8,9 @@
 // 4 x 692,736 + 512,256 = 3,283,200; every count divides by 4, so no partition is padded.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "fixtures.hpp"
 #include "sim/error.hpp"
@@ -19,6 +21,18 @@ namespace {
 
 constexpr int64_t kN = 3'283'200;
 constexpr int64_t kBucket = 2 * 256 * 256;  // "auto" reduce_bucket_size = h^2 bf16 elements
+const std::string kGathered =
+    "ZeRO-3 gathered bf16 parameters (partitioned_param_coordinator: the module running, the "
+    "prefetch bucket, those kept within stage3_max_reuse_distance)";
+
+bool contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+int32_t storage_id(const Graph& g, const std::string& role) {
+  for (size_t i = 0; i < g.storages.size(); ++i)
+    if (g.storages[i].role == role) return static_cast<int32_t>(i);
+  return -1;
+}
 
 int64_t storage_bytes(const Graph& g, const std::string& role) {
   int64_t n = 0;
@@ -96,8 +110,41 @@ TEST_CASE("deepspeed-bf16 stages 1 and 2 (DeepSpeedZeroOptimizer): bf16 grads wh
   CHECK(storage_bytes(g2, "ZeRO-1/2 IPG buffer (bf16, reduce_bucket_size)") == kBucket);
   CHECK(g2.optimizer_bytes == 12 * kN / 4);
   CHECK(g2.optimizer_transient_bytes == 2 * kN);
-  // the only communication buffer below stage 3 is the IPG bucket
-  CHECK(g1.comm_persistent_bytes == kBucket);
+  // ds3: no buffer below stage 3 is persistent: the IPG buffer is allocated by
+  // DeepSpeedZeroOptimizer.backward() and grads_in_partition by the first copy in backward
+  CHECK(g1.comm_persistent_bytes == 0);
+  CHECK(g2.comm_persistent_bytes == 0);
+  for (const Graph* g : {&g1, &g2}) {
+    const int32_t ipg = storage_id(*g, "ZeRO-1/2 IPG buffer (bf16, reduce_bucket_size)");
+    REQUIRE(ipg >= 0);
+    CHECK_FALSE(contains(g->persistent, ipg));
+    CHECK(contains(g->step_end_frees, ipg));
+    // allocated with the first backward node autograd runs (the highest op with a backward)
+    int32_t first = -1;
+    for (int32_t i = 0; i < static_cast<int32_t>(g->ops.size()); ++i)
+      if (g->ops[i].has_backward) first = i;
+    const Op& op = g->ops[first];
+    CHECK(std::find(g->begin(op.bwd_allocs), g->end(op.bwd_allocs), ipg) != g->end(op.bwd_allocs));
+    // stage 2's epilogue releases it before the step; stage 1's .grad views keep it to the end
+    CHECK(contains(g->backward_end_frees, ipg) == (g == &g2));
+  }
+  const int32_t gp = storage_id(g2, "grads_in_partition (bf16 partition)");
+  REQUIRE(gp >= 0);
+  CHECK_FALSE(contains(g2.persistent, gp));
+  CHECK(contains(g2.step_end_frees, gp));
+  CHECK_FALSE(contains(g2.backward_end_frees, gp));
+}
+
+TEST_CASE("deepspeed-bf16 stages 1 and 2: the IPG buffer and grads_in_partition are backward's") {
+  // The forward-phase peak carries none of them: stage 2's forward peak is stage 0's minus
+  // stage 0's persistent fp32 gradient buffer (4 N), its 2 N of bf16 weights being the same
+  const ModelConfig m = fixtures::tiny_llama();
+  const Result r0 = fixtures::run(m, hf_dp(0), "none");
+  const Result r2 = fixtures::run(m, hf_dp(2), "none");
+  const Result r1 = fixtures::run(m, hf_dp(1), "none");
+  // stage 1 and 2 carry the same persistent state (weights, master and Adam /dp): baseline equal
+  CHECK(r1.baseline_bytes == r2.baseline_bytes);
+  CHECK(r0.baseline_bytes - r2.baseline_bytes == 4 * kN);
 }
 
 TEST_CASE("deepspeed-bf16 stage 3: bf16 partitions, persisted norms, reuse-distance gathers") {
@@ -108,30 +155,73 @@ TEST_CASE("deepspeed-bf16 stage 3: bf16 partitions, persisted norms, reuse-dista
   // 2 x 3,280,896 / 4 = 1,640,448 B
   CHECK(storage_bytes(g, "ZeRO-3 partitions of persisted parameters (bf16)") == 1'152);
   CHECK(g.weights_bytes == 1'640'448 + 4'608 + 1'152);
-  // 3.3 M parameters are well within stage3_max_reuse_distance (1e9): nothing is released
-  // between a module's forward and its backward, so at the forward's end the whole bf16
-  // model is gathered (2 N), more than the current and prefetched block (2 x 2 x 692,736)
-  CHECK(storage_bytes(g, "ZeRO-3 gathered bf16 parameters (current and prefetched block; at the "
-                         "forward's end the head and the blocks within stage3_max_reuse_distance)") ==
-        2 * kN);
+  // ds3: 3.3 M parameters are well within stage3_max_reuse_distance (1e9): no module's
+  // parameters are released between its forward and its backward, so at the forward's end every
+  // partitioned parameter is gathered, 2 x 3,280,896 B (the persisted norms are counted once,
+  // whole, in the weights)
+  CHECK(storage_bytes(g, kGathered) == 2 * 3'280'896);
   CHECK(storage_bytes(g, "grad_partitions_flat_buffer (bf16 partition)") == 2 * kN / 4);
   CHECK(storage_bytes(g, "ZeRO-3 IPG bucket (bf16, reduce_bucket_size)") == kBucket);
   CHECK(g.grads_bytes == 2 * kN / 4);
   CHECK(g.optimizer_bytes == 12 * kN / 4);
   CHECK(g.optimizer_transient_bytes == 2 * kN);  // fp32 grad partition + sqrt(v): 4 N/4 each
-  CHECK(g.comm_persistent_bytes == 2 * kN + kBucket);
+  CHECK(g.comm_persistent_bytes == 2 * 3'280'896 + kBucket);
 }
 
-TEST_CASE("deepspeed-bf16 stage 3 at Llama-2-7B's width: blocks beyond the reuse distance are released") {
-  // 4 blocks of 4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 = 202,383,360 parameters; the head
-  // (final norm + lm_head) 4,096 + 1000 x 4,096 = 4,100,096. Walking back from the head, block
-  // j is kept while 2 x (the parameters after it) < 1e9: 2 x 4.1 M, 2 x 206.5 M and 2 x 408.9 M
-  // keep blocks 3, 2 and 1; 2 x 611.3 M does not keep block 0 (nor the embeddings after it).
+TEST_CASE("deepspeed-bf16 stage 3: no prefetch and no reuse leave the running module alone") {
+  // stage3_prefetch_bucket_size 0 and stage3_max_reuse_distance 0: each module's parameters are
+  // gathered as it runs and released after it, so the most gathered at once is the largest
+  // module: the embeddings or the lm_head, 1000 x 256 bf16 = 512,000 B
+  TrainSetup t = hf_dp(3);
+  t.ds_prefetch_bucket = 0;
+  t.ds_max_reuse_distance = 0;
+  const Graph g = build_graph(fixtures::tiny_llama(), t, fixtures::h100());
+  CHECK(storage_bytes(g, kGathered) == 512'000);
+  // a persistence threshold of 1,000,000 elements keeps every parameter whole: none partitioned,
+  // none gathered, the weights 2 N as without ZeRO-3
+  TrainSetup p = hf_dp(3);
+  p.ds_persistence_threshold = 1'000'000;
+  const Graph gp = build_graph(fixtures::tiny_llama(), p, fixtures::h100());
+  CHECK(storage_bytes(gp, kGathered) == 0);
+  CHECK(gp.weights_bytes == 2 * kN + 2 * kN / 4);  // whole, and their (unused) partitions
+  // reduce_bucket_size sizes the IPG bucket (bf16)
+  TrainSetup r = hf_dp(3);
+  r.ds_reduce_bucket = 1000;
+  CHECK(storage_bytes(build_graph(fixtures::tiny_llama(), r, fixtures::h100()),
+                      "ZeRO-3 IPG bucket (bf16, reduce_bucket_size)") == 2000);
+}
+
+TEST_CASE("deepspeed-bf16 stage 3 at Llama-2-7B's width: modules beyond the reuse distance are released") {
+  // 4 blocks of ln 4,096 + q, k, v, o 4096^2 = 16,777,216 each + ln 4,096 + gate, up, down
+  // 4096 x 11008 = 45,088,768 each (202,383,360 with the norms; 202,375,168 partitioned, the
+  // norms persisted at <= 10 h); head: final norm + lm_head 1000 x 4,096 = 4,096,000.
+  // Without prefetch (stage3_prefetch_bucket_size 0) only the releases decide: a module is
+  // kept after its forward while the elements of the modules between it and its backward,
+  // 2 x (those after it in forward, lm_head included), stay < 1e9: blocks 3 and 2 whole,
+  // lm_head, and of block 1 gate, up and down (after gate: 90,177,536 + 2 x 202,383,360 +
+  // 4,096 + 4,096,000 < 5e8; after post_attention_layernorm: 135,266,304 + ... > 5e8). At the
+  // forward's end: 2 x 202,375,168 + 3 x 45,088,768 + 4,096,000 = 544,112,640 elements.
   const ModelConfig m = fixtures::llama7b_width();
+  TrainSetup none = hf_dp(3, 8);
+  none.ds_prefetch_bucket = 0;
+  CHECK(storage_bytes(build_graph(m, none, fixtures::h100()), kGathered) ==
+        2 * int64_t{544'112'640});
+  // With the "auto" bucket (0.9 x 4096^2 = 15,099,494) each module's fetch prefetches up to a
+  // bucket of NOT-available parameters beyond those already in flight, skipping available
+  // ones: once the queue's front has passed into the backward, whose first modules are the kept
+  // ones, each forward step from block 3 on gathers one more module of the backward
+  // (block 1's o, v, k, q, then block 0's and the embeddings). By lm_head's backward all
+  // 4 x 202,375,168 + 2 x 4,096,000 = 817,692,672 partitioned elements are gathered
+  // (max_live_parameters, 1e9, does not bind).
   const Graph g = build_graph(m, hf_dp(3, 8), fixtures::h100());
-  CHECK(storage_bytes(g, "ZeRO-3 gathered bf16 parameters (current and prefetched block; at the "
-                         "forward's end the head and the blocks within stage3_max_reuse_distance)") ==
-        2 * (4'100'096 + 3 * int64_t{202'383'360}));
+  CHECK(storage_bytes(g, kGathered) == 2 * int64_t{817'692'672});
+  // stage3_max_live_parameters caps the prefetch (not the releases): at 6e8 the kept
+  // parameters alone pass it and the prefetch stops short of the whole model
+  TrainSetup live = hf_dp(3, 8);
+  live.ds_max_live = 600'000'000;
+  const int64_t capped = storage_bytes(build_graph(m, live, fixtures::h100()), kGathered);
+  CHECK(capped < 2 * int64_t{817'692'672});
+  CHECK(capped >= 2 * int64_t{544'112'640});
 }
 
 TEST_CASE("deepspeed-bf16: the activations are bf16-mixed's (the module is bf16, no autocast)") {

@@ -191,11 +191,12 @@ TEST_CASE("lora under zero-3: the frozen base is sharded and gathered, only the 
   // or 256 elements; 13,312 in all) are persisted: whole, 2 x (2,304 + 13,312) = 31,232, beside
   // their partitions, 2 x 2,304 / 4 + 4 x 2 x (3 x 256 + 64) = 1,152 + 6,656
   CHECK(g.weights_bytes == 1'640'448 + 31'232 + 1'152 + 6'656);
-  // 3.3 M parameters are within stage3_max_reuse_distance: the whole bf16 model stays gathered
-  // at the forward's end, 2 x (3,283,200 + 13,312)
-  CHECK(storage_bytes(g, "ZeRO-3 gathered bf16 parameters (current and prefetched block; at the "
-                         "forward's end the head and the blocks within stage3_max_reuse_distance)") ==
-        6'593'024);
+  // 3.3 M parameters are within stage3_max_reuse_distance: every partitioned parameter stays
+  // gathered at the forward's end, 2 x 3,280,896 (ds3: the persisted norms and adapters are
+  // counted once, whole, in the weights above)
+  CHECK(storage_bytes(g, "ZeRO-3 gathered bf16 parameters (partitioned_param_coordinator: the "
+                         "module running, the prefetch bucket, those kept within "
+                         "stage3_max_reuse_distance)") == 2 * 3'280'896);
   CHECK(g.grads_bytes == 2 * 13'312 / 4);       // the adapters' bf16 gradient partition: 6,656
   CHECK(g.optimizer_bytes == 12 * 13'312 / 4);  // fp32 master + Adam's m and v: 39,936
   // no autocast: no cast of a frozen weight

@@ -93,6 +93,19 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
       "on|off: Megatron's --cross-entropy-loss-fusion (its torch.compile'd vocab-parallel cross "
       "entropy, cross_entropy_fusion_impl native); default off, as Megatron's");
+  // ds3 (issue 10): the HF Trainer's DeepSpeed ZeRO config (deepspeed-bf16), in elements
+  add("--ds-reduce-bucket", f.ds_reduce_bucket,
+      "DeepSpeed (hf under --dp, --zero >= 1): zero_optimization.reduce_bucket_size in elements "
+      "(default \"auto\": hidden^2)");
+  add("--ds-prefetch-bucket", f.ds_prefetch_bucket,
+      "DeepSpeed ZeRO-3: stage3_prefetch_bucket_size in elements (default \"auto\": 0.9 hidden^2)");
+  add("--ds-persistence-threshold", f.ds_persistence_threshold,
+      "DeepSpeed ZeRO-3: stage3_param_persistence_threshold in elements (default \"auto\": "
+      "10 hidden)");
+  add("--ds-max-live", f.ds_max_live,
+      "DeepSpeed ZeRO-3: stage3_max_live_parameters (default 1e9 = 1000000000)");
+  add("--ds-max-reuse-distance", f.ds_max_reuse_distance,
+      "DeepSpeed ZeRO-3: stage3_max_reuse_distance in elements (default 1000000000)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -247,6 +260,15 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1) throw sim::ConfigError("--compile", f.compile, "takes one value, not a list");
     a.compile = v.front();
   }
+  // ds3 (issue 10): one value each, >= 0
+  if (!f.ds_reduce_bucket.empty()) a.ds_reduce_bucket = one(f.ds_reduce_bucket, "--ds-reduce-bucket", 0);
+  if (!f.ds_prefetch_bucket.empty())
+    a.ds_prefetch_bucket = one(f.ds_prefetch_bucket, "--ds-prefetch-bucket", 0);
+  if (!f.ds_persistence_threshold.empty())
+    a.ds_persistence_threshold = one(f.ds_persistence_threshold, "--ds-persistence-threshold", 0);
+  if (!f.ds_max_live.empty()) a.ds_max_live = one(f.ds_max_live, "--ds-max-live", 0);
+  if (!f.ds_max_reuse_distance.empty())
+    a.ds_max_reuse_distance = one(f.ds_max_reuse_distance, "--ds-max-reuse-distance", 0);
   {  // time6 (issue 11)
     const std::vector<bool> v = parse_switch_axis(f.grad_accum_fusion, "--grad-accum-fusion");
     if (v.size() != 1)

@@ -144,6 +144,11 @@ Point point_at(const Axes& a, int64_t index) {
   t.norm_kernel = a.norm_kernel;  // time5 (issue 11)
   t.compile = a.compile;          // fp8sac (issue 10)
   t.grad_accum_fusion = a.grad_accum_fusion;  // time6 (issue 11)
+  t.ds_reduce_bucket = a.ds_reduce_bucket;  // ds3 (issue 10)
+  t.ds_prefetch_bucket = a.ds_prefetch_bucket;
+  t.ds_persistence_threshold = a.ds_persistence_threshold;
+  t.ds_max_live = a.ds_max_live;
+  t.ds_max_reuse_distance = a.ds_max_reuse_distance;
   return p;
 }
 

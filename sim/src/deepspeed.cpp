@@ -24,8 +24,160 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // DeepSpeed zero/config.py defaults (v0.16.2) the Trainer leaves alone: stage3_max_reuse_distance
 // 1e9 parameters, sub_group_size 1e9 (the fp32 partition is stepped in sub-groups this large).
-constexpr int64_t kMaxReuseDistance = 1'000'000'000;
 constexpr int64_t kSubGroupSize = 1'000'000'000;
+
+// ds3: the zero_optimization keys that size buffers, each the user's (TrainSetup::ds_*) or the
+// HF Trainer's "auto" (transformers integrations/deepspeed.py trainer_config_finalize:
+// reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_
+// threshold = 10 h) or DeepSpeed v0.16.2's default for the keys "auto" leaves alone
+// (zero/config.py: stage3_max_live_parameters and stage3_max_reuse_distance 1e9).
+struct DsKnobs {
+  int64_t reduce_bucket, prefetch_bucket, persistence, max_live, reuse_distance;
+};
+DsKnobs ds3_knobs(const ModelConfig& model, const TrainSetup& s) {
+  const int64_t h = model.hidden;
+  auto pick = [](int64_t set, int64_t dflt) { return set >= 0 ? set : dflt; };
+  return {pick(s.ds_reduce_bucket, checked_mul(h, h, "reduce_bucket_size")),
+          pick(s.ds_prefetch_bucket,  // int(0.9 * hidden_size * hidden_size)
+               static_cast<int64_t>(0.9 * static_cast<double>(h * h))),
+          pick(s.ds_persistence_threshold, 10 * h), pick(s.ds_max_live, 1'000'000'000),
+          pick(s.ds_max_reuse_distance, 1'000'000'000)};
+}
+
+// ds3: the most bf16 bytes of gathered (non-persisted) parameters alive at once in a
+// steady-state step, replaying DeepSpeed v0.16.2's partitioned_param_coordinator.py
+// (PartitionedParameterCoordinator, b344c04d) over the module trace. The trace: every op that
+// reads a parameter is one module step, in forward order, then those autograd runs in reverse
+// (the pre-backward hooks); `sharded[i]` holds full_numel[i] elements of full_bytes[i].
+//  - fetch_sub_module: the module's not-available parameters are all-gathered (counted in
+//    __n_available_params); its own entries are popped off the parameter queue; then, with a
+//    complete trace, the queue is popped while numel_prefetching < min(max_live_parameters -
+//    __n_available_params, prefetch_bucket_size): every not-available parameter met is
+//    gathered (the last one may overshoot the bucket), available ones are skipped.
+//  - release_sub_module (__params_to_release): each non-persisted parameter of the module is
+//    released unless a prefetch already claimed a later use of it (__most_recent_step_id_param_
+//    fetched_for > step_id) or it is used again within max_reuse_distance elements of the
+//    modules after this one (params_traversed, counted over every module's parameters).
+// Persisted parameters (ds_persist) are gathered for good and not counted here (their whole
+// storage stays in the graph). The maximum is sampled once each module's gathers are issued.
+int64_t ds3_gathered_peak(const Graph& g, const std::vector<int32_t>& sharded,
+                          const std::vector<int64_t>& full_numel,
+                          const std::vector<int64_t>& full_bytes, const DsKnobs& k) {
+  const char* f = "persistent bytes";
+  std::vector<int32_t> index(g.storages.size(), -1);
+  for (size_t i = 0; i < sharded.size(); ++i) index[static_cast<size_t>(sharded[i])] = static_cast<int32_t>(i);
+  // the trace: per step, the parameters it reads (sorted, unique, as record_parameters sorts by
+  // ds_id), flattened into `order` (the parameter queue: __param_order)
+  std::vector<int32_t> order, step_begin;
+  std::vector<int32_t> scratch;
+  auto add_step = [&](const Op& op) {
+    scratch.clear();
+    for (const int32_t* s = g.begin(op.persistent_reads); s != g.end(op.persistent_reads); ++s)
+      if (index[static_cast<size_t>(*s)] >= 0) scratch.push_back(index[static_cast<size_t>(*s)]);
+    if (scratch.empty()) return;
+    std::sort(scratch.begin(), scratch.end());
+    scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+    step_begin.push_back(static_cast<int32_t>(order.size()));
+    order.insert(order.end(), scratch.begin(), scratch.end());
+  };
+  for (const Op& op : g.ops) add_step(op);
+  for (size_t i = g.ops.size(); i-- > 0;)
+    if (g.ops[i].has_backward) add_step(g.ops[i]);
+  const int32_t steps = static_cast<int32_t>(step_begin.size());
+  step_begin.push_back(static_cast<int32_t>(order.size()));
+  std::vector<int32_t> step_of(order.size());
+  for (int32_t t = 0; t < steps; ++t)
+    for (int32_t e = step_begin[t]; e < step_begin[t + 1]; ++e) step_of[e] = t;
+  // before[t]: the elements of the steps before t (params_traversed by prefix sums); next[e]:
+  // the step of the parameter's next use after entry e's step (steps: none)
+  std::vector<int64_t> before(static_cast<size_t>(steps) + 1, 0);
+  for (int32_t t = 0; t < steps; ++t) {
+    int64_t n = 0;
+    for (int32_t e = step_begin[t]; e < step_begin[t + 1]; ++e) n += full_numel[order[e]];
+    before[t + 1] = checked_add(before[t], n, f);
+  }
+  std::vector<int32_t> next(order.size(), steps), seen(sharded.size(), steps);
+  for (size_t e = order.size(); e-- > 0;) {
+    next[e] = seen[order[e]];
+    seen[order[e]] = step_of[e];
+  }
+  std::vector<char> persist(sharded.size(), 0), avail(sharded.size(), 0);
+  std::vector<int64_t> recent(sharded.size(), INT64_MIN);  // __most_recent_step_id_param_fetched_for
+  int64_t n_avail = 0, live = 0, peak = 0;
+  for (size_t i = 0; i < sharded.size(); ++i)
+    if (full_numel[i] <= k.persistence) persist[i] = avail[i] = 1, n_avail += full_numel[i];
+  size_t q = 0;  // the queue's front
+  auto gather = [&](int32_t p) {
+    avail[p] = 1;
+    n_avail = checked_add(n_avail, full_numel[p], f);
+    live = checked_add(live, full_bytes[p], f);
+  };
+  for (int32_t t = 0; t < steps; ++t) {
+    const int32_t b = step_begin[t], e_end = step_begin[t + 1];
+    int64_t not_fetched = 0;
+    for (int32_t e = b; e < e_end; ++e) {
+      const int32_t p = order[e];
+      if (!avail[p]) gather(p);
+      if (recent[p] < t) ++not_fetched;
+    }
+    for (int64_t popped = 0; q < order.size() && popped < not_fetched; ++popped, ++q)
+      recent[order[q]] = step_of[q];
+    if (k.prefetch_bucket > 0) {
+      const int64_t most = std::min(k.max_live - n_avail, k.prefetch_bucket);
+      int64_t prefetching = 0;
+      while (q < order.size() && prefetching < most) {
+        const int32_t p = order[q];
+        const int64_t used_at = step_of[q++];
+        recent[p] = std::max<int64_t>(recent[p], used_at);
+        if (avail[p]) continue;  // available (or a duplicate in this prefetch): skipped
+        prefetching += full_numel[p];
+        gather(p);
+      }
+    }
+    peak = std::max(peak, live);
+    // the module's post-forward (post-backward) hook, __step_id already t + 1
+    for (int32_t e = b; e < e_end; ++e) {
+      const int32_t p = order[e];
+      if (persist[p] || !avail[p]) continue;
+      if (recent[p] > t + 1) continue;
+      if (next[e] < steps && before[next[e]] - before[t + 1] < k.reuse_distance) continue;
+      avail[p] = 0;
+      n_avail -= full_numel[p];
+      live -= full_bytes[p];
+    }
+  }
+  return peak;
+}
+
+// ds3: a buffer allocated as backward starts (with the first backward node autograd runs: the
+// highest op with a backward) and freed at the step's end, or, with `at_backward_end`, once the
+// backward ends (before the optimizer). Not persistent: no forward sees it.
+void add_backward_buffer(Graph& g, int64_t bytes, Category cat, const char* role,
+                         bool at_backward_end) {
+  if (bytes <= 0) return;
+  int32_t first = -1;
+  for (int32_t i = static_cast<int32_t>(g.ops.size()) - 1; i >= 0 && first < 0; --i)
+    if (g.ops[static_cast<size_t>(i)].has_backward) first = i;
+  if (first < 0) return;  // no backward: nothing to reduce
+  Storage st;
+  st.bytes = bytes;
+  st.dtype = DType::kBF16;
+  st.category = cat;
+  st.role = role;
+  st.producer = first;
+  g.storages.push_back(st);
+  g.initial_uses.push_back(0);
+  const int32_t sid = static_cast<int32_t>(g.storages.size() - 1);
+  // the op's bwd_allocs again at the end of idx, with the new storage last (ids stay ascending)
+  Op& op = g.ops[static_cast<size_t>(first)];
+  const int32_t begin = static_cast<int32_t>(g.idx.size());
+  for (int32_t k = 0; k < op.bwd_allocs.count; ++k)
+    g.idx.push_back(g.idx[static_cast<size_t>(op.bwd_allocs.begin + k)]);
+  g.idx.push_back(sid);
+  op.bwd_allocs = {begin, op.bwd_allocs.count + 1};
+  g.step_end_frees.push_back(sid);
+  if (at_backward_end) g.backward_end_frees.push_back(sid);
+}
 
 }  // namespace
 
@@ -34,10 +186,9 @@ DeepspeedStep add_deepspeed_state(Graph& g, const ModelConfig& model, const Trai
                                   const AddPersistent& add) {
   const char* f = "persistent bytes";
   const int64_t d = s.dp;
-  const int64_t h = model.hidden;
-  // "auto" reduce_bucket_size = hidden_size^2 elements (trainer_config_finalize), bf16
+  // reduce_bucket_size ("auto": hidden_size^2 elements, trainer_config_finalize), bf16
   // (stage_1_and_2.py and stage3.py allocate the buckets in self.dtype, the module's)
-  const int64_t bucket_bytes = checked_mul(2, checked_mul(h, h, f), f);
+  const int64_t bucket_bytes = checked_mul(2, ds3_knobs(model, s).reduce_bucket, f);  // ds3
   // this rank's partition of the trainable parameters: ZeRO partitions pad each flat group (or,
   // at stage 3, each parameter: partition_parameters.py _aligned_size) to a multiple of dp
   int64_t partition = 0, largest = 0;
@@ -54,59 +205,25 @@ DeepspeedStep add_deepspeed_state(Graph& g, const ModelConfig& model, const Trai
     // partition_parameters.py: each parameter's bf16 data is replaced by its 1/dp partition
     // (ds_tensor, padded); one of at most stage3_param_persistence_threshold elements ("auto":
     // 10 x hidden_size) is ds_persist: gathered once and kept whole, beside its partition.
-    const int64_t persist = 10 * h;
-    const int64_t nb = g.n_blocks;
-    std::vector<int64_t> block_full(static_cast<size_t>(nb), 0), block_numel(block_full);
-    int64_t persisted_parts = 0, root_full = 0, root_numel = 0;
+    const int64_t persist = ds3_knobs(model, s).persistence;
+    std::vector<int64_t> full_numel, full_bytes;  // ds3: before partitioning, for the coordinator
+    int64_t persisted_parts = 0;
     for (int32_t sid : sharded) {
       Storage& st = g.storages[sid];
       const int64_t n = st.bytes / bytes_of(st.dtype);
-      const bool in_block = st.block >= 0 && st.block < nb;
-      if (in_block) {
-        block_full[static_cast<size_t>(st.block)] += st.bytes;
-        block_numel[static_cast<size_t>(st.block)] += n;
-      } else {
-        root_full += st.bytes, root_numel += n;
-      }
+      full_numel.push_back(n);
+      full_bytes.push_back(st.bytes);
       const int64_t part = checked_mul(ceil_div(n, d), bytes_of(st.dtype), f);
       if (n <= persist) persisted_parts += part;  // stays whole: st.bytes unchanged
       else st.bytes = part;
     }
     add(persisted_parts, Category::kWeights, "ZeRO-3 partitions of persisted parameters (bf16)");
-    // Gathered bf16 parameters. During the forward, the module being run and what the
-    // coordinator prefetched: the current and the next block (the ZeRO-3 model of
-    // engine.cpp). At the forward's end (partitioned_param_coordinator.py __params_to_release):
-    // a module's parameters are not released if they are used again within
-    // stage3_max_reuse_distance parameters of the trace. The head's are used again at once by
-    // its backward; block j's after the rest of the forward and the backward down to it, 2 x
-    // (the parameters after block j, the head's included).
-    int64_t head_numel = 0;  // the parameters the ops after the last block read first
-    int32_t last_block_op = -1;
-    for (int32_t i = 0; i < static_cast<int32_t>(g.ops.size()); ++i)
-      if (g.ops[static_cast<size_t>(i)].block >= 0) last_block_op = i;
-    for (size_t i = static_cast<size_t>(last_block_op + 1); i < g.ops.size(); ++i)
-      head_numel += g.ops[i].param_numel;
-    // a tied head reads the word embeddings again: every root parameter is the head's
-    const int64_t head_full =
-        model.tied_embeddings ? root_full : std::min(root_full, checked_mul(2, head_numel, f));
-    int64_t after = model.tied_embeddings ? root_numel : head_numel;
-    int64_t retained = head_full, max_block = 0;
-    bool all_blocks = true;
-    for (int64_t j = nb - 1; j >= 0; --j) {
-      max_block = std::max(max_block, block_full[static_cast<size_t>(j)]);
-      if (all_blocks && 2 * after < kMaxReuseDistance) {
-        retained += block_full[static_cast<size_t>(j)];
-        after += block_numel[static_cast<size_t>(j)];
-      } else {
-        all_blocks = false;
-      }
-    }
-    // the (untied) word embeddings, first in the trace, last in the backward
-    if (all_blocks && !model.tied_embeddings && 2 * after < kMaxReuseDistance)
-      retained += root_full - head_full;
-    add(std::max(checked_mul(2, max_block, f), retained), Category::kComm,
-        "ZeRO-3 gathered bf16 parameters (current and prefetched block; at the forward's end "
-        "the head and the blocks within stage3_max_reuse_distance)");
+    // ds3: gathered bf16 parameters, as partitioned_param_coordinator.py replays its trace
+    // (ds3_gathered_peak below): the module running, what it prefetched, and what a release
+    // kept within stage3_max_reuse_distance.
+    add(ds3_gathered_peak(g, sharded, full_numel, full_bytes, ds3_knobs(model, s)), Category::kComm,
+        "ZeRO-3 gathered bf16 parameters (partitioned_param_coordinator: the module running, "
+        "the prefetch bucket, those kept within stage3_max_reuse_distance)");
     // stage3.py: grad_partitions_flat_buffer, this rank's gradient partition in the
     // accumulation dtype (bf16), zeros for the whole run; the IPG bucket, one bf16 flat buffer
     // of reduce_bucket_size (contiguous_gradients, default True), allocated at init.
@@ -117,16 +234,24 @@ DeepspeedStep add_deepspeed_state(Graph& g, const ModelConfig& model, const Trai
     // .grad of the sub-group being stepped, freed after it (_release_sub_group)
     step.with_optimizer = checked_mul(4, std::min(partition, kSubGroupSize), f);
   } else if (s.zero >= 1) {
-    // stage_1_and_2.py backward(): with contiguous_gradients (default True) one bf16 IPG buffer
-    // of reduce_bucket_size (two with overlap_comm, whose default is False below stage 3),
-    // allocated as backward starts and released at the step (_release_ipg_buffers). Counted
-    // for the whole step: it is live at the forward/backward turn, where the peak usually is.
-    add(bucket_bytes, Category::kComm, "ZeRO-1/2 IPG buffer (bf16, reduce_bucket_size)");
+    // ds3: stage_1_and_2.py backward(): with contiguous_gradients (default True) one bf16 IPG
+    // buffer of reduce_bucket_size (two with overlap_comm, whose default is False below stage 3)
+    // is allocated as each backward starts, so no forward holds it. Stage 2 reduces in backward
+    // (the gradient hooks) and its epilogue (independent_gradient_partition_epilogue ->
+    // _release_ipg_buffers) drops the buffer before the step; stage 1 reduces after backward
+    // (reduce_gradients), copying every .grad into the buffer and pointing .grad at it
+    // (reduce_independent_p_g_buckets_and_remove_grads), so the .grad of the parameters outside
+    // this rank's partition keep it until zero_grad after the step.
+    add_backward_buffer(g, bucket_bytes, Category::kComm,
+                        "ZeRO-1/2 IPG buffer (bf16, reduce_bucket_size)", s.zero == 2);
     if (s.zero == 2) {
       // copy_grads_in_partition: this rank's gradients in one bf16 buffer of its partition
-      // (grads_in_partition), each parameter's .grad freed once copied; released at the step
+      // (grads_in_partition, allocated at the first copy in backward), each parameter's .grad
+      // freed once copied; the step's averaged_gradients and the partition's .grad view it
+      // until the step ends (step(): averaged_gradients[i] = None; zero_grad)
       g.grads_bytes = checked_mul(2, partition, f);
-      add(g.grads_bytes, Category::kGrads, "grads_in_partition (bf16 partition)");
+      add_backward_buffer(g, g.grads_bytes, Category::kGrads,
+                          "grads_in_partition (bf16 partition)", false);
     } else {
       // stage 1: every bf16 .grad lives until the step frees them (free_grad_in_param_list)
       g.grads_bytes = checked_mul(2, numel, f);

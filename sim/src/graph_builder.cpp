@@ -153,7 +153,7 @@ void Builder::finalize() {
   const int32_t n_ops = static_cast<int32_t>(drafts_.size());
   const size_t n_st = g_.storages.size();
   using Ids = SmallVec<int32_t, 8>;
-  std::vector<Ids> in_st(n_ops), out_st(n_ops), save_st(n_ops), allocs(n_ops), frees(n_ops);
+  std::vector<Ids> in_st(n_ops), pers_st(n_ops), out_st(n_ops), save_st(n_ops), allocs(n_ops), frees(n_ops);
   std::vector<int32_t> first_consumer(n_st, -1);
   g_.initial_uses.assign(n_st, 0);
   auto add_distinct = [](Ids& v, int32_t x) {
@@ -167,6 +167,7 @@ void Builder::finalize() {
     for (const InputUse& u : d.inputs) {
       int32_t s = tensors_[u.tensor].storage;
       if (!persistent_[s]) add_distinct(in_st[i], s);
+      else add_distinct(pers_st[i], s);  // ds3
     }
     for (int32_t s : in_st[i]) {
       ++g_.initial_uses[s];
@@ -300,6 +301,7 @@ void Builder::finalize() {
     // An op autograd does not record saves nothing (no node holds the tensors).
     if (!has_bwd[i]) save_st[i].clear();
     op.inputs = push_sorted(g_, in_st[i]);
+    op.persistent_reads = push_sorted(g_, pers_st[i]);  // ds3
     op.outputs = push_sorted(g_, out_st[i]);
     op.saves = push_sorted(g_, save_st[i]);
     op.bwd_allocs = push_sorted(g_, allocs[i]);
@@ -998,6 +1000,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
     op.saves = copy_range(op.saves, blk, k);
     op.bwd_allocs = copy_range(op.bwd_allocs, blk, k);
     op.bwd_frees = copy_range(op.bwd_frees, blk, k);
+    op.persistent_reads = copy_range(op.persistent_reads, blk, k);  // ds3
     out.ops.push_back(op);
   };
   for (int32_t i = 0; i < b1.begin; ++i) emit(i, 1);

@@ -132,6 +132,9 @@ class Scheduler {
     next_fetch_ = static_cast<int32_t>(g_.n_blocks) - 1;
     fetch_through(static_cast<int32_t>(g_.n_blocks - g_.prefetch));
     backward();
+    // ds3: what the backward's end releases (DeepSpeed's IPG buffer at stage 2)
+    for (int32_t s : g_.backward_end_frees)
+      if (live_[s]) release(s, {Holder::kPersistent, -1});
     emit(EventKind::kOptimizer, -1);
     sampled();
     for (int32_t s : g_.step_end_frees)

@@ -248,6 +248,11 @@ struct Op {
   // --- end time6 ---
   // --- polish: the projection a linear op is (LinearSite); kNone for every other op
   LinearSite site = LinearSite::kNone;
+  // --- ds3 (issue 10): the persistent storages (parameters, frozen bases, buffers) its forward
+  // reads, which `inputs` leaves out: the module trace of DeepSpeed stage 3's coordinator
+  // (sim/src/deepspeed.cpp) ---
+  IdxRange persistent_reads;
+  // --- end ds3 ---
 };
 
 // fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the
@@ -324,6 +329,11 @@ struct Graph {
   int64_t dp_bucket_bytes = 0;   // bytes per reduction bucket
   bool dp_reduce_blocking = false;  // the compute stream waits for each bucket (no overlap_comm)
   // --- end hfds ---
+  // --- ds3 (issue 10): storages allocated as backward starts and freed once it ends, before the
+  // optimizer (DeepSpeed stage 2's IPG buffer, released by its backward epilogue); each is also
+  // in step_end_frees, which holds it through the backward ---
+  std::vector<int32_t> backward_end_frees;
+  // --- end ds3 ---
   // --- inductor (issue 10): the blocks' saves are torch.compile's min-cut partition
   // (sim/src/inductor.cpp), not eager autograd's: a backward reads tensors it recomputes ---
   bool compiled = false;

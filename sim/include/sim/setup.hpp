@@ -143,6 +143,16 @@ struct TrainSetup {
   // output_router_logits from the config) ---
   double moe_aux_loss_coeff = 0.0;
   // --- end mla5 ---
+  // --- ds3 (issue 10): the DeepSpeed ZeRO knobs of the HF Trainer's ds_config (deepspeed-bf16,
+  // sim/src/deepspeed.cpp); -1: what the Trainer's "auto" fills in (transformers
+  // integrations/deepspeed.py trainer_config_finalize: h^2, 0.9 h^2, 10 h) or, for the two keys
+  // it leaves alone, DeepSpeed v0.16.2's zero/config.py default (1e9 each) ---
+  int64_t ds_reduce_bucket = -1;          // --ds-reduce-bucket: reduce_bucket_size (elements)
+  int64_t ds_prefetch_bucket = -1;        // --ds-prefetch-bucket: stage3_prefetch_bucket_size
+  int64_t ds_persistence_threshold = -1;  // --ds-persistence-threshold
+  int64_t ds_max_live = -1;               // --ds-max-live: stage3_max_live_parameters
+  int64_t ds_max_reuse_distance = -1;     // --ds-max-reuse-distance: stage3_max_reuse_distance
+  // --- end ds3 ---
   // --- etp (issue 13): --etp N, Megatron's --expert-tensor-parallel-size: each routed expert's
   // fc1/fc2 split over N ranks (TEGroupedMLP column/row parallel over the expert-TP group). 0:
   // unset, Megatron's default, --tp (megatron/training/arguments.py @ d98e8a64 line 587) ---

@@ -50,6 +50,13 @@ std::string result_json(const Row& row) {
   j["padding"] = s.padding;  // hfimpl
   j["norm_kernel"] = std::string(sim::name(s.norm_kernel));  // time5 (issue 11)
   j["compile"] = s.compile;  // fp8sac (issue 10)
+  // ds3 (issue 10): the DeepSpeed knobs the user set (null: the HF Trainer's "auto")
+  auto ds = [](int64_t v) { return v >= 0 ? Json(v) : Json(nullptr); };
+  j["ds_reduce_bucket"] = ds(s.ds_reduce_bucket);
+  j["ds_prefetch_bucket"] = ds(s.ds_prefetch_bucket);
+  j["ds_persistence_threshold"] = ds(s.ds_persistence_threshold);
+  j["ds_max_live"] = ds(s.ds_max_live);
+  j["ds_max_reuse_distance"] = ds(s.ds_max_reuse_distance);
   j["grad_accum_fusion"] = s.grad_accum_fusion;  // time6 (issue 11)
   j["cp"] = s.cp;
   j["fp8"] = std::string(sim::name(s.fp8));

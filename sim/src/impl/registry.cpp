@@ -1,5 +1,6 @@
 // The implementation table: every code base's row, and the resolution of a setup's defaults.
 #include <array>
+#include <utility>
 #include <string>
 
 #include "rows.hpp"
@@ -179,6 +180,26 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                           "under DeepSpeed); its bf16 regime is deepspeed-bf16 (leave "
                           "--precision out)");
   // --- end hfds ---
+  // --- ds3 (issue 10): the --ds-* knobs size DeepSpeed's buffers, so they need DeepSpeed
+  // (deepspeed-bf16 at --dp > 1) and, but for the reduce bucket, stage 3
+  {
+    const bool ds = *s.precision == Precision::kDeepspeedBf16 && s.dp * s.cp > 1;
+    const std::pair<int64_t, const char*> z3[] = {
+        {s.ds_prefetch_bucket, "--ds-prefetch-bucket"},
+        {s.ds_persistence_threshold, "--ds-persistence-threshold"},
+        {s.ds_max_live, "--ds-max-live"},
+        {s.ds_max_reuse_distance, "--ds-max-reuse-distance"}};
+    for (const auto& [v, flag] : z3)
+      if (v >= 0 && (!ds || s.zero < 3))
+        throw ConfigError(flag, flag + 2,
+                          "a DeepSpeed ZeRO-3 setting: needs --zero 3 under deepspeed-bf16 "
+                          "(--impl hf --dp > 1)");
+    if (s.ds_reduce_bucket >= 0 && (!ds || s.zero < 1))
+      throw ConfigError("--ds-reduce-bucket", "ds-reduce-bucket",
+                        "a DeepSpeed ZeRO setting: needs --zero 1-3 under deepspeed-bf16 "
+                        "(--impl hf --dp > 1)");
+  }
+  // --- end ds3 ---
   // feat3: FSDP2 shards whenever there are data-parallel ranks (torchtitan's apply_fsdp runs
   // whenever dp_shard > 1): without --zero, fsdp2-bf16 means ZeRO 3 (run prints a note)
   if (s.zero_default && s.zero == 0 && *s.precision == Precision::kFsdp2Bf16 && s.dp * s.cp > 1)
