@@ -89,6 +89,11 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--grad-accum-fusion", f.grad_accum_fusion,
       "on|off: Megatron's gradient-accumulation fusion (on, its default: the wgrad GEMM adds into "
       "the fp32 main_grad); off: --no-gradient-accumulation-fusion (a 16-bit wgrad, then an add)");
+  // time7 (issue 11): Megatron's --deterministic-mode, a run setting
+  add("--deterministic", f.deterministic,
+      "on|off: Megatron's --deterministic-mode (on: torch.use_deterministic_algorithms(True), whose "
+      "fill_uninitialized_memory writes NaN into each tensor Transformer Engine allocates; off, "
+      "the default)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -243,6 +248,12 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1)
       throw sim::ConfigError("--grad-accum-fusion", f.grad_accum_fusion, "takes one value, not a list");
     a.grad_accum_fusion = v.front();
+  }
+  {  // time7 (issue 11)
+    const std::vector<bool> v = parse_switch_axis(f.deterministic, "--deterministic");
+    if (v.size() != 1)
+      throw sim::ConfigError("--deterministic", f.deterministic, "takes one value, not a list");
+    a.deterministic = v.front();
   }
   return a;
 }

@@ -61,6 +61,7 @@ struct CommonFlags {
   std::string norm_kernel = "default"; // time5 (issue 11): --norm-kernel default|triton (one value)
   std::string compile = "off";  // fp8sac (issue 10): --compile on|off (one value)
   std::string grad_accum_fusion = "on"; // time6 (issue 11): --grad-accum-fusion on|off (one value)
+  std::string deterministic = "off";     // time7 (issue 11): --deterministic on|off (one value)
 };
 
 // Which of the common flags a verb takes.
@@ -118,6 +119,7 @@ struct Axes {
   sim::NormKernel norm_kernel = sim::NormKernel::kDefault;  // time5: --norm-kernel (one value)
   bool compile = false;  // fp8sac (issue 10): --compile (one value)
   bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (one value)
+  bool deterministic = false;     // time7 (issue 11): --deterministic (one value)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

@@ -142,6 +142,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.norm_kernel = a.norm_kernel;  // time5 (issue 11)
   t.compile = a.compile;          // fp8sac (issue 10)
   t.grad_accum_fusion = a.grad_accum_fusion;  // time6 (issue 11)
+  t.deterministic = a.deterministic;  // time7 (issue 11)
   return p;
 }
 

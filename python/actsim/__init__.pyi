@@ -41,6 +41,7 @@ def run(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -84,6 +85,7 @@ def sweep(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -125,6 +127,7 @@ def plan(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -162,6 +165,7 @@ def valley(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

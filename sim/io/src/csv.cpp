@@ -80,7 +80,10 @@ std::vector<std::string> make_columns() {
         "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed",
         // mla5 (issue 13): Megatron's MoE load-balancing loss coefficient
         // (--moe-aux-loss-coeff; a key column, appended; 0: none)
-        "moe_aux_loss_coeff"})
+        "moe_aux_loss_coeff",
+        // time7 (issue 11): Megatron's --deterministic-mode (--deterministic on|off; a key
+        // column, appended)
+        "deterministic"})
     c.emplace_back(name);
   return c;
 }
@@ -162,8 +165,9 @@ std::string csv_row(const Row& row) {
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
-  // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff
-  constexpr int kAfterError = 35;
+  // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; time7:
+  // deterministic
+  constexpr int kAfterError = 36;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -271,6 +275,7 @@ std::string csv_row(const Row& row) {
     else w.empty(1);
   }
   w.number(s.moe_aux_loss_coeff);    // mla5 (issue 13)
+  w.text(s.deterministic ? "on" : "off");  // time7 (issue 11)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -49,6 +49,7 @@ std::string result_json(const Row& row) {
   j["norm_kernel"] = std::string(sim::name(s.norm_kernel));  // time5 (issue 11)
   j["compile"] = s.compile;  // fp8sac (issue 10)
   j["grad_accum_fusion"] = s.grad_accum_fusion;  // time6 (issue 11)
+  j["deterministic"] = s.deterministic;  // time7 (issue 11)
   j["cp"] = s.cp;
   j["fp8"] = std::string(sim::name(s.fp8));
   j["impl_version"] = s.impl ? Json(std::string(s.impl_version)) : Json(nullptr);  // implver

@@ -251,6 +251,13 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                       "off under --impl " + std::string(sp.name) +
                           " (Megatron's --no-gradient-accumulation-fusion; only Megatron fuses "
                           "the weight gradient's accumulation)");
+  // time7 (issue 11): --deterministic on is Megatron's --deterministic-mode (the fill it times
+  // falls on Transformer Engine's allocations: graph_builder.cpp)
+  if (s.deterministic && s.impl != Impl::kMegatron)
+    throw Unsupported("--deterministic", "deterministic",
+                      "on under --impl " + std::string(sp.name) +
+                          " (Megatron's --deterministic-mode; its NaN fill of new tensors is "
+                          "timed on Transformer Engine's outputs only)");
   return s;
 }
 
