@@ -730,9 +730,9 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff,deterministic$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-8) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-9) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
@@ -858,7 +858,7 @@ test "$(col on.csv peak_allocated_bytes)" = "$(col off.csv peak_allocated_bytes)
 "$actsim" run --model gpt2-small --impl megatron --seq 512 --deterministic on | grep -q "; deterministic mode"
 "$actsim" run --model gpt2-small --impl megatron --seq 512 --deterministic on --format json | grep -q '"deterministic": true'
 for bad in "--deterministic maybe --impl megatron" "--deterministic on --impl hf" \
-           "--deterministic on --impl torchtitan" "--deterministic on,off --impl megatron"
+           "--deterministic on --impl nanogpt" "--deterministic on,off --impl megatron"
 do
   status=0
   "$actsim" run --model gpt2-small --seq 512 $bad > out.txt 2> err.txt || status=$?

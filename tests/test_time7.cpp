@@ -59,8 +59,8 @@ TEST_CASE("--deterministic on: TE's linears, attention and LayerNorms write each
       ++filled;
       linears += a.kind == OpKind::kLinear;
       // forward: every storage the op allocates; backward: every gradient it makes
-      const int64_t fwd = storage_bytes(a, a.outputs);
-      const int64_t bwd = storage_bytes(a, a.bwd_allocs) + a.bwd_accum_bytes;
+      const int64_t fwd = storage_bytes(off, a.outputs);
+      const int64_t bwd = storage_bytes(off, a.bwd_allocs) + a.bwd_accum_bytes;
       CHECK(fwd > 0);
       CHECK(b.fwd_serial_bytes - a.fwd_serial_bytes == fwd);
       CHECK(b.fwd_serial_kernels - a.fwd_serial_kernels == a.outputs.count);
