@@ -82,7 +82,7 @@ bad "$1" "--impl megatron --ep 3 --dp 3" "--ep: 3 does not divide the 8 experts"
 bad "$1" "--impl megatron --ep 4 --dp 2" "--ep: 4 does not divide the data-parallel size"
 bad "$1" "--moe-imbalance 9" "--moe-imbalance"
 bad "$1" "--moe-imbalance 1,2" "--moe-imbalance"
-bad "$1" "--ep 2 --dp 2" "--ep: not supported yet: expert parallelism under --impl hf"
+bad "$1" "--ep 2 --dp 2" "--ep: not in the code simulated: expert parallelism under --impl hf"
 bad "$1" "--moe-capacity 1.25" "--moe-capacity"
 rc=0
 "$1" run --model gpt2-small --ep 2 --dp 2 > out.txt 2> err.txt || rc=$?

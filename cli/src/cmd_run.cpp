@@ -89,7 +89,7 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
               ? fmt::format("; norm kernel {} (fused RMSNorm, norms.py)", sim::name(s.norm_kernel))
               : std::string()) +
          // fp8sac (issue 10): torch.compile of the blocks, and what of it is modeled
-         (s.compile ? std::string("; torch.compile (modeled: SAC region saves, fused amax)")
+         (s.compile ? std::string("; torch.compile (modeled: SAC region saves, fused amax, per-block min-cut partition)")
                     : std::string()) +
          // time6: Megatron's --no-gradient-accumulation-fusion
          (!s.grad_accum_fusion ? std::string("; no gradient-accumulation fusion (wgrad, then add)")

@@ -9,6 +9,7 @@
 #include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "deepspeed.hpp"  // hfds
+#include "inductor.hpp"  // inductor (issue 10)
 #include "sim/device.hpp"
 #include "sim/error.hpp"
 
@@ -838,6 +839,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
     detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
     bld.finalize();
     mark_torchtitan_sac(g, setup.compile);
+    if (setup.compile) detail::inductor_partition(g), g.compiled = true;  // inductor (issue 10)
     return g;
   }
   int32_t table = -1;
@@ -848,6 +850,9 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   else detail::build_stage_output(bld, dm, x);
   bld.finalize();
   mark_torchtitan_sac(g, setup.compile);
+  // inductor (issue 10): what the compiled block's min-cut partition saves (after the SAC
+  // marks, which read the eager saves)
+  if (setup.compile) detail::inductor_partition(g), g.compiled = true;
   return g;
 }
 
@@ -970,6 +975,7 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.ep = g3.ep;  // moe
   out.lora_rank = g3.lora_rank;  // feat
   out.cp = g3.cp;
+  out.compiled = g3.compiled;  // inductor (issue 10)
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());

@@ -316,8 +316,8 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
   }
   const std::string impl(spec.name);
   if (!spec.lora)
-    throw Unsupported("--lora-rank", "lora_rank",
-                      "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
+    throw NotInCode("--lora-rank", "lora_rank",
+                    "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
   // polish: MoE blocks (blocks_moe.cpp hf_swiglu) mark their expert weights through the builder's
   // parameter list, which holds no frozen weight: under LoRA the mark lands on another tensor or on
   // none (a crash); nor are PEFT's targets among experts and routers modeled. Refused until they are.

@@ -47,8 +47,8 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
                       "closed form is a dense GPT)");
   const std::string in = " under --impl " + std::string(impl->name);
   if (moe && impl->moe == MoeDispatch::kNone)
-    throw Unsupported("--impl", "impl", "mixture of experts" + in);
-  if (is_mla(m) && !impl->mla) throw Unsupported("--impl", "impl", "MLA attention" + in);
+    throw NotInCode("--impl", "impl", "mixture of experts" + in);
+  if (is_mla(m) && !impl->mla) throw NotInCode("--impl", "impl", "MLA attention" + in);
   // feat3: eager MLA (HF eager_attention_forward, qk head dim != v head dim) is modeled by
   // core_attention's eager path and held by the census (mla-eager-*)
   // mla5: Megatron's MLA runs under the TE spec's DotProductAttention; the local spec's eager
@@ -61,16 +61,16 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
     throw Unsupported("--tp", "tp", "tensor parallelism of MoE and MLA blocks (expert tensor "
                                     "parallelism is not modeled yet)");
   if (impl->moe == MoeDispatch::kHfLoop) {
-    if (s.ep > 1) throw Unsupported("--ep", "ep", "expert parallelism" + in + " (HF has none)");
+    if (s.ep > 1) throw NotInCode("--ep", "ep", "expert parallelism" + in + " (HF has none)");
     if (s.moe_capacity)
-      throw Unsupported("--moe-capacity", "moe_capacity",
-                        "a capacity factor" + in + " (HF's loop is dropless)");
+      throw NotInCode("--moe-capacity", "moe_capacity",
+                      "a capacity factor" + in + " (HF's loop is dropless)");
     // mla5: HF has no such knob: its loss follows the config (output_router_logits,
     // router_aux_loss_coef), which the loader reads
     if (s.moe_aux_loss_coeff > 0.0)
-      throw Unsupported("--moe-aux-loss-coeff", "moe_aux_loss_coeff",
-                        "a load-balancing loss coefficient" + in +
-                            " (HF adds its loss when the config sets output_router_logits)");
+      throw NotInCode("--moe-aux-loss-coeff", "moe_aux_loss_coeff",
+                      "a load-balancing loss coefficient" + in +
+                          " (HF adds its loss when the config sets output_router_logits)");
     // moe2: output_router_logits adds HF's load_balancing_loss_func after the LM loss
     // (blocks_moe.cpp build_hf_aux_loss)
   }

@@ -313,6 +313,9 @@ struct Graph {
   int64_t dp_bucket_bytes = 0;   // bytes per reduction bucket
   bool dp_reduce_blocking = false;  // the compute stream waits for each bucket (no overlap_comm)
   // --- end hfds ---
+  // --- inductor (issue 10): the blocks' saves are torch.compile's min-cut partition
+  // (sim/src/inductor.cpp), not eager autograd's: a backward reads tensors it recomputes ---
+  bool compiled = false;
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;
