@@ -106,6 +106,11 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "DeepSpeed ZeRO-3: stage3_max_live_parameters (default 1e9 = 1000000000)");
   add("--ds-max-reuse-distance", f.ds_max_reuse_distance,
       "DeepSpeed ZeRO-3: stage3_max_reuse_distance in elements (default 1000000000)");
+  // time7 (issue 11): Megatron's --deterministic-mode, a run setting
+  add("--deterministic", f.deterministic,
+      "on|off: Megatron's --deterministic-mode (on: torch.use_deterministic_algorithms(True), whose "
+      "fill_uninitialized_memory writes NaN into each tensor Transformer Engine allocates; off, "
+      "the default)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -282,6 +287,11 @@ Axes parse_axes(const CommonFlags& f) {
       throw sim::ConfigError("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
                              "takes one value, not a list");
     a.cross_entropy_loss_fusion = v.front();
+  {  // time7 (issue 11)
+    const std::vector<bool> v = parse_switch_axis(f.deterministic, "--deterministic");
+    if (v.size() != 1)
+      throw sim::ConfigError("--deterministic", f.deterministic, "takes one value, not a list");
+    a.deterministic = v.front();
   }
   return a;
 }

@@ -68,6 +68,7 @@ struct CommonFlags {
   std::string ds_reduce_bucket, ds_prefetch_bucket, ds_persistence_threshold, ds_max_live,
       ds_max_reuse_distance;
   // --- end ds3 ---
+  std::string deterministic = "off";     // time7 (issue 11): --deterministic on|off (one value)
 };
 
 // Which of the common flags a verb takes.
@@ -131,6 +132,7 @@ struct Axes {
   int64_t ds_reduce_bucket = -1, ds_prefetch_bucket = -1, ds_persistence_threshold = -1,
           ds_max_live = -1, ds_max_reuse_distance = -1;
   // --- end ds3 ---
+  bool deterministic = false;     // time7 (issue 11): --deterministic (one value)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

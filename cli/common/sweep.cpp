@@ -149,6 +149,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.ds_persistence_threshold = a.ds_persistence_threshold;
   t.ds_max_live = a.ds_max_live;
   t.ds_max_reuse_distance = a.ds_max_reuse_distance;
+  t.deterministic = a.deterministic;  // time7 (issue 11)
   return p;
 }
 

@@ -98,6 +98,9 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          (s.cross_entropy_loss_fusion
               ? std::string("; fused cross entropy (fused_cross_entropy.py, compiled)")
               : std::string()) +
+         // time7: Megatron's --deterministic-mode
+         (s.deterministic ? std::string("; deterministic mode (NaN fill of TE's new tensors)")
+                          : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")

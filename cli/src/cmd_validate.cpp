@@ -256,6 +256,11 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "cross_entropy_loss_fusion", "'" + v + "' is not on or off");
       s.cross_entropy_loss_fusion = v == "on";
     }
+    if (const std::string v = optional("deterministic"); !v.empty()) {  // time7 (issue 11)
+      if (v != "on" && v != "off")
+        throw sim::ConfigError(where, "deterministic", "'" + v + "' is not on or off");
+      s.deterministic = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -43,6 +43,7 @@ def run(
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -88,6 +89,7 @@ def sweep(
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -131,6 +133,7 @@ def plan(
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -170,6 +173,7 @@ def valley(
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
+    deterministic: _Value = ...,  # time7 (issue 11)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

@@ -133,6 +133,7 @@ class Builder {
   int32_t current_block = -1;
   bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
   bool ignore_transients = false; // paper profile
+  bool deterministic_fill = false;  // time7 (issue 11): --deterministic (graph_builder.cpp)
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
   int32_t famdec_local_rope = -1;  // fam12: Gemma 3's local cos/sin pair (its sliding layers')

@@ -317,6 +317,36 @@ void Builder::finalize() {
     for (int32_t s : frees[i]) bb += g_.storages[s].bytes;
     op.fwd.bytes = fb + drafts_[i].fwd_inner_bytes;  // time3: + intermediates' traffic
     op.bwd.bytes = bb + op.bwd_accum_bytes * 2 + drafts_[i].bwd_inner_bytes;
+    // --- time7 (issue 11): --deterministic (Megatron's --deterministic-mode). Under
+    // torch.use_deterministic_algorithms(True) with fill_uninitialized_memory (torch's default)
+    // the dispatcher's empty_cuda fills each new tensor with NaN before it is returned
+    // (aten/src/ATen/native/cuda/TensorFactories.cu; TensorFactories.h fill_empty_deterministic_:
+    // one fill_ kernel writing the tensor). Structured ATen kernels allocate their outputs through
+    // at::detail::empty_cuda, which does not fill (torchgen/dest/register_dispatch_key.py
+    // gen_empty_impl_names), so the fill falls on code that calls at::empty / torch.empty itself:
+    // Transformer Engine's modules (transformer_engine/pytorch/csrc/quantizer.cpp
+    // NoneQuantizer::create_tensor -> at::empty for GEMM, LayerNorm and fused-attention outputs
+    // and their gradients). Modeled on the TE layer spec's ops: linears other than the output
+    // layer (Megatron's own ColumnParallelLinear, torch.matmul), the fused attention and the
+    // LayerNorm: forward, one write of every storage the op allocates; backward, one of every
+    // gradient it makes (allocated, or made and then added in). One launch per forward output;
+    // backward, one per allocated gradient and one for the added ones together. Not counted:
+    // torch.empty in Megatron's own code (SP gathers, none in a run without SP) and cuDNN's and
+    // cuBLAS's workspaces.
+    if (deterministic_fill &&
+        ((drafts_[i].exec == Exec::kLinear && op.site != LinearSite::kLmHead) ||
+         drafts_[i].exec == Exec::kFlash || drafts_[i].exec == Exec::kLayerNorm)) {
+      int64_t fwd_fill = 0, bwd_fill = accum[i];
+      for (int32_t s : out_st[i]) fwd_fill += g_.storages[s].bytes;
+      for (int32_t s : allocs[i]) bwd_fill += g_.storages[s].bytes;
+      op.fwd_serial_bytes += fwd_fill;
+      op.fwd_serial_kernels += static_cast<int32_t>(out_st[i].size());
+      if (has_bwd[i]) {
+        op.bwd_serial_bytes += bwd_fill;
+        op.bwd_serial_kernels += static_cast<int32_t>(allocs[i].size()) + (accum[i] > 0 ? 1 : 0);
+      }
+    }
+    // --- end time7 ---
     // Kernel-class shapes (DESIGN.md §5): a linear's rows are those its matmul runs on (the
     // gathered sequence under SP), recovered exactly from its 2 m n k FLOPs.
     const OpDraft& dr = drafts_[i];
@@ -811,6 +841,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       g.precision == Precision::kBf16Mixed || g.precision == Precision::kFsdp2Bf16 ||
       setup.zero >= 2 || setup.microbatches > 1 || !resolved_set_to_none(setup);
   bld.ignore_transients = dm.paper;
+  bld.deterministic_fill = setup.deterministic;  // time7 (issue 11)
   bld.record_exec = record_exec;
   bld.freeze_params = dm.lora_rank > 0;  // feat: LoRA freezes every base parameter
   g.lora_rank = setup.lora_rank;

@@ -37,6 +37,8 @@ def flags(r):
         f += ["--compile", r["compile"]]
     if r.get("grad_accum_fusion"):  # time6 (issue 11): Megatron's --no-gradient-accumulation-fusion
         f += ["--grad-accum-fusion", r["grad_accum_fusion"]]
+    if r.get("deterministic"):  # time7 (issue 11): Megatron's --deterministic-mode
+        f += ["--deterministic", r["deterministic"]]
     return f
 
 

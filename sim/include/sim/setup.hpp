@@ -164,6 +164,15 @@ struct TrainSetup {
   // (sim/src/graph_blocks.cpp build_head). Only megatron has the knob.
   bool cross_entropy_loss_fusion = false;
   // --- end te_norm ---
+  // --- time7 (issue 11): --deterministic on|off, Megatron's --deterministic-mode. It calls
+  // torch.use_deterministic_algorithms(True) (megatron/training/determinism.py @ d98e8a64dd
+  // apply_determinism_to_args; nothing there turns torch.utils.deterministic.
+  // fill_uninitialized_memory off, whose default is True), so every tensor allocated through the
+  // dispatcher's empty (aten/src/ATen/native/cuda/TensorFactories.cu empty_cuda:
+  // fill_empty_deterministic_) is first filled with NaN: one more memory-bound write of each
+  // output Transformer Engine allocates (sim/src/graph_builder.cpp, time7)
+  bool deterministic = false;
+  // --- end time7 ---
 };
 
 // etp (issue 13): the expert-tensor-parallel size simulated: --etp, else --tp (Megatron's default)

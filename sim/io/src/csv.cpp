@@ -86,7 +86,10 @@ std::vector<std::string> make_columns() {
         "etp",
         // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion (on/off; a key column,
         // appended)
-        "cross_entropy_loss_fusion"})
+        "cross_entropy_loss_fusion",
+        // time7 (issue 11): Megatron's --deterministic-mode (--deterministic on|off; a key
+        // column, appended)
+        "deterministic"})
     c.emplace_back(name);
   return c;
 }
@@ -169,8 +172,8 @@ std::string csv_row(const Row& row) {
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
   // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
-  // te_norm: cross_entropy_loss_fusion
-  constexpr int kAfterError = 37;
+  // te_norm: cross_entropy_loss_fusion; time7: deterministic
+  constexpr int kAfterError = 38;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -280,6 +283,7 @@ std::string csv_row(const Row& row) {
   w.number(s.moe_aux_loss_coeff);    // mla5 (issue 13)
   w.integer(sim::resolved_etp(s));   // etp (issue 13)
   w.text(s.cross_entropy_loss_fusion ? "on" : "off");  // te_norm (issue 10)
+  w.text(s.deterministic ? "on" : "off");  // time7 (issue 11)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

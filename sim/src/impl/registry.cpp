@@ -278,6 +278,13 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                     "on under --impl " + std::string(sp.name) +
                         " (Megatron's --cross-entropy-loss-fusion; this code base computes its "
                         "own loss)");
+  // time7 (issue 11): --deterministic on is Megatron's --deterministic-mode (the fill it times
+  // falls on Transformer Engine's allocations: graph_builder.cpp)
+  if (s.deterministic && s.impl != Impl::kMegatron)
+    throw NotInCode("--deterministic", "deterministic",
+                    "on under --impl " + std::string(sp.name) +
+                        " (Megatron's --deterministic-mode; its NaN fill of new tensors is "
+                        "timed on Transformer Engine's outputs only)");
   return s;
 }
 
