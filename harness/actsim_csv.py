@@ -42,8 +42,8 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed",
               # mla5 (issue 13): Megatron's MoE aux loss coefficient (0: none)
               "moe_aux_loss_coeff",
+              "etp",  # etp (issue 13): expert-tensor-parallel ranks (resolved: --tp)
               "cross_entropy_loss_fusion",  # te_norm (issue 10)
-
               # time7 (issue 11): Megatron's --deterministic-mode (on/off)
               "deterministic"])
 

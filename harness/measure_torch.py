@@ -453,8 +453,8 @@ def measure(args):
                  lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off",
                  padding="off", norm_kernel="default", compile="off", grad_accum_fusion="on",
                  moe_aux_loss_coeff=0,  # mla5
+                 etp=1,  # etp (issue 13)
                  cross_entropy_loss_fusion="off",  # te_norm (issue 10)
-
                  deterministic="off")  # time7
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
