@@ -6,7 +6,8 @@ if(NOT TARGET gui_panels)
   return()
 endif()
 
-add_executable(gui_tests ${CMAKE_CURRENT_LIST_DIR}/test_gui_plot.cpp ${CMAKE_CURRENT_LIST_DIR}/test_gui.cpp)
+add_executable(gui_tests ${CMAKE_CURRENT_LIST_DIR}/test_gui_plot.cpp ${CMAKE_CURRENT_LIST_DIR}/test_gui.cpp
+                         ${CMAKE_CURRENT_LIST_DIR}/test_gui_pp.cpp)  # gui_pp: pipelines
 target_link_libraries(gui_tests PRIVATE gui_panels test_main actsim_options)
 target_compile_definitions(gui_tests PRIVATE ACTSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 doctest_discover_tests(gui_tests)
@@ -21,6 +22,16 @@ if(XVFB_RUN)
     file(MAKE_DIRECTORY ${dir})
     add_test(NAME gui.screenshot.${view}
              COMMAND sh -c "set -e\nrm -f shot.png\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} --model llama-2-7b --tp 8 --strategy none,full,selective\n\"$2\" shot.png 1200 800"
+                     sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check>
+             WORKING_DIRECTORY ${dir})
+  endforeach()
+  # gui_pp: a pipeline (pp 2, 4 micro-batches; budget: planned per stage): the worst stage's curve
+  # over its in-flight stash band, its op timeline, and the per-stage tables of the comparison.
+  foreach(view memory timeline compare)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/pipeline_${view})
+    file(MAKE_DIRECTORY ${dir})
+    add_test(NAME gui.screenshot.pipeline_${view}
+             COMMAND sh -c "set -e\nrm -f shot.png\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} --model gpt2-small --pp 2 --num-microbatches 4 --strategy none,full,selective,budget:3GiB\n\"$2\" shot.png 1200 800"
                      sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check>
              WORKING_DIRECTORY ${dir})
   endforeach()

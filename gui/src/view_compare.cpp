@@ -159,9 +159,9 @@ void stage_tables(const AppState& st, const std::vector<CompareRow>& rows) {
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
                                   ImGuiTableFlags_BordersOuter | ImGuiTableFlags_SizingStretchProp;
     const std::string id = "##stages" + std::to_string(row.run);
-    if (!ImGui::BeginTable(id.c_str(), plans ? 8 : 7, flags)) continue;
+    if (!ImGui::BeginTable(id.c_str(), plans ? 9 : 8, flags)) continue;
     for (const char* h : {"stage", "blocks", "in flight", "stash (1 micro-batch)", "in-flight stash",
-                          "peak", "fits (headroom)"})
+                          "peak allocated", "peak reserved", "fits (headroom)"})
       ImGui::TableSetupColumn(h);
     if (plans) ImGui::TableSetupColumn("plan", 0, 3.0f);
     ImGui::TableHeadersRow();
@@ -179,6 +179,8 @@ void stage_tables(const AppState& st, const std::vector<CompareRow>& rows) {
       ImGui::TextUnformatted(gui_plot::human_bytes(sr.in_flight_bytes).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(gui_plot::human_bytes(sr.result.peak_allocated_bytes).c_str());
+      ImGui::TableNextColumn();  // what `actsim run --pp` prints, and ranks the worst stage by
+      ImGui::TextUnformatted(gui_plot::human_bytes(sr.result.peak_reserved_bytes).c_str());
       ImGui::TableNextColumn();
       ImGui::TextColored(sr.result.fits ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.45f, 0.45f, 1),
                          "%s (%s)", sr.result.fits ? "yes" : "no",

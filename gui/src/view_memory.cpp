@@ -217,13 +217,18 @@ void pipeline_note(const AppState& st, const ViewState& view) {
                              : nullptr;
   if (!focus || !focus->pipeline) return;
   const sim::StageResult& sr = focus->pipeline->stages[static_cast<size_t>(focus->stage)];
-  ImGui::TextColored(ImVec4(0.95f, 0.85f, 0.55f, 1),
-                     "pipeline: stage %lld of %zu (%s), one micro-batch in the steady state, "
-                     "%lld in flight; each curve is raised by its stage's in-flight stash "
-                     "(the band: f-1 = %lld other micro-batches' stash), so its peak is the stage's",
+  const std::string band =
+      st.inputs.setup.vpp > 1
+          ? "the other chunk micro-batches' stash of the " + std::to_string(sr.in_flight) +
+                " in flight (interleaved)"
+          : "f-1 = " + std::to_string(sr.in_flight - 1) + " other micro-batches' stash";
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.95f, 0.85f, 0.55f, 1));
+  ImGui::TextWrapped("pipeline: the focused strategy shows stage %lld of %zu (%s), one micro-batch "
+                     "in the steady state; each curve is raised by its stage's in-flight stash "
+                     "(the band: %s), so its peak is the stage's peak",
                      static_cast<long long>(focus->stage), focus->pipeline->stages.size(),
-                     st.inputs.stage_shown < 0 ? "the worst" : "chosen",
-                     static_cast<long long>(sr.in_flight), static_cast<long long>(sr.in_flight - 1));
+                     st.inputs.stage_shown < 0 ? "its worst" : "chosen", band.c_str());
+  ImGui::PopStyleColor();
 }
 
 }  // namespace

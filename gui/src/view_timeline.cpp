@@ -56,8 +56,7 @@ void timeline_view(const AppState& st, ViewState& view) {
   if (is_pipeline(st.inputs.setup))
     for (size_t i = 0; i < st.runs.size(); ++i)
       if (const RunData* run = st.runs[i].data.get(); run && run->pipeline && i == static_cast<size_t>(view.focused))
-        ImGui::TextColored(ImVec4(0.95f, 0.85f, 0.55f, 1),
-                           "pipeline: the ops of stage %lld of %zu for one micro-batch in the steady "
+        ImGui::TextColored(ImVec4(0.95f, 0.85f, 0.55f, 1), "pipeline: the ops of stage %lld of %zu for one micro-batch in the steady "
                            "state; the step (%s) runs %lld micro-batches plus the bubble",
                            static_cast<long long>(run->stage), run->pipeline->stages.size(),
                            gui_plot::human_time_ns(run->pipeline->summary.step_time_ns).c_str(),
