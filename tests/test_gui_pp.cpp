@@ -134,11 +134,14 @@ TEST_CASE("gui_pp: budget: under a pipeline is planned per stage (plan_pipeline)
   CHECK(gui::curve_peak_bytes(d) <= budget);
 }
 
-TEST_CASE("gui_pp: pipelines draw every view (1F1B, interleaved, accumulation only), stacked and hovered") {
+TEST_CASE("gui_pp: pipelines draw every view (1F1B, interleaved, accumulation only, caching allocator), stacked and hovered") {
   gui::Windowless ui(1600, 1000);
-  for (const sim::TrainSetup& setup : {pp_setup(2, 4), pp_setup(4, 8, 3), pp_setup(1, 4)}) {
+  sim::TrainSetup caching = pp_setup(4, 4);
+  caching.allocator = sim::AllocatorKind::kCaching;
+  for (const sim::TrainSetup& setup : {pp_setup(2, 4), pp_setup(4, 8, 3), pp_setup(1, 4), caching}) {
     CAPTURE(setup.pp);
     CAPTURE(setup.vpp);
+    CAPTURE(static_cast<int>(setup.allocator));
     gui::AppState st = pp_state("gpt2-small", setup, {"none", "full", "every:2"});
     gui::Worker worker;
     gui::update(st, worker, 1e9);
