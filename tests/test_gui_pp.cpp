@@ -66,7 +66,7 @@ void check_against(const gui::AppState& st, size_t i, const sim::PipelineResult&
 
 }  // namespace
 
-TEST_CASE("gui_pp: pp 2, 4 micro-batches: the shown peak is simulate_pipeline's stage peak") {
+TEST_CASE("gui_pp: pp 2 and 4 micro-batches: the shown peak is simulate_pipeline's stage peak") {
   const sim::TrainSetup setup = pp_setup(2, 4);
   const std::vector<std::string> specs{"none", "full", "selective"};
   gui::AppState st = pp_state("gpt2-small", setup, specs);
@@ -134,7 +134,7 @@ TEST_CASE("gui_pp: budget: under a pipeline is planned per stage (plan_pipeline)
   CHECK(gui::curve_peak_bytes(d) <= budget);
 }
 
-TEST_CASE("gui_pp: pipelines draw every view (1F1B, interleaved, accumulation only, caching allocator), stacked and hovered") {
+TEST_CASE("gui_pp: pipelines draw every view (1F1B / interleaved / accumulation only / caching allocator) stacked and hovered") {
   gui::Windowless ui(1600, 1000);
   sim::TrainSetup caching = pp_setup(4, 4);
   caching.allocator = sim::AllocatorKind::kCaching;
@@ -167,7 +167,7 @@ TEST_CASE("gui_pp: pipelines draw every view (1F1B, interleaved, accumulation on
   }
 }
 
-TEST_CASE("gui_pp: a bad pipeline set-up is one error naming the flag; back to pp 1 recovers") {
+TEST_CASE("gui_pp: a bad pipeline set-up is one error naming the flag and back to pp 1 recovers") {
   sim::TrainSetup setup = pp_setup(5, 4);  // gpt2-small's 12 layers do not split over 5 stages
   gui::AppState st = pp_state("gpt2-small", setup, {"none"});
   gui::Worker worker;
