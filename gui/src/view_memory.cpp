@@ -350,6 +350,8 @@ void memory_view(const AppState& st, ViewState& view) {
       legend_item(to_u32(st.inputs.strategies[i].color), st.inputs.strategies[i].spec.c_str());
   }
   if (st.overlay) legend_item(measured_color(), "measured (snapshot)");
+  if (const RunData* f = focused_run(st, view); f && f->stash_offset > 0)  // gui_pp
+    legend_item(stash_color(), "in-flight stash (focused strategy's stage)");
   ImGui::NewLine();
   memory_plot(st, view, ImGui::GetContentRegionAvail());
 }
