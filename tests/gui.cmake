@@ -6,7 +6,8 @@ if(NOT TARGET gui_panels)
   return()
 endif()
 
-add_executable(gui_tests ${CMAKE_CURRENT_LIST_DIR}/test_gui_plot.cpp ${CMAKE_CURRENT_LIST_DIR}/test_gui.cpp)
+add_executable(gui_tests ${CMAKE_CURRENT_LIST_DIR}/test_gui_plot.cpp ${CMAKE_CURRENT_LIST_DIR}/test_gui.cpp
+                         ${CMAKE_CURRENT_LIST_DIR}/test_gui_pp.cpp)  # gui_pp: pipelines
 target_link_libraries(gui_tests PRIVATE gui_panels test_main actsim_options)
 target_compile_definitions(gui_tests PRIVATE ACTSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 doctest_discover_tests(gui_tests)
@@ -21,6 +22,21 @@ if(XVFB_RUN)
     file(MAKE_DIRECTORY ${dir})
     add_test(NAME gui.screenshot.${view}
              COMMAND sh -c "set -e\nrm -f shot.png\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} --model llama-2-7b --tp 8 --strategy none,full,selective\n\"$2\" shot.png 1200 800"
+                     sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check>
+             WORKING_DIRECTORY ${dir})
+  endforeach()
+  # gui_pp: a pipeline (pp 2, 4 micro-batches; budget: planned per stage): stage 0's curves over
+  # its in-flight stash band, the op timeline, and the per-stage tables of the comparison.
+  foreach(view memory timeline compare)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/pipeline_${view})
+    # stage 0: the one with micro-batches in flight (a stash band under the curves)
+    set(stage "")
+    if(view STREQUAL "memory")
+      set(stage "--stage 0 --fit-curves")
+    endif()
+    file(MAKE_DIRECTORY ${dir})
+    add_test(NAME gui.screenshot.pipeline_${view}
+             COMMAND sh -c "set -e\nrm -f shot.png\n${XVFB_RUN} -a -s '-screen 0 1600x1000x24' \"$1\" --screenshot shot.png --view ${view} --model gpt2-small --pp 2 --num-microbatches 4 --strategy none,full,selective,budget:1800MiB ${stage}\n\"$2\" shot.png 1200 800"
                      sh $<TARGET_FILE:actsim-gui> $<TARGET_FILE:gui_png_check>
              WORKING_DIRECTORY ${dir})
   endforeach()
@@ -51,6 +67,6 @@ add_test(NAME gui.no_display
 set(dir ${CMAKE_CURRENT_BINARY_DIR}/gui/bad_flags)
 file(MAKE_DIRECTORY ${dir})
 add_test(NAME gui.bad_flags
-         COMMAND sh -c "for args in '--view nope' '--strategy bogus' '--model no-such-model' '--width 5' '--fit-x pp' '--fit-x tp --fit-y tp' '--snapshot no-such-snapshot.pickle'\ndo\nrc=0\nenv -u DISPLAY \"$1\" $args 2> err.txt || rc=$?\ntest \"$rc\" -eq 2\ntest \"$(wc -l < err.txt)\" -eq 1\ndone"
+         COMMAND sh -c "for args in '--view nope' '--strategy bogus' '--model no-such-model' '--width 5' '--fit-x pp' '--fit-x tp --fit-y tp' '--snapshot no-such-snapshot.pickle' '--stage 1' '--pp 2 --stage 2'\ndo\nrc=0\nenv -u DISPLAY \"$1\" $args 2> err.txt || rc=$?\ntest \"$rc\" -eq 2\ntest \"$(wc -l < err.txt)\" -eq 1\ndone"
                  sh $<TARGET_FILE:actsim-gui>
          WORKING_DIRECTORY ${dir})

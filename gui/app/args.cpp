@@ -45,6 +45,11 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
       ->capture_default_str()->group("Headless");
   app.add_option("--fit-y", fit_y, "fit map rows, as --fit-x (e.g. s:512:16k)")
       ->capture_default_str()->group("Headless");
+  // gui_pp: which pipeline stage the memory and timeline views show (--pp > 1)
+  app.add_option("--stage", out.stage,
+                 "with --pp > 1 or --num-microbatches > 1: the stage whose graph and simulation the "
+                 "memory and timeline views show (-1: each strategy's worst)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20))->capture_default_str()->group("Headless");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -77,6 +82,9 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
     out.device_label = first.devices.front();
     out.setup = cli_common::point_at(axes, 0).setup;
     for (const sim::Strategy& s : axes.strategies) out.strategies.push_back(s.canonical());
+    if (out.stage >= out.setup.pp)  // gui_pp
+      throw sim::ConfigError("--stage", std::to_string(out.stage),
+                             "must be below --pp (" + std::to_string(out.setup.pp) + " stages)");
     if (!out.snapshot.empty()) out.snapshot_data = gui::load_snapshot_data(out.snapshot);
   } catch (const sim::ConfigError& e) {
     std::fprintf(stderr, "actsim-gui: error: %s\n", e.what());

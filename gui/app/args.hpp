@@ -33,6 +33,9 @@ struct GuiArgs {
   std::string device_label;
   sim::TrainSetup setup;           // first value of every set-up flag
   std::vector<std::string> strategies;  // every --strategy, canonical
+  // gui_pp: --stage: the pipeline stage the memory and timeline views show (-1: each strategy's
+  // worst); below --pp
+  int64_t stage = -1;
 };
 
 // Parses and loads. Returns nullopt to go on, or the exit status after printing help (0) or a

@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
     state.snapshot = args.snapshot_data;
     state.view.fit_x = args.fit_x;
     state.view.fit_y = args.fit_y;
+    state.inputs.stage_shown = args.stage;  // gui_pp
     if (headless) state.view.png_path = args.screenshot;
     gui::Worker worker;
     const auto start = std::chrono::steady_clock::now();
@@ -115,8 +116,11 @@ int main(int argc, char** argv) {
         // map (or the time-out passed: then the PNG shows what there is).
         const double waited =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        const bool done = state.stats.pending == 0 && worker.idle() && state.valley && state.fitmap &&
-                          state.valley->complete && state.fitmap->complete;
+        // gui_pp: a pipeline requests no valley or fit map (their views say so): nothing to wait for.
+        const bool stageless_done = gui::is_pipeline(state.inputs.setup) ||
+                                    (state.valley && state.fitmap && state.valley->complete &&
+                                     state.fitmap->complete);
+        const bool done = state.stats.pending == 0 && worker.idle() && stageless_done;
         if (done || waited > kScreenshotTimeoutS) ++settled;
         if (settled > kSettleFrames) state.view.png_requested = true;
       }

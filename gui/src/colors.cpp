@@ -54,6 +54,7 @@ ImU32 phase_color(sim::Phase p, float alpha) {
 ImU32 measured_color() { return IM_COL32(245, 245, 245, 235); }
 
 ImU32 capacity_color() { return IM_COL32(255, 80, 80, 255); }
+ImU32 stash_color() { return IM_COL32(200, 160, 60, 90); }  // gui_pp
 ImU32 grid_color() { return IM_COL32(255, 255, 255, 28); }
 ImU32 text_dim_color() { return IM_COL32(170, 170, 170, 255); }
 

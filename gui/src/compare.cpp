@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim_io/output.hpp"
+#include "update.hpp"  // gui_pp: step_result
 
 namespace gui {
 
@@ -28,7 +29,8 @@ std::vector<CompareRow> compare_rows(const AppState& st) {
   for (size_t i = 0; i < st.runs.size(); ++i) {
     const Run& run = st.runs[i];
     if (!run.data || i >= st.inputs.strategies.size()) continue;
-    const sim::Result& r = run.data->result;
+    // gui_pp: a pipeline's row is its step (worst stage's memory, all micro-batches' time)
+    const sim::Result& r = step_result(*run.data);
     CompareRow row;
     row.run = static_cast<int>(i);
     const StrategyEntry& e = st.inputs.strategies[i];
@@ -86,7 +88,7 @@ std::string compare_csv(const AppState& st) {
     row.key.device = st.inputs.device_label;
     row.key.strategy = e.strategy ? e.strategy->canonical() : e.spec;
     row.key.setup = st.inputs.setup;
-    if (run.data) row.result = run.data->result;
+    if (run.data) row.result = step_result(*run.data);  // gui_pp: the pipeline's summary
     else row.error = run.error.empty() ? "not simulated yet" : run.error;
     out += sim_io::csv_row(row);
   }

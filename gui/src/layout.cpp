@@ -29,6 +29,9 @@ void status_line(const AppState& st) {
                                ? ", target-seq " + std::to_string(*s.target_seq)
                                : std::string();
   std::string extra;
+  if (s.pp > 1) extra += ", pp " + std::to_string(s.pp);  // gui_pp
+  if (s.vpp > 1) extra += ", vpp " + std::to_string(s.vpp);
+  if (s.microbatches > 1) extra += ", " + std::to_string(s.microbatches) + " micro-batches";
   if (s.cp > 1) extra += ", cp " + std::to_string(s.cp);
   if (s.ep > 1) extra += ", ep " + std::to_string(s.ep);
   if (s.etp > 0) extra += ", etp " + std::to_string(s.etp);  // etp (issue 13)

@@ -126,6 +126,24 @@ bool setup_panel(AppState& st) {
   // when it does not resolve, the set-up's error is shown with the others
   if (s.zero_default && st.resolved_revision == st.revision && st.resolved_setup.zero != s.zero)
     ImGui::TextDisabled("  ZeRO %d: the implementation's default", st.resolved_setup.zero);
+  // gui_pp: pipeline parallelism (--pp, --vpp, --num-microbatches): with pp > 1 or more than one
+  // micro-batch each strategy is simulated per stage (sim::simulate_pipeline), and the views show
+  // one stage (bad combinations are an error naming the flag, shown like any other)
+  changed |= edit_i64("pipeline stages", s.pp, 1, 4096);
+  changed |= edit_i64("virtual stages", s.vpp, 1, 4096);
+  changed |= edit_i64("micro-batches", s.microbatches, 1, 1 << 20);
+  if (s.pp > 1 || s.microbatches > 1) {
+    std::vector<std::string> names{"worst (each strategy's)"};
+    for (int64_t i = 0; i < s.pp; ++i) names.push_back("stage " + std::to_string(i));
+    const std::vector<std::string_view> views(names.begin(), names.end());
+    int shown = st.inputs.stage_shown < 0 || st.inputs.stage_shown >= s.pp
+                    ? 0
+                    : static_cast<int>(st.inputs.stage_shown) + 1;
+    if (edit_choice("stage shown", shown, views)) {
+      st.inputs.stage_shown = shown - 1;
+      changed = true;
+    }
+  }
   // moe: expert parallelism and routing of MoE models (--ep, --moe-imbalance, --moe-capacity;
   // a dense model with ep > 1 is an error naming --ep, shown like any other)
   changed |= edit_i64("expert parallel", s.ep, 1, 4096);

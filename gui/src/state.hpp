@@ -16,6 +16,7 @@
 #include "gui_plot/axis.hpp"
 #include "phases.hpp"
 #include "sim/graph.hpp"
+#include "sim/pipeline.hpp"  // gui_pp
 #include "sim/result.hpp"
 #include "sim/simulate.hpp"
 #include "sim/strategy.hpp"
@@ -49,6 +50,9 @@ struct Inputs {
   sim::Device device;
   std::string device_label;   // preset name or "custom" once edited
   std::vector<StrategyEntry> strategies;
+  // --- gui_pp: the pipeline stage whose graph and simulation feed the memory and timeline views
+  // when pp > 1 or micro-batches > 1; -1: each strategy's worst stage (PipelineResult::worst) ---
+  int64_t stage_shown = -1;
 };
 
 // The simulation of one strategy for one revision of the inputs; immutable once made.
@@ -59,6 +63,15 @@ struct RunData {
   std::array<std::vector<int32_t>, 6> lanes;  // indices into result.spans per stream, by start
   std::vector<PhaseBand> bands;             // phase_bands(result)
   double simulate_ms = 0;                   // wall time of the simulation (CPU)
+  // --- gui_pp: a pipeline (pp > 1 or micro-batches > 1), simulated per stage by
+  // sim::simulate_pipeline. `graph`, `plan` and `result` above are then the shown stage's
+  // (sim::build_stage_graph; one micro-batch in the steady state): result's peaks include the
+  // stage's in-flight stash (the other micro-batches'), its timeline does not, so the views draw
+  // the timeline raised by stash_offset (a constant band), and the curve's peak is the stage's. ---
+  std::shared_ptr<const sim::PipelineResult> pipeline;  // null: one graph, no stages
+  int64_t stage = 0;         // the stage shown
+  int64_t stash_offset = 0;  // stages[stage].in_flight_bytes - stages[stage].stash_bytes
+  std::vector<std::string> stage_plans;  // budget: each stage's plan ("custom:... (DP)")
 };
 
 // Memory by category at every timeline sample (see categories.hpp); computed on demand.

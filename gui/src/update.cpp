@@ -7,9 +7,30 @@
 #include "clock.hpp"
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
+#include "sim/planner_pipeline.hpp"  // gui_pp
 #include "sim/setup.hpp"
 
 namespace gui {
+
+namespace {
+
+// Lanes and phase bands of a run whose result is filled.
+void index_spans(RunData& rd) {
+  RunData* d = &rd;
+  // Lanes: each stream's spans in start order (the engine appends them in clock order).
+  for (int32_t i = 0; i < static_cast<int32_t>(d->result.spans.size()); ++i) {
+    const int32_t stream = d->result.spans[i].stream;
+    if (stream >= 0 && stream < static_cast<int32_t>(d->lanes.size())) d->lanes[stream].push_back(i);
+  }
+  for (auto& lane : d->lanes) {
+    std::stable_sort(lane.begin(), lane.end(), [&](int32_t a, int32_t b) {
+      return d->result.spans[a].start_ns < d->result.spans[b].start_ns;
+    });
+  }
+  d->bands = phase_bands(d->result);
+}
+
+}  // namespace
 
 std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> graph,
                                             const sim::Strategy& strategy,
@@ -24,19 +45,58 @@ std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> gr
   options.record_timeline = true;
   d->result = sim::simulate_plan(*graph, d->plan, device, options);
   d->graph = std::move(graph);
-  // Lanes: each stream's spans in start order (the engine appends them in clock order).
-  for (int32_t i = 0; i < static_cast<int32_t>(d->result.spans.size()); ++i) {
-    const int32_t stream = d->result.spans[i].stream;
-    if (stream >= 0 && stream < static_cast<int32_t>(d->lanes.size())) d->lanes[stream].push_back(i);
-  }
-  for (auto& lane : d->lanes) {
-    std::stable_sort(lane.begin(), lane.end(), [&](int32_t a, int32_t b) {
-      return d->result.spans[a].start_ns < d->result.spans[b].start_ns;
-    });
-  }
-  d->bands = phase_bands(d->result);
+  index_spans(*d);
   d->simulate_ms = ms_since(t0);
   return d;
+}
+
+// --- gui_pp: pipelines ---
+bool is_pipeline(const sim::TrainSetup& setup) { return setup.pp > 1 || setup.microbatches > 1; }
+
+std::shared_ptr<const RunData> simulate_pipeline_run(const sim::ModelConfig& model,
+                                                     const sim::TrainSetup& setup,
+                                                     const sim::Device& device,
+                                                     const sim::Strategy& strategy, int64_t stage) {
+  const auto t0 = Clock::now();
+  auto d = std::make_shared<RunData>();
+  std::vector<sim::Strategy> per_stage;
+  if (strategy.kind == sim::StrategyKind::kBudget) {
+    // As `actsim plan --pp` (cli/src/cmd_plan_pipeline.cpp): each stage planned under its
+    // in-flight stash and verified by simulate_pipeline; simulated again here for the timelines.
+    const sim::PipelinePlan plan = sim::plan_pipeline(model, setup, device, strategy.k);
+    per_stage = plan.per_stage;
+    for (const sim::StagePlan& sp : plan.stages)
+      d->stage_plans.push_back(sp.strategy.canonical() + "  (" + sp.source + ")");
+  } else {
+    per_stage = sim::stage_strategies(strategy, model.layers, setup.pp);
+  }
+  sim::SimOptions options;
+  options.record_timeline = true;
+  auto pipe = std::make_shared<sim::PipelineResult>(
+      sim::simulate_pipeline(model, setup, device, per_stage, options));
+  const int64_t p = static_cast<int64_t>(pipe->stages.size());
+  d->stage = stage >= 0 && stage < p ? stage : pipe->worst;
+  const sim::StageResult& sr = pipe->stages[static_cast<size_t>(d->stage)];
+  auto graph = std::make_shared<sim::Graph>();
+  sim::build_stage_graph(model, setup, device, d->stage, *graph);
+  d->plan = sim::resolve(per_stage[static_cast<size_t>(d->stage)], graph->n_blocks);
+  d->result = sr.result;  // peaks with the in-flight stash added; the timeline without it
+  d->stash_offset = sr.in_flight_bytes - sr.stash_bytes;
+  d->graph = std::move(graph);
+  d->pipeline = std::move(pipe);
+  index_spans(*d);
+  d->simulate_ms = ms_since(t0);
+  return d;
+}
+
+const sim::Result& step_result(const RunData& run) {
+  return run.pipeline ? run.pipeline->summary : run.result;
+}
+
+int64_t curve_peak_bytes(const RunData& run) {
+  int64_t top = 0;
+  for (const sim::MemorySample& m : run.result.timeline) top = std::max(top, m.allocated_bytes);
+  return top + run.stash_offset;
 }
 
 void apply_edits(AppState& st) {
@@ -53,8 +113,14 @@ void apply_edits(AppState& st) {
   }
   try {
     sim::validate(st.inputs.device);
-    st.graph = std::make_shared<const sim::Graph>(
-        sim::build_graph(st.inputs.model, st.inputs.setup, st.inputs.device));
+    if (is_pipeline(st.inputs.setup)) {  // gui_pp: stage 0's graph checks the set-up
+      auto g = std::make_shared<sim::Graph>();
+      sim::build_stage_graph(st.inputs.model, st.inputs.setup, st.inputs.device, 0, *g);
+      st.graph = std::move(g);
+    } else {
+      st.graph = std::make_shared<const sim::Graph>(
+          sim::build_graph(st.inputs.model, st.inputs.setup, st.inputs.device));
+    }
   } catch (const sim::ConfigError& e) {
     st.graph_error = e.what();
   }
@@ -64,7 +130,9 @@ void apply_edits(AppState& st) {
     try {
       sim::Strategy s = sim::parse_strategy(e.spec);
       // Range errors show in the panel; a budget is planned when the run is simulated.
-      if (st.graph && s.kind != sim::StrategyKind::kBudget) sim::resolve(s, st.graph->n_blocks);
+      // gui_pp: a pipeline's strategies are split per stage (sim::stage_strategies) when run.
+      if (st.graph && s.kind != sim::StrategyKind::kBudget && !is_pipeline(st.inputs.setup))
+        sim::resolve(s, st.graph->n_blocks);
       e.strategy = std::move(s);
     } catch (const sim::ConfigError& err) {
       e.error = err.what();
@@ -99,7 +167,10 @@ void resimulate(AppState& st, double budget_ms) {
       continue;
     }
     try {
-      run.data = simulate_run(st.graph, *e.strategy, st.inputs.device);
+      run.data = is_pipeline(st.inputs.setup)  // gui_pp
+                     ? simulate_pipeline_run(st.inputs.model, st.inputs.setup, st.inputs.device,
+                                             *e.strategy, st.inputs.stage_shown)
+                     : simulate_run(st.graph, *e.strategy, st.inputs.device);
     } catch (const sim::ConfigError& err) {
       run.data.reset();
       run.error = err.what();
@@ -172,6 +243,9 @@ int64_t valley_blocks(const AppState& st) {
 }
 
 void sync_worker(AppState& st, Worker& worker) {
+  // gui_pp: the valley and the fit map simulate one graph per cell, not pipelines; their views
+  // say so instead (nothing is requested, and what they hold is not drawn).
+  if (is_pipeline(st.inputs.setup)) return;
   const ValleyKey vk{st.revision, valley_blocks(st)};
   if (!(vk == st.valley_key)) {
     st.valley_key = vk;

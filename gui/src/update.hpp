@@ -18,6 +18,27 @@ std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> gr
                                             const sim::Strategy& strategy,
                                             const sim::Device& device);
 
+// --- gui_pp: pipelines (pp > 1 or micro-batches > 1) ---
+// Whether the set-up is simulated per stage (sim::simulate_pipeline), not as one graph.
+bool is_pipeline(const sim::TrainSetup& setup);
+
+// One strategy over the pipeline: every stage simulated with timeline and spans
+// (sim::simulate_pipeline; budget: planned per stage by sim::plan_pipeline, then simulated so),
+// the shown stage's graph (sim::build_stage_graph), plan and result in the RunData. `stage` < 0
+// (or past the last stage): the worst stage. Throws sim::ConfigError.
+std::shared_ptr<const RunData> simulate_pipeline_run(const sim::ModelConfig& model,
+                                                     const sim::TrainSetup& setup,
+                                                     const sim::Device& device,
+                                                     const sim::Strategy& strategy, int64_t stage);
+
+// The whole step's result: the pipeline's summary (worst stage's memory; time, FLOPs and
+// throughput of all micro-batches and the bubble), else the run's own.
+const sim::Result& step_result(const RunData& run);
+
+// The highest point of the memory curve the views draw: the timeline's highest allocated sample
+// plus the in-flight stash band (0 without a pipeline).
+int64_t curve_peak_bytes(const RunData& run);
+
 // Parses the strategies and rebuilds the graph when the inputs changed since the last call.
 void apply_edits(AppState& state);
 

@@ -12,6 +12,7 @@
 #include "export.hpp"
 #include "gui_plot/format.hpp"
 #include "panels.hpp"
+#include "update.hpp"  // gui_pp: step_result
 
 namespace gui {
 namespace {
@@ -77,7 +78,7 @@ void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {
   int64_t top = 0, capacity = 0;
   for (const CompareRow& r : rows) {
     top = std::max(top, r.peak_bytes);
-    capacity = capacity_bytes(st.runs[r.run].data->result);
+    capacity = capacity_bytes(step_result(*st.runs[r.run].data));
   }
   for (int c = 0; c < sim::kCategoryCount; ++c)
     legend_item(category_color(static_cast<sim::Category>(c)),
@@ -94,7 +95,7 @@ void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {
   const float bar_h = (a.max.y - rows_top) / static_cast<float>(std::max<size_t>(rows.size(), 1));
   int hovered_row = -1, hovered_cat = -1;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const sim::Breakdown& b = st.runs[rows[i].run].data->result.peak_breakdown;
+    const sim::Breakdown& b = step_result(*st.runs[rows[i].run].data).peak_breakdown;
     const float y0 = rows_top + bar_h * static_cast<float>(i) + 0.2f * bar_h;
     const float y1 = y0 + 0.6f * bar_h;
     double base = 0;
@@ -118,13 +119,78 @@ void breakdown_bars(const AppState& st, const std::vector<CompareRow>& rows) {
                     to_u32(st.inputs.strategies[rows[i].run].color), s.c_str());
   }
   if (hovered_row >= 0) {
-    const sim::Result& r = st.runs[rows[hovered_row].run].data->result;
+    const sim::Result& r = step_result(*st.runs[rows[hovered_row].run].data);
     ImGui::BeginTooltip();
     ImGui::Text("%s: %s %s of %s at the peak (%s)", rows[hovered_row].strategy.c_str(),
                 std::string(sim::category_name(static_cast<sim::Category>(hovered_cat))).c_str(),
                 gui_plot::human_bytes(r.peak_breakdown[hovered_cat]).c_str(),
                 gui_plot::human_bytes(r.peak_allocated_bytes).c_str(), r.peak_op.c_str());
     ImGui::EndTooltip();
+  }
+}
+
+// gui_pp: each pipeline run's stages (as `actsim run --pp` prints them): blocks, micro-batches in
+// flight, one micro-batch's stash, all in flight, the stage's peak and whether it fits; budget:
+// each stage's plan. The step's time and throughput above are the pipeline summary's.
+void stage_tables(const AppState& st, const std::vector<CompareRow>& rows) {
+  bool any = false;
+  for (const CompareRow& row : rows) {
+    const RunData& d = *st.runs[row.run].data;
+    if (!d.pipeline) continue;
+    if (!any) {
+      ImGui::Separator();
+      const sim::TrainSetup& s = st.inputs.setup;
+      ImGui::Text("Pipeline stages: pp %lld, vpp %lld, %lld micro-batches; step time = (N + (p-1)/vpp) "
+                  "x the slowest stage's micro-batch + its optimizer step",
+                  static_cast<long long>(s.pp), static_cast<long long>(s.vpp),
+                  static_cast<long long>(s.microbatches));
+      any = true;
+    }
+    const sim::PipelineResult& p = *d.pipeline;
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(to_u32(st.inputs.strategies[row.run].color)),
+                       "%s", row.strategy.c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("worst stage %lld, step %s, %s tokens/s; the views show stage %lld",
+                        static_cast<long long>(p.worst),
+                        gui_plot::human_time_ns(p.summary.step_time_ns).c_str(),
+                        gui_plot::human_si(p.summary.tokens_per_s, "").c_str(),
+                        static_cast<long long>(d.stage));
+    const bool plans = d.stage_plans.size() == p.stages.size();
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                                  ImGuiTableFlags_BordersOuter | ImGuiTableFlags_SizingStretchProp;
+    const std::string id = "##stages" + std::to_string(row.run);
+    if (!ImGui::BeginTable(id.c_str(), plans ? 9 : 8, flags)) continue;
+    for (const char* h : {"stage", "blocks", "in flight", "stash (1 micro-batch)", "in-flight stash",
+                          "peak allocated", "peak reserved", "fits (headroom)"})
+      ImGui::TableSetupColumn(h);
+    if (plans) ImGui::TableSetupColumn("plan", 0, 3.0f);
+    ImGui::TableHeadersRow();
+    for (const sim::StageResult& sr : p.stages) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld%s", static_cast<long long>(sr.stage), sr.stage == p.worst ? " (worst)" : "");
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", static_cast<long long>(sr.blocks));
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", static_cast<long long>(sr.in_flight));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(gui_plot::human_bytes(sr.stash_bytes).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(gui_plot::human_bytes(sr.in_flight_bytes).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(gui_plot::human_bytes(sr.result.peak_allocated_bytes).c_str());
+      ImGui::TableNextColumn();  // what `actsim run --pp` prints, and ranks the worst stage by
+      ImGui::TextUnformatted(gui_plot::human_bytes(sr.result.peak_reserved_bytes).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextColored(sr.result.fits ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.45f, 0.45f, 1),
+                         "%s (%s)", sr.result.fits ? "yes" : "no",
+                         gui_plot::human_bytes(sr.result.headroom_bytes).c_str());
+      if (plans) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(d.stage_plans[static_cast<size_t>(sr.stage)].c_str());
+      }
+    }
+    ImGui::EndTable();
   }
 }
 
@@ -223,11 +289,13 @@ void compare_view(const AppState& st, ViewState& view) {
   }
   table(st, rows);
   ImGui::Spacing();
-  if (st.overlay) {
+  const bool pipeline = is_pipeline(st.inputs.setup);  // gui_pp: stages need the room
+  if (st.overlay || pipeline) {
     // The snapshot's lists need the room: the bars stay above them at their natural height.
     ImGui::BeginChild("##compare scroll", ImVec2(0, 0), false);
     breakdown_bars(st, rows);
-    snapshot_section(st);
+    stage_tables(st, rows);  // gui_pp
+    if (st.overlay) snapshot_section(st);
     ImGui::EndChild();
   } else {
     breakdown_bars(st, rows);

@@ -15,6 +15,7 @@
 #include "gui_plot/format.hpp"
 #include "gui_plot/grid.hpp"
 #include "panels.hpp"
+#include "update.hpp"  // gui_pp: is_pipeline
 
 namespace gui {
 namespace {
@@ -274,6 +275,13 @@ void colorbar(ImVec2 p0, ImVec2 p1, PeakRange range, int64_t cap_lo, int64_t cap
 }  // namespace
 
 void fitmap_view(const AppState& st, ViewState& view) {
+  // gui_pp: its cells are runs without pipeline stages (one graph each); rather than a figure
+  // that ignores pp and the micro-batches, one line says so (nothing is requested: update.cpp).
+  if (is_pipeline(st.inputs.setup)) {
+    ImGui::TextDisabled("%s simulates runs without pipeline stages (pp 1, one micro-batch); set "
+                        "pipeline stages and micro-batches to 1 to see it.", "The fit map");
+    return;
+  }
   const float fh = ImGui::GetFontSize();
   axis_editor("x", "columns", view.fit_x, view.fit_y);
   ImGui::SameLine(0, 1.5f * fh);

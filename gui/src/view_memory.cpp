@@ -14,6 +14,7 @@
 #include "gui_plot/format.hpp"
 #include "op_text.hpp"
 #include "panels.hpp"
+#include "update.hpp"  // gui_pp: curve_peak_bytes
 
 namespace gui {
 namespace {
@@ -32,11 +33,13 @@ void draw_bands(const PlotArea& a, const RunData& run) {
   }
 }
 
-std::vector<gui_plot::StepColumn> columns_of(const PlotArea& a, const sim::Result& r) {
+// gui_pp: `offset` raises the curve by a pipeline stage's in-flight stash (RunData::stash_offset).
+std::vector<gui_plot::StepColumn> columns_of(const PlotArea& a, const sim::Result& r,
+                                             int64_t offset = 0) {
   const auto& tl = r.timeline;
   return gui_plot::decimate_steps(
       tl.size(), [&](std::size_t i) { return tl[i].t_ns; },
-      [&](std::size_t i) { return tl[i].allocated_bytes; }, a.x);
+      [&](std::size_t i) { return tl[i].allocated_bytes + offset; }, a.x);
 }
 
 // The measured curve of an opened snapshot, on the focused run's time axis.
@@ -72,8 +75,34 @@ void draw_steps(const PlotArea& a, const std::vector<gui_plot::StepColumn>& cols
   if (pts.size() >= 2) a.draw->AddPolyline(pts.data(), static_cast<int>(pts.size()), color, 0, thickness);
 }
 
-void draw_line(const PlotArea& a, const sim::Result& r, ImU32 color) {
-  draw_steps(a, columns_of(a, r), r.step_time_ns, color, 1.6f);
+void draw_line(const PlotArea& a, const RunData& run, ImU32 color) {
+  draw_steps(a, columns_of(a, run.result, run.stash_offset), run.result.step_time_ns, color, 1.6f);
+}
+
+// gui_pp: the focused run's in-flight stash as a constant band under its curve (the other
+// micro-batches' activations are live during the whole of this one's forward and backward,
+// sim/src/pipeline.cpp add_stash), labelled with what it holds.
+void draw_stash_band(const PlotArea& a, const RunData& run, int64_t vpp) {
+  if (!run.pipeline || run.stash_offset <= 0) return;
+  const sim::StageResult& sr = run.pipeline->stages[static_cast<size_t>(run.stage)];
+  const float x0 = static_cast<float>(a.x.to_px(0));
+  const float x1 = static_cast<float>(a.x.to_px(static_cast<double>(run.result.step_time_ns)));
+  const float y0 = static_cast<float>(a.y.to_px(0));
+  const float y1 = static_cast<float>(a.y.to_px(static_cast<double>(run.stash_offset)));
+  const float l = std::max(x0, a.min.x), r = std::min(x1, a.max.x);
+  if (r <= l) return;
+  a.draw->AddRectFilled(ImVec2(l, y1), ImVec2(r, y0), stash_color());
+  a.draw->AddLine(ImVec2(l, y1), ImVec2(r, y1), IM_COL32(230, 200, 120, 200), 1.0f);
+  // 1F1B: f - 1 whole stashes; interleaved (vpp > 1): f chunk micro-batches of the blocks' stash
+  // plus the non-block stash per micro-batch, less this micro-batch's (sim::in_flight_bytes).
+  const std::string label =
+      (vpp > 1 ? "in-flight stash, f = " + std::to_string(sr.in_flight) +
+                     " chunk micro-batches less this one's: "
+               : "in-flight stash, f-1 = " + std::to_string(sr.in_flight - 1) + " micro-batches: ") +
+      gui_plot::human_bytes(run.stash_offset);
+  const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+  a.draw->AddText(ImVec2(l + 6, std::min(y0 - ts.y - 2, (y0 + y1 - ts.y) / 2)),
+                  IM_COL32(240, 220, 160, 255), label.c_str());
 }
 
 // The index of the last overlay point at or before t; -1 before the first.
@@ -104,14 +133,14 @@ void draw_measured(const AppState& st, const PlotArea& a) {
 }
 
 void draw_stacked(const PlotArea& a, const RunData& run, const CategorySeries& cats) {
-  const auto cols = columns_of(a, run.result);
+  const auto cols = columns_of(a, run.result, run.stash_offset);
   for (std::size_t i = 0; i < cols.size(); ++i) {
     // The column's pixel shows its highest sample (peaks stay visible); the held value after it
     // shows the column's last sample.
     const float x0 = static_cast<float>(cols[i].px);
     const float x1 = std::max(x0 + 1, column_end(a, cols, i, run.result.step_time_ns));
     const auto stack = [&](const sim::Breakdown& b, float left, float right) {
-      double base = 0;
+      double base = static_cast<double>(run.stash_offset);  // gui_pp: above the stash band
       for (int c = 0; c < sim::kCategoryCount; ++c) {
         if (b[c] == 0) continue;
         const float y0 = static_cast<float>(a.y.to_px(base));
@@ -143,7 +172,7 @@ void hover_tooltip(const AppState& st, const ViewState& view, const PlotArea& a)
     ImGui::TextUnformatted(st.inputs.strategies[i].spec.c_str());
     ImGui::PopStyleColor();
     ImGui::SameLine();
-    ImGui::Text("%s  %s, %s", gui_plot::human_bytes(m.allocated_bytes).c_str(), op.c_str(),
+    ImGui::Text("%s  %s, %s", gui_plot::human_bytes(m.allocated_bytes + run->stash_offset).c_str(), op.c_str(),
                 std::string(sim::phase_name(m.phase)).c_str());
     const Run& r = st.runs[i];
     if (view.stacked && static_cast<int>(i) == view.focused && r.categories &&
@@ -156,6 +185,10 @@ void hover_tooltip(const AppState& st, const ViewState& view, const PlotArea& a)
                            gui_plot::human_bytes(b[c]).c_str());
       }
     }
+    if (run->stash_offset > 0)  // gui_pp
+      ImGui::TextDisabled("   of which in-flight stash %s (stage %lld)",
+                          gui_plot::human_bytes(run->stash_offset).c_str(),
+                          static_cast<long long>(run->stage));
   }
   if (st.overlay) {
     const auto& pts = st.overlay->points;
@@ -176,6 +209,28 @@ void hover_tooltip(const AppState& st, const ViewState& view, const PlotArea& a)
   ImGui::EndTooltip();
 }
 
+
+// gui_pp: what a pipeline's curves are, above the plot.
+void pipeline_note(const AppState& st, const ViewState& view) {
+  const RunData* focus = view.focused >= 0 && view.focused < static_cast<int>(st.runs.size())
+                             ? st.runs[view.focused].data.get()
+                             : nullptr;
+  if (!focus || !focus->pipeline) return;
+  const sim::StageResult& sr = focus->pipeline->stages[static_cast<size_t>(focus->stage)];
+  const std::string band =
+      st.inputs.setup.vpp > 1
+          ? "the other chunk micro-batches' stash of the " + std::to_string(sr.in_flight) +
+                " in flight (interleaved)"
+          : "f-1 = " + std::to_string(sr.in_flight - 1) + " other micro-batches' stash";
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.95f, 0.85f, 0.55f, 1));
+  ImGui::TextWrapped("pipeline: the focused strategy shows stage %lld of %zu (%s), one micro-batch "
+                     "in the steady state; each curve is raised by its stage's in-flight stash "
+                     "(the band: %s), so its peak is the stage's peak",
+                     static_cast<long long>(focus->stage), focus->pipeline->stages.size(),
+                     st.inputs.stage_shown < 0 ? "its worst" : "chosen", band.c_str());
+  ImGui::PopStyleColor();
+}
+
 }  // namespace
 
 void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
@@ -183,7 +238,7 @@ void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
   for (const Run& r : st.runs) {
     if (!r.data) continue;
     end_ns = std::max(end_ns, r.data->result.step_time_ns);
-    top = std::max(top, r.data->result.peak_allocated_bytes);
+    top = std::max(top, curve_peak_bytes(*r.data));  // gui_pp: the drawn curve's peak
     capacity = capacity_bytes(r.data->result);
   }
   if (end_ns == 0) {
@@ -199,13 +254,14 @@ void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
   const PlotArea a = begin_plot("##memory", size, xs, ys);
   const RunData* focus = focused_run(st, view);
   if (focus) draw_bands(a, *focus);
+  if (focus) draw_stash_band(a, *focus, st.inputs.setup.vpp);  // gui_pp
   const Run* focus_run = focus ? &st.runs[view.focused] : nullptr;
   if (view.stacked && focus && focus_run->categories) {
     draw_stacked(a, *focus, *focus_run->categories);
   } else {
     for (size_t i = 0; i < st.runs.size(); ++i)
       if (st.runs[i].data)
-        draw_line(a, st.runs[i].data->result, to_u32(st.inputs.strategies[i].color));
+        draw_line(a, *st.runs[i].data, to_u32(st.inputs.strategies[i].color));
   }
   if (st.overlay) draw_measured(st, a);
   const std::string cap = "capacity " + gui_plot::human_bytes(capacity) + " (HBM - context - comm)";
@@ -213,13 +269,17 @@ void memory_plot(const AppState& st, ViewState& view, ImVec2 size) {
   for (size_t i = 0; i < st.runs.size(); ++i) {
     const RunData* run = st.runs[i].data.get();
     if (!run || (view.stacked && static_cast<int>(i) != view.focused)) continue;
+    // gui_pp: the drawn curve's peak (with a pipeline: the stage's peak, its stash included)
+    const int64_t peak = curve_peak_bytes(*run);
     const ImVec2 p(static_cast<float>(a.x.to_px(static_cast<double>(run->result.peak_t_ns))),
-                   static_cast<float>(a.y.to_px(static_cast<double>(run->result.peak_allocated_bytes))));
+                   static_cast<float>(a.y.to_px(static_cast<double>(peak))));
     const ImU32 col = to_u32(st.inputs.strategies[i].color);
     a.draw->AddCircle(p, 5, IM_COL32(255, 255, 255, 230), 12, 2.5f);
     a.draw->AddCircleFilled(p, 3.5f, col);
     if (static_cast<int>(i) == view.focused) {
-      const std::string label = "peak " + gui_plot::human_bytes(run->result.peak_allocated_bytes);
+      const std::string label =
+          "peak " + gui_plot::human_bytes(peak) +
+          (run->pipeline ? " (stage " + std::to_string(run->stage) + ")" : std::string());
       const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
       const float x = std::min(p.x + 7, a.max.x - ts.x - 2);
       a.draw->AddText(ImVec2(x, std::max(a.min.y, p.y - ts.y - 4)), IM_COL32(255, 255, 255, 255),
@@ -266,6 +326,7 @@ void memory_view(const AppState& st, ViewState& view) {
                   gui_plot::human_bytes(r.peak_allocated_bytes).c_str(), err);
     }
   }
+  pipeline_note(st, view);  // gui_pp
   ImGui::Checkbox("stacked by category", &view.stacked);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("the focused strategy (radio button in the strategies panel)");
@@ -289,6 +350,8 @@ void memory_view(const AppState& st, ViewState& view) {
       legend_item(to_u32(st.inputs.strategies[i].color), st.inputs.strategies[i].spec.c_str());
   }
   if (st.overlay) legend_item(measured_color(), "measured (snapshot)");
+  if (const RunData* f = focused_run(st, view); f && f->stash_offset > 0)  // gui_pp
+    legend_item(stash_color(), "in-flight stash (focused strategy's stage)");
   ImGui::NewLine();
   memory_plot(st, view, ImGui::GetContentRegionAvail());
 }

@@ -12,6 +12,7 @@
 #include "gui_plot/format.hpp"
 #include "op_text.hpp"
 #include "panels.hpp"
+#include "update.hpp"  // gui_pp: is_pipeline
 
 namespace gui {
 namespace {
@@ -51,6 +52,15 @@ void span_tooltip(const AppState& st, const Lane& lane, int32_t span_index) {
 }  // namespace
 
 void timeline_view(const AppState& st, ViewState& view) {
+  // gui_pp: a pipeline's lanes are one stage's micro-batch (the stage shown, per strategy)
+  if (is_pipeline(st.inputs.setup))
+    for (size_t i = 0; i < st.runs.size(); ++i)
+      if (const RunData* run = st.runs[i].data.get(); run && run->pipeline && i == static_cast<size_t>(view.focused))
+        ImGui::TextColored(ImVec4(0.95f, 0.85f, 0.55f, 1), "pipeline: the ops of stage %lld of %zu for one micro-batch in the steady "
+                           "state; the step (%s) runs %lld micro-batches plus the bubble",
+                           static_cast<long long>(run->stage), run->pipeline->stages.size(),
+                           gui_plot::human_time_ns(run->pipeline->summary.step_time_ns).c_str(),
+                           static_cast<long long>(st.inputs.setup.microbatches));
   std::vector<Lane> lanes;
   int64_t end_ns = 0;
   for (int i = 0; i < static_cast<int>(st.runs.size()); ++i) {

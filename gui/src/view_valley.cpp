@@ -12,7 +12,7 @@
 #include "colors.hpp"
 #include "gui_plot/format.hpp"
 #include "panels.hpp"
-#include "update.hpp"
+#include "update.hpp"  // gui_pp: is_pipeline
 
 namespace gui {
 namespace {
@@ -56,6 +56,13 @@ void tooltip(const sim::Valley& v, const sim::ValleyPoint& p, bool simulated) {
 }  // namespace
 
 void valley_view(const AppState& st, ViewState& view) {
+  // gui_pp: its cells are runs without pipeline stages (one graph each); rather than a figure
+  // that ignores pp and the micro-batches, one line says so (nothing is requested: update.cpp).
+  if (is_pipeline(st.inputs.setup)) {
+    ImGui::TextDisabled("%s simulates runs without pipeline stages (pp 1, one micro-batch); set "
+                        "pipeline stages and micro-batches to 1 to see it.", "The valley");
+    return;
+  }
   const float fh = ImGui::GetFontSize();
   int64_t n = valley_blocks(st);
   const int64_t n_max = std::max<int64_t>(8, 2 * st.inputs.model.layers);
