@@ -110,6 +110,15 @@ class CpuBackend final : public Backend {
           detail::store(p + l.code2, sim::DType::kF32, j, 0.02 * static_cast<double>(j) / 255.0);
         for (int64_t j = 0; j < 16; ++j) detail::store(p + l.code, sim::DType::kF32, j, kNf4Code[j]);
       }
+    // exec12: nanoGPT's `bias` buffers, torch.tril(torch.ones(pos, pos)) in fp32 (model.py:49)
+    for (const sim::OpArgs& a : g_.args)
+      if (a.exec == Exec::kEqZero) {
+        const int64_t pos = a.dim[1];
+        Vec t(static_cast<size_t>(pos * pos), 0.0);
+        for (int64_t i = 0; i < pos; ++i)
+          for (int64_t j = 0; j <= i; ++j) t[i * pos + j] = 1.0;
+        store(a.in[0], t);
+      }
     // The causal mask buffers: true where the key is not after the query.
     for (const sim::OpArgs& a : g_.args)
       if (a.exec == Exec::kMask) {
@@ -296,6 +305,7 @@ class CpuBackend final : public Backend {
   void attention(const sim::OpArgs& a, bool bwd);
   void flash(const sim::OpArgs& a, bool bwd);
   void exec10(const sim::OpArgs& a, bool bwd);  // exec10: the kinds after kVocabCe
+  void exec12(const sim::OpArgs& a, bool bwd);  // exec12: gelu_new's ops, nanoGPT's mask
   // exec10: torch.matmul's broadcast of K or V with fewer heads (expand + reshape): `x` has
   // x.size() / (tokens * hd) heads, the copy `heads`; and its backward, the sum back.
   static Vec broadcast_heads(const Vec& x, int64_t tokens, int64_t heads, int64_t hd) {
@@ -593,7 +603,7 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     }
     case Exec::kQk: case Exec::kMask: case Exec::kSoftmax: case Exec::kAv:
       return attention(a, bwd);
-    case Exec::kFlash: return flash(a, bwd);
+    case Exec::kFlash: case Exec::kMemEfficient: return flash(a, bwd);  // exec12
     case Exec::kLayerNorm: case Exec::kMeanSq: case Exec::kRsqrt: case Exec::kRowScale:
     case Exec::kColScale:
       return norms(a, bwd);
@@ -601,6 +611,9 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kIndexSplit: case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd:
     case Exec::kShiftRows:
       return exec10(a, bwd);
+    case Exec::kPow: case Exec::kTanh: case Exec::kAddScalar: case Exec::kEqZero:
+    case Exec::kMaskedFill:
+      return exec12(a, bwd);
     case Exec::kHeld:  // exec11
       if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));
       return;
@@ -939,18 +952,28 @@ void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
   const Vec q = bwd ? saved(a.in[0]) : load(a.in[0]);
   const Vec k = bwd ? saved(a.in[1]) : load(a.in[1]);
   const Vec v = bwd ? saved(a.in[2]) : load(a.in[2]);
+  // exec12 (kMemEfficient): v's own head dim (MLA), the logsumexp's padded rows, the attn_bias
+  const int64_t vd = static_cast<int64_t>(v.size()) / (b * s * kvh);
+  const int64_t lse_s = numel(a.out[1]) / (b * heads);
+  const bool biased = a.exec == Exec::kMemEfficient && a.n_in > 3;
+  const Vec bias = !biased ? Vec() : bwd ? saved(a.in[3]) : load(a.in[3]);
+  const int64_t bias_b = biased ? static_cast<int64_t>(bias.size()) / (s * s) : 0;  // 1 or b
   auto qidx = [&](int64_t bi, int64_t i, int64_t h, int64_t e) { return ((bi * s + i) * heads + h) * hd + e; };
   auto kidx = [&](int64_t bi, int64_t j, int64_t h, int64_t e) { return ((bi * s + j) * kvh + h / grp) * hd + e; };
+  auto oidx = [&](int64_t bi, int64_t i, int64_t h, int64_t e) { return ((bi * s + i) * heads + h) * vd + e; };
+  auto vidx = [&](int64_t bi, int64_t j, int64_t h, int64_t e) { return ((bi * s + j) * kvh + h / grp) * vd + e; };
   auto score = [&](int64_t bi, int64_t h, int64_t i, int64_t j) {
     double acc = 0;
     for (int64_t e = 0; e < hd; ++e) acc += q[qidx(bi, i, h, e)] * k[kidx(bi, j, h, e)];
-    return acc * scale;
+    acc *= scale;
+    if (biased) acc += bias[((bi % bias_b) * s + i) * s + j];
+    return acc;
   };
   auto keep = [&](int64_t bi, int64_t h, int64_t i, int64_t j) {
     return p > 0 ? keep_scale(op_, ((bi * heads + h) * s + i) * s + j, p) : 1.0;
   };
   if (!bwd) {
-    Vec o(q.size(), 0.0), lse(static_cast<size_t>(b * heads * s));
+    Vec o(static_cast<size_t>(b * s * heads * vd), 0.0), lse(static_cast<size_t>(b * heads * lse_s), 0.0);
     for (int64_t bi = 0; bi < b; ++bi)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < s; ++i) {
@@ -961,10 +984,10 @@ void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
           double sum = 0;
           for (int64_t j = 0; j < lim; ++j) sum += std::exp(sc[j] - m);
           const double l = m + std::log(sum);
-          lse[(bi * heads + h) * s + i] = l;
+          lse[(bi * heads + h) * lse_s + i] = l;
           for (int64_t j = 0; j < lim; ++j) {
             const double pj = std::exp(sc[j] - l) * keep(bi, h, i, j);
-            for (int64_t e = 0; e < hd; ++e) o[qidx(bi, i, h, e)] += pj * v[kidx(bi, j, h, e)];
+            for (int64_t e = 0; e < vd; ++e) o[oidx(bi, i, h, e)] += pj * v[vidx(bi, j, h, e)];
           }
         }
     store(a.out[0], o);
@@ -978,16 +1001,16 @@ void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < s; ++i) {
         const int64_t lim = causal ? i + 1 : s;
-        const double l = lse[(bi * heads + h) * s + i];
+        const double l = lse[(bi * heads + h) * lse_s + i];
         Vec pr(static_cast<size_t>(lim)), dp(static_cast<size_t>(lim));
         double dsum = 0;
         for (int64_t j = 0; j < lim; ++j) {
           pr[j] = std::exp(score(bi, h, i, j) - l);
           const double kp = keep(bi, h, i, j);
           double g = 0;
-          for (int64_t e = 0; e < hd; ++e) {
-            g += dout[qidx(bi, i, h, e)] * v[kidx(bi, j, h, e)];
-            dv[kidx(bi, j, h, e)] += pr[j] * kp * dout[qidx(bi, i, h, e)];
+          for (int64_t e = 0; e < vd; ++e) {
+            g += dout[oidx(bi, i, h, e)] * v[vidx(bi, j, h, e)];
+            dv[vidx(bi, j, h, e)] += pr[j] * kp * dout[oidx(bi, i, h, e)];
           }
           dp[j] = g * kp;
           dsum += pr[j] * dp[j];
@@ -1193,6 +1216,64 @@ void CpuBackend::head(const sim::OpArgs& a, bool bwd) {
       return;
     }
     default: return;
+  }
+}
+
+// exec12 (issues 10, 13): HF's gelu_new as its pointwise ops (sim/src/ops.hpp Ops::gelu) and
+// nanoGPT's slow-path mask (sim/src/graph_blocks.cpp core_attention), each with the backward
+// torch's derivatives.yaml gives it from what it saves.
+void CpuBackend::exec12(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  const double p = static_cast<double>(a.p);
+  switch (a.exec) {
+    case Exec::kPow: {  // pow.Tensor_Scalar: grad * p * self^(p - 1)
+      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]);
+      if (!bwd) {
+        Vec y(x.size());
+        for (size_t i = 0; i < x.size(); ++i) y[i] = std::pow(x[i], p);
+        return store(a.out[0], y);
+      }
+      Vec dx = grad_out(a, 0);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= p * std::pow(x[i], p - 1.0);
+      return deliver(a, 0, dx);
+    }
+    case Exec::kTanh: {  // tanh: grad * (1 - result^2)
+      if (!bwd) {
+        Vec x = load(a.in[0]);
+        for (double& v : x) v = std::tanh(v);
+        return store(a.out[0], x);
+      }
+      const Vec y = saved(a.out[0]);
+      Vec dx = grad_out(a, 0);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= 1.0 - y[i] * y[i];
+      return deliver(a, 0, dx);
+    }
+    case Exec::kAddScalar: {
+      if (bwd) return deliver(a, 0, grad_out(a, 0));
+      Vec x = load(a.in[0]);
+      for (double& v : x) v += p;
+      return store(a.out[0], x);
+    }
+    case Exec::kEqZero: {  // self.bias[:, :, :T, :T] == 0
+      if (bwd) return;
+      const int64_t s = d[0], pos = d[1];
+      const Vec b = load(a.in[0]);
+      Vec m(static_cast<size_t>(s * s));
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < s; ++j) m[i * s + j] = b[i * pos + j] == 0.0 ? 1.0 : 0.0;
+      return store(a.out[0], m);
+    }
+    case Exec::kMaskedFill: {  // masked_fill(fill, -inf); MaskedFillBackward0 keeps `fill`
+      const int64_t rows = d[0], s = d[1];
+      const Vec fill = bwd ? saved(a.in[1]) : load(a.in[1]);
+      Vec x = bwd ? grad_out(a, 0) : load(a.in[0]);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < s; ++j)
+          if (fill[(r % s) * s + j] != 0.0) x[r * s + j] = bwd ? 0.0 : -INFINITY;
+      if (bwd) return deliver(a, 0, x);
+      return store(a.out[0], x);
+    }
+    default: throw ExecutionError("executor: exec12 reached with another kind");
   }
 }
 

@@ -67,6 +67,15 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kNf4Linear: in(1); break;
     case Exec::kComplexRope: in(1); break;  // exec11: MulBackward0 keeps freqs_cis
     case Exec::kComplexRopeTables: case Exec::kCat: break;  // exec11: the packed weight (persistent), for x's gradient
+    // exec12: pow keeps self, tanh its result, masked_fill its bool condition
+    case Exec::kPow: in(0); break;
+    case Exec::kTanh: out(0); break;
+    case Exec::kMaskedFill: in(1); break;
+    case Exec::kMemEfficient:  // q, k, v, out, lse and the attn_bias, as the kernel saves them
+      in(0), in(1), in(2), out(0), out(1);
+      if (a.n_in > 3) in(3);
+      break;
+    case Exec::kAddScalar: case Exec::kEqZero: break;
   }
   return r;
 }
@@ -533,8 +542,8 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
       throw sim::Unsupported("--compile", "compile",
                              "executing a compiled SAC region (the executor runs eager code)");
   }
-  // Ops of an implementation variant with no kernel here (nanoGPT's slow-path scale and mask,
-  // HF's pointwise gelu_new) are refused by name rather than run approximately.
+  // Ops of an implementation variant with no kernel here (exec12: SDPA's memory-efficient
+  // kernel, the MoE router and dispatch, ...) are refused by name rather than run approximately.
   // exec11: the first such op, then every other distinct name (one line), so one run lists what
   // a configuration lacks.
   std::vector<std::string> missing;
@@ -547,8 +556,16 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     for (size_t k = 1; k < missing.size(); ++k)
       what += std::string(k == 1 ? " (also \"" : ", \"") + missing[k] + "\"";
     if (missing.size() > 1) what += ")";
-    throw sim::Unsupported("--impl", "impl",
-                           what + " (no executor kernel for this implementation's variant)");
+    // exec12: routed experts stay refused for a reason no kernel can remove: each expert's token
+    // count sizes its storages (sim/src/blocks_moe.cpp expert_tokens, from --moe-imbalance),
+    // while a real softmax/top-k routes by the data, so a run would not allocate the graph's bytes
+    bool experts = false;
+    for (const sim::Storage& st : graph.storages) experts = experts || st.expert;
+    throw sim::Unsupported(
+        "--impl", "impl",
+        what + (experts ? " (MoE routing: the graph sizes each expert's tokens by "
+                          "--moe-imbalance's assumed counts, a real top-k routes by the data)"
+                        : " (no executor kernel for this implementation's variant)"));
   }
   return Walker(graph, plan, schedule, backend).run();
 }

@@ -117,6 +117,18 @@ enum class Exec : uint8_t {
   kCat,  // per row: input 0's w0 columns then input 1's w1 ([rows] or [rows / heads]: expanded
          // over the heads); dim {rows, heads, w0, w1}
   // --- end exec11 ---
+  // --- exec12 (issues 10, 13): HF's gelu_new pointwise ops, nanoGPT's slow-path mask ---
+  kPow,         // y = x ** p (pow.Tensor_Scalar: saves self, input 0)
+  kTanh,        // y = tanh(x) (saves its result, output 0)
+  kAddScalar,   // y = x + p (a Python scalar: AddBackward1 saves nothing)
+  kEqZero,      // out bool [s, s] = (buffer[:s, :s] == 0) of the fp32 [pos, pos] tril(ones)
+                // buffer (input 0, nanoGPT's `bias`); dim {s, pos}; no backward
+  kMaskedFill,  // scores.masked_fill(fill, -inf): -inf where the bool [s, s] `fill` (input 1)
+                // is true; dim {rows, s}; backward: the gradient where fill is false (saves fill)
+  kMemEfficient,  // SDPA's memory-efficient kernel: in q, k, v (+ an additive attn_bias [s, s]
+                  // or [b, s, s], input 3); out o [b*s, a*dv], lse [b, a, ceil(s / 32) * 32]
+                  // (rows past s: 0); dim as kFlash; v's head dim dv from its size (MLA)
+  // --- end exec12 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).
