@@ -1211,6 +1211,8 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kIndexSplit: case Exec::kScale:  // exec10: refused up front (run_cuda)
     case Exec::kHeld: case Exec::kNf4Linear:    // exec11: refused up front (run_cuda)
     case Exec::kComplexRopeTables: case Exec::kComplexRope: case Exec::kCat:
+    case Exec::kPow: case Exec::kTanh: case Exec::kAddScalar:   // exec12: refused up front
+    case Exec::kEqZero: case Exec::kMaskedFill: case Exec::kMemEfficient:  // (run_cuda)
       throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }
