@@ -243,3 +243,50 @@ TEST_CASE("exec12: the memory-efficient kernel's gradients match finite differen
     }
   }
 }
+
+namespace {
+
+// A tiny Mixtral layout: `e` experts, top-`k`, SwiGLU experts of 12, the router renormalized.
+ModelConfig tiny_mixtral(int64_t layers, int64_t e, int64_t k) {
+  ModelConfig m = fixtures::tiny_llama();
+  m.name = m.source = "tiny-mixtral";
+  m.family = "mixtral";
+  m.layers = layers;
+  m.hidden = 8, m.heads = 4, m.kv_heads = 2, m.head_dim = 2, m.ffn_hidden = 12, m.vocab = 11;
+  m.experts = e;
+  m.experts_per_token = k;
+  m.expert_ffn = 12;
+  m.norm_topk = true;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("exec12: HF's router and loop over experts run to the byte where routing is fixed") {
+  // top-k over every expert: each expert gets all n tokens whatever the router's values, the
+  // counts the graph assumes (sim/src/blocks_moe.cpp expert_tokens at --moe-imbalance 1)
+  for (const int64_t e : {int64_t{2}, int64_t{3}})
+    for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
+      const std::string precision(name(pr));
+      CAPTURE(e);
+      CAPTURE(precision);
+      const ModelConfig m = tiny_mixtral(5, e, e);
+      const TrainSetup s = small(Impl::kHf, pr, AttentionKind::kFlash);
+      const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+      CHECK(count(g, Exec::kTopK) == m.layers);
+      CHECK(count(g, Exec::kWhere) == m.layers * e);
+      CHECK(count(g, Exec::kIndexAdd) == m.layers * e);
+      CHECK(count(g, Exec::kNone) == 0);
+      runs_exact(m, s, {"none", "full", "every:2", "selective", "sac:mm"});
+    }
+  // the gradients of the router, the experts and the rest against finite differences
+  const ModelConfig m = tiny_mixtral(2, 3, 3);
+  TrainSetup s = small(Impl::kHf, Precision::kFp32, AttentionKind::kStandard);
+  s.seq = 4;
+  const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+  CHECK(finite_differences(g) > 500);
+  // top-k below the expert count: the counts would follow the data, not the graph: refused
+  const Graph partial = build_graph_exec(tiny_mixtral(2, 4, 2), s, fixtures::executor_device());
+  CHECK_THROWS_WITH_AS(execute(partial, "none"),
+                       doctest::Contains("executing top-2 routing over 4 experts"), Unsupported);
+}

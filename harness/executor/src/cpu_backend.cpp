@@ -306,6 +306,7 @@ class CpuBackend final : public Backend {
   void flash(const sim::OpArgs& a, bool bwd);
   void exec10(const sim::OpArgs& a, bool bwd);  // exec10: the kinds after kVocabCe
   void exec12(const sim::OpArgs& a, bool bwd);  // exec12: gelu_new's ops, nanoGPT's mask
+  void moe(const sim::OpArgs& a, bool bwd);     // exec12: HF's router and loop over experts
   // exec10: torch.matmul's broadcast of K or V with fewer heads (expand + reshape): `x` has
   // x.size() / (tokens * hd) heads, the copy `heads`; and its backward, the sum back.
   static Vec broadcast_heads(const Vec& x, int64_t tokens, int64_t heads, int64_t hd) {
@@ -614,6 +615,9 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kPow: case Exec::kTanh: case Exec::kAddScalar: case Exec::kEqZero:
     case Exec::kMaskedFill:
       return exec12(a, bwd);
+    case Exec::kTopK: case Exec::kRowSum: case Exec::kDivInPlace: case Exec::kOneHot:
+    case Exec::kWhere: case Exec::kGatherRows: case Exec::kGatherWeight: case Exec::kIndexAdd:
+      return moe(a, bwd);
     case Exec::kHeld:  // exec11
       if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));
       return;
@@ -1274,6 +1278,153 @@ void CpuBackend::exec12(const sim::OpArgs& a, bool bwd) {
       return store(a.out[0], x);
     }
     default: throw ExecutionError("executor: exec12 reached with another kind");
+  }
+}
+
+// exec12 (issue 13): HF's router (F.softmax, torch.topk, the renormalization) and its loop over
+// experts (MixtralSparseMoeBlock.forward: one_hot, torch.where, the gathers, index_add_), as
+// sim/src/blocks_moe.cpp hf_router and hf_loop build them; backward as derivatives.yaml gives it
+// from what each node saves.
+void CpuBackend::moe(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  auto at = [](const Vec& v, int64_t i) { return static_cast<int64_t>(v[static_cast<size_t>(i)]); };
+  switch (a.exec) {
+    case Exec::kTopK: {  // largest first; ties to the lower index
+      const int64_t n = d[0], e = d[1], k = d[2];
+      if (!bwd) {
+        const Vec p = load(a.in[0]);
+        Vec w(static_cast<size_t>(n * k)), idx(w.size());
+        for (int64_t r = 0; r < n; ++r) {
+          std::vector<int64_t> order(static_cast<size_t>(e));
+          for (int64_t j = 0; j < e; ++j) order[j] = j;
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int64_t x, int64_t y) { return p[r * e + x] > p[r * e + y]; });
+          for (int64_t j = 0; j < k; ++j) {
+            w[r * k + j] = p[r * e + order[j]];
+            idx[r * k + j] = static_cast<double>(order[j]);
+          }
+        }
+        store(a.out[0], w);
+        return store(a.out[1], idx);
+      }
+      const Vec idx = saved(a.out[1]), dw = grad_out(a, 0);
+      Vec dp(static_cast<size_t>(n * e), 0.0);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) dp[r * e + at(idx, r * k + j)] += dw[r * k + j];
+      return deliver(a, 0, dp);
+    }
+    case Exec::kRowSum: {
+      const int64_t n = d[0], k = d[1];
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec s(static_cast<size_t>(n), 0.0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < k; ++j) s[r] += x[r * k + j];
+        return store(a.out[0], s);
+      }
+      const Vec ds = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(n * k));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) dx[r * k + j] = ds[r];
+      return deliver(a, 0, dx);
+    }
+    case Exec::kDivInPlace: {  // self /= other: d self = g / other, d other = -g self / other^2
+      const int64_t n = d[0], k = d[1];
+      if (!bwd) {
+        const Vec x = load(a.in[0]), s = load(a.in[1]);
+        Vec y(x.size());
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < k; ++j) y[r * k + j] = x[r * k + j] / s[r];
+        store(a.out[1], x);  // the original self, kept for the backward
+        return store(a.out[0], y);
+      }
+      const Vec s = saved(a.in[1]), x = saved(a.out[1]), g = grad_out(a, 0);
+      Vec dx(g.size()), ds(static_cast<size_t>(n), 0.0);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) {
+          dx[r * k + j] = g[r * k + j] / s[r];
+          ds[r] -= g[r * k + j] * x[r * k + j] / (s[r] * s[r]);
+        }
+      deliver(a, 0, dx);
+      return deliver(a, 1, ds);
+    }
+    case Exec::kOneHot: {
+      if (bwd) return;
+      const int64_t n = d[0], k = d[1], e = d[2];
+      const Vec idx = load(a.in[0]);
+      Vec m(static_cast<size_t>(e * k * n), 0.0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t j = 0; j < k; ++j) m[(at(idx, t * k + j) * k + j) * n + t] = 1.0;
+      return store(a.out[0], m);
+    }
+    case Exec::kWhere: {
+      if (bwd) return;
+      const int64_t n = d[0], k = d[1], ex = d[2], ne = d[3];
+      const Vec m = load(a.in[0]);
+      Vec ids;
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t t = 0; t < n; ++t)
+          if (m[(ex * k + j) * n + t] != 0.0) {
+            ids.push_back(static_cast<double>(j));
+            ids.push_back(static_cast<double>(t));
+          }
+      if (static_cast<int64_t>(ids.size()) != 2 * ne)
+        throw ExecutionError("executor: op " + std::to_string(op_) + " (" + g_.ops[op_].name +
+                             "): the router sent " + std::to_string(ids.size() / 2) +
+                             " tokens to expert " + std::to_string(ex) + ", the graph " +
+                             std::to_string(ne));
+      return store(a.out[0], ids);
+    }
+    case Exec::kGatherRows: {  // IndexBackward0: index_put (accumulate) into zeros
+      const int64_t ne = d[0], h = d[1];
+      const Vec ids = bwd ? saved(a.in[1]) : load(a.in[1]);
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec y(static_cast<size_t>(ne * h));
+        for (int64_t i = 0; i < ne; ++i)
+          for (int64_t c = 0; c < h; ++c) y[i * h + c] = x[at(ids, 2 * i + 1) * h + c];
+        return store(a.out[0], y);
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(numel(a.in[0])), 0.0);
+      for (int64_t i = 0; i < ne; ++i)
+        for (int64_t c = 0; c < h; ++c) dx[at(ids, 2 * i + 1) * h + c] += dy[i * h + c];
+      return deliver(a, 0, dx);
+    }
+    case Exec::kGatherWeight: {  // routing_weights[top_x, idx, None]
+      const int64_t ne = d[0], k = d[1];
+      const Vec ids = bwd ? saved(a.in[1]) : load(a.in[1]);
+      (void)(bwd ? saved(a.in[2]) : load(a.in[2]));  // the slots: the same [ne, 2] storage
+      auto src = [&](int64_t i) { return at(ids, 2 * i + 1) * k + at(ids, 2 * i); };
+      if (!bwd) {
+        const Vec w = load(a.in[0]);
+        Vec y(static_cast<size_t>(ne));
+        for (int64_t i = 0; i < ne; ++i) y[i] = w[src(i)];
+        return store(a.out[0], y);
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dw(static_cast<size_t>(numel(a.in[0])), 0.0);
+      for (int64_t i = 0; i < ne; ++i) dw[src(i)] += dy[i];
+      return deliver(a, 0, dw);
+    }
+    case Exec::kIndexAdd: {  // in place into input 0's storage; its gradient passes as it is
+      const int64_t ne = d[0], h = d[1];
+      const Vec ids = bwd ? saved(a.in[2]) : load(a.in[2]);
+      if (!bwd) {
+        Vec out = load(a.in[0]);
+        const Vec y = load(a.in[1]);
+        for (int64_t i = 0; i < ne; ++i)
+          for (int64_t c = 0; c < h; ++c) out[at(ids, 2 * i + 1) * h + c] += y[i * h + c];
+        return store(a.out[0], out);
+      }
+      const Vec g = grad_out(a, 0);
+      Vec dy(static_cast<size_t>(ne * h));
+      for (int64_t i = 0; i < ne; ++i)
+        for (int64_t c = 0; c < h; ++c) dy[i * h + c] = g[at(ids, 2 * i + 1) * h + c];
+      deliver(a, 0, g);
+      return deliver(a, 1, dy);
+    }
+    default: throw ExecutionError("executor: moe reached with another kind");
   }
 }
 

@@ -76,6 +76,13 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
       if (a.n_in > 3) in(3);
       break;
     case Exec::kAddScalar: case Exec::kEqZero: break;
+    // exec12: the MoE router and HF's loop over experts (what each backward node keeps)
+    case Exec::kTopK: out(1); break;             // TopkBackward0: the indices
+    case Exec::kDivInPlace: in(1), out(1); break;  // DivBackward0: other and the original self
+    case Exec::kGatherRows: in(1); break;        // IndexBackward0: top_x
+    case Exec::kGatherWeight: in(1), in(2); break;  // IndexBackward0: top_x and the slots
+    case Exec::kIndexAdd: in(2); break;          // IndexAddBackward0: top_x
+    case Exec::kRowSum: case Exec::kOneHot: case Exec::kWhere: break;
   }
   return r;
 }
@@ -546,6 +553,17 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
   // kernel, the MoE router and dispatch, ...) are refused by name rather than run approximately.
   // exec11: the first such op, then every other distinct name (one line), so one run lists what
   // a configuration lacks.
+  // exec12: HF's loop sizes each expert's gathered tokens by the simulator's assumed counts
+  // (sim/src/blocks_moe.cpp expert_tokens, --moe-imbalance); a real top-k routes by the data.
+  // Only top-k over every expert (k == e) gives every expert all n tokens whatever the data.
+  for (const sim::OpArgs& a : graph.args)
+    if (a.exec == Exec::kTopK && a.dim[2] < a.dim[1])
+      throw sim::Unsupported("--model", "experts_per_token",
+                             "executing top-" + std::to_string(a.dim[2]) + " routing over " +
+                                 std::to_string(a.dim[1]) +
+                                 " experts (the graph sizes each expert's tokens by "
+                                 "--moe-imbalance's assumed counts, a real top-k routes by the "
+                                 "data; only k equal to the expert count fixes them)");
   std::vector<std::string> missing;
   for (size_t i = 0; i < graph.args.size(); ++i)
     if (graph.args[i].exec == Exec::kNone &&
@@ -556,16 +574,8 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     for (size_t k = 1; k < missing.size(); ++k)
       what += std::string(k == 1 ? " (also \"" : ", \"") + missing[k] + "\"";
     if (missing.size() > 1) what += ")";
-    // exec12: routed experts stay refused for a reason no kernel can remove: each expert's token
-    // count sizes its storages (sim/src/blocks_moe.cpp expert_tokens, from --moe-imbalance),
-    // while a real softmax/top-k routes by the data, so a run would not allocate the graph's bytes
-    bool experts = false;
-    for (const sim::Storage& st : graph.storages) experts = experts || st.expert;
-    throw sim::Unsupported(
-        "--impl", "impl",
-        what + (experts ? " (MoE routing: the graph sizes each expert's tokens by "
-                          "--moe-imbalance's assumed counts, a real top-k routes by the data)"
-                        : " (no executor kernel for this implementation's variant)"));
+    throw sim::Unsupported("--impl", "impl",
+                           what + " (no executor kernel for this implementation's variant)");
   }
   return Walker(graph, plan, schedule, backend).run();
 }
