@@ -34,6 +34,8 @@ void status_line(const AppState& st) {
   if (s.fp8 != sim::Fp8Recipe::kOff) extra += ", fp8 " + std::string(sim::name(s.fp8));
   if (s.norm_kernel != sim::NormKernel::kDefault)  // polish: as `run`'s set-up line says it
     extra += ", norm kernel " + std::string(sim::name(s.norm_kernel));
+  if (s.compile) extra += ", torch.compile";
+  if (!s.grad_accum_fusion) extra += ", no grad-accum fusion";
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +

@@ -97,6 +97,13 @@ bool setup_panel(AppState& st) {
   int norm_kernel = static_cast<int>(s.norm_kernel);
   if (edit_choice("norm kernel", norm_kernel, kNormKernels))
     s.norm_kernel = static_cast<sim::NormKernel>(norm_kernel), changed = true;
+  // --compile (torchtitan's training.compile) and --grad-accum-fusion (Megatron's
+  // --[no-]gradient-accumulation-fusion): where the implementation's code has no such setting
+  // resolve_setup's one-line error naming the flag is shown like any other
+  form_label("torch.compile");
+  changed |= ImGui::Checkbox("##compile", &s.compile);
+  form_label("grad-accum fusion");
+  changed |= ImGui::Checkbox("##gradaccumfusion", &s.grad_accum_fusion);
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {
