@@ -42,7 +42,8 @@ int count(const Graph& g, Exec e) {
 
 // As test_exec11.cpp: the peak, its event and phase as the simulator has them, the step's end at
 // its baseline, a finite loss, gradients bitwise identical across strategies.
-void runs_exact(const ModelConfig& m, const TrainSetup& s, const std::vector<const char*>& strategies) {
+void runs_exact(const ModelConfig& m, const TrainSetup& s,
+                const std::vector<const char*>& strategies) {
   const Device dev = fixtures::executor_device();
   const Graph g = build_graph_exec(m, s, dev);
   const executor::StepResult ref = execute(g, "none");
@@ -169,7 +170,8 @@ TEST_CASE("exec12: nanoGPT's slow path (fp32 bias buffer, == 0, masked_fill) run
   TrainSetup flash = s;
   flash.attention = AttentionKind::kFlash;
   const executor::StepResult slow = execute(g, "none");
-  const executor::StepResult fast = execute(build_graph_exec(m, flash, fixtures::executor_device()), "none");
+  const executor::StepResult fast =
+      execute(build_graph_exec(m, flash, fixtures::executor_device()), "none");
   CHECK(slow.loss == doctest::Approx(fast.loss).epsilon(1e-9));
 }
 
@@ -196,9 +198,10 @@ TEST_CASE("exec12: SDPA's memory-efficient kernel (padding masks, MLA) runs to t
     ModelConfig model;
     bool padding;
   };
-  const M models[] = {{"llama, --padding on (repeat_kv, mask cast)", fixtures::tiny_gqa_llama(), true},
-                      {"gpt, --padding on", fixtures::tiny_gpt(), true},
-                      {"mla (v head dim of its own)", tiny_mla(5), false}};
+  const M models[] = {
+      {"llama, --padding on (repeat_kv, mask cast)", fixtures::tiny_gqa_llama(), true},
+      {"gpt, --padding on", fixtures::tiny_gpt(), true},
+      {"mla (v head dim of its own)", tiny_mla(5), false}};
   for (const M& m : models)
     for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
       const std::string model = m.name, precision(name(pr));

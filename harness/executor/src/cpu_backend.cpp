@@ -977,7 +977,8 @@ void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
     return p > 0 ? keep_scale(op_, ((bi * heads + h) * s + i) * s + j, p) : 1.0;
   };
   if (!bwd) {
-    Vec o(static_cast<size_t>(b * s * heads * vd), 0.0), lse(static_cast<size_t>(b * heads * lse_s), 0.0);
+    Vec o(static_cast<size_t>(b * s * heads * vd), 0.0);
+    Vec lse(static_cast<size_t>(b * heads * lse_s), 0.0);
     for (int64_t bi = 0; bi < b; ++bi)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < s; ++i) {
