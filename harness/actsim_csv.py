@@ -41,7 +41,8 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # polish: MFU's peak and the fp8 share (results: empty in measured rows)
               "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed",
               # mla5 (issue 13): Megatron's MoE aux loss coefficient (0: none)
-              "moe_aux_loss_coeff"])
+              "moe_aux_loss_coeff",
+              "cross_entropy_loss_fusion"])  # te_norm (issue 10)
 
 
 def csv_field(v):

@@ -51,6 +51,10 @@ MIXTRAL = dict(LLAMA, family="mixtral", e=4, k=2, fe=40, f=40, norm_topk=True)
 # the base frozen (lora_peft.py in harness/realcode runs the same on a whole model).
 LLAMA_LORA = dict(LLAMA, lora=3)
 QWEN2MOE = dict(LLAMA, family="qwen2_moe", e=4, k=2, fe=40, f=40, norm_topk=False, shared=56)
+# lora6 (issue 13): PEFT LoRA of rank 3 on q_proj, v_proj and every expert's w1, w3, w2
+# (Mixtral's nn.Linear experts: one adapter per expert) and Qwen2-MoE's shared expert's.
+MIXTRAL_LORA = dict(MIXTRAL, lora=3, lora_targets="q,v,gate,up,down")
+QWEN2MOE_LORA = dict(QWEN2MOE, lora=3, lora_targets="q,v,gate,up,down")
 
 DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
                torch.bool: "bool", torch.int64: "int64",
@@ -522,14 +526,15 @@ def rms_norm(C, w, x, eps=1e-6, t5=False):
         return r.out(w * hc)
 
 
-def lora_linear(C, P, name, key, x):
+def lora_linear(C, P, name, key, x, wkey=None):
     """moe2: `F.linear(x, P[key_w], P[key_b])`, and with a LoRA adapter on it PEFT's
     Linear.forward (huggingface/peft src/peft/tuners/lora/layer.py @ 5d602fdb): result =
     base_layer(x) (frozen), x = _cast_input_dtype(x, lora_A.weight.dtype) (tuners_utils.py: a
     copy only when the dtypes differ), result = result + lora_B(lora_A(dropout(x))) * scaling
-    (lora_dropout 0: nn.Identity), result.to(torch_result_dtype)."""
+    (lora_dropout 0: nn.Identity), result.to(torch_result_dtype). lora6: `wkey` names the
+    weight when it is not key + "_w" (an expert's e<i>_w1)."""
     with C.op(name, x) as r:
-        y = r.out(F.linear(x, P[key + "_w"], P.get(key + "_b")))
+        y = r.out(F.linear(x, P[wkey or key + "_w"], P.get(key + "_b")))
     if ("lora_A_" + key) not in P:
         return y
     la, lb = P["lora_A_" + key], P["lora_B_" + key]
@@ -618,16 +623,15 @@ def hf_swiglu(C, P, pre, x, shared):
     w1, silu, w3, mul, w2."""
     n1, n3, n2 = (("shared gate proj", "shared up proj", "shared down proj") if shared
                   else ("expert w1", "expert w3", "expert w2"))
-    with C.op(n1, x) as r:
-        g = r.out(F.linear(x, P[pre + "w1"]))
+    # lora6: each linear through lora_linear: PEFT's adapter when the case put one on it (every
+    # expert's own w1, w3, w2 and the shared expert's: lora_targets gate, up, down)
+    g = lora_linear(C, P, n1, pre + "w1", x, wkey=pre + "w1")
     with C.op("expert silu", g) as r:
         act = r.out(F.silu(g))
-    with C.op(n3, x) as r:
-        u = r.out(F.linear(x, P[pre + "w3"]))
+    u = lora_linear(C, P, n3, pre + "w3", x, wkey=pre + "w3")
     with C.op("expert swiglu mul", act, u) as r:
         prod = r.out(act * u)
-    with C.op(n2, prod) as r:
-        return r.out(F.linear(prod, P[pre + "w2"]))
+    return lora_linear(C, P, n2, pre + "w2", prod, wkey=pre + "w2")
 
 
 def sparse_moe(C, P, y):
@@ -1552,6 +1556,19 @@ def make_params(C, dims, dtype):
             sf = P["shared"]
             P.update(sh_w1=p(sf, h), sh_w3=p(sf, h), sh_w2=p(h, sf), sh_gate_w=p(1, h),
                      q_b=p(a * d), k_b=p(g * d), v_b=p(g * d))
+        if dims.get("lora"):  # lora6: the experts frozen too; adapters on w1, w3, w2 per expert
+            for key in list(P):
+                if isinstance(P[key], torch.Tensor) and not key.startswith("lora_"):
+                    P[key].requires_grad_(False)
+            r_ = dims["lora"]
+            pres = ["e%d_" % i for i in range(e)] + (["sh_"] if P["shared"] else [])
+            for pre in pres:
+                fi = P[pre + "w1"].shape[0]
+                for key, i, o in (("w1", h, fi), ("w3", h, fi), ("w2", fi, h)):
+                    P["lora_A_" + pre + key] = C.param(
+                        (torch.randn(r_, i, generator=gen) * 0.05).requires_grad_())
+                    P["lora_B_" + pre + key] = C.param(
+                        (torch.randn(o, r_, generator=gen) * 0.05).requires_grad_())
     return P
 
 
@@ -1650,7 +1667,8 @@ def run_case(dims, regime, p, hf_layout=False):
         "sim_precision": sim_precision,
         "dropout": p,
         "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "e", "k", "fe",
-                                      "shared", "norm_topk", "lora", "rot", "window") if k in dims},
+                                      "shared", "norm_topk", "lora", "rot", "window",
+                                      "lora_targets") if k in dims},
         "block": C.ops[:n_block],
         "loss": C.ops[n_block:n_loss],
     }
@@ -1690,6 +1708,9 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("llama-lora-fp32", LLAMA_LORA, "fp32", 0.0, False),          # moe2
     ("llama-lora-bf16-mixed", LLAMA_LORA, "bf16-mixed", 0.0, False),     # moe2
     ("llama-lora-cpu-autocast", LLAMA_LORA, "cpu-autocast", 0.0, False),  # moe2
+    ("mixtral-lora-fp32", MIXTRAL_LORA, "fp32", 0.0, False),              # lora6
+    ("mixtral-lora-bf16-mixed", MIXTRAL_LORA, "bf16-mixed", 0.0, False),  # lora6
+    ("qwen2moe-lora-fp32", QWEN2MOE_LORA, "fp32", 0.0, False),            # lora6
     # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
     # against --impl hf)
     ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,

@@ -452,7 +452,8 @@ def measure(args):
                  lora_rank=args.lora_rank,
                  lora_targets=args.lora_targets, qlora="off", cp=1, fp8="off",
                  padding="off", norm_kernel="default", compile="off", grad_accum_fusion="on",
-                 moe_aux_loss_coeff=0)  # mla5
+                 moe_aux_loss_coeff=0,  # mla5
+                 cross_entropy_loss_fusion="off")  # te_norm (issue 10)
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

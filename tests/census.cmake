@@ -37,3 +37,7 @@ actsim_census_regenerate(census.regenerate harness/census.py harness/census/cens
 # cpfp8 (issue 13): torch's context-parallel ring, its eager code on torch 1.13
 # (harness/census_cp.py); tests/test_cpfp8.cpp holds sim/src/cp.cpp to harness/census/cp.json.
 actsim_census_regenerate(census.cp_regenerate harness/census_cp.py harness/census/cp.json 120)
+# inductor (issue 10): torch 1.13's min-cut partition of a Llama and a GPT-2 block
+# (harness/inductor_partition.py); tests/test_inductor.cpp holds sim/src/inductor.cpp to it.
+actsim_census_regenerate(census.inductor_regenerate harness/inductor_partition.py
+                         harness/inductor/partition.json 120)

@@ -82,8 +82,15 @@ bad "$1" "--impl megatron --ep 3 --dp 3" "--ep: 3 does not divide the 8 experts"
 bad "$1" "--impl megatron --ep 4 --dp 2" "--ep: 4 does not divide the data-parallel size"
 bad "$1" "--moe-imbalance 9" "--moe-imbalance"
 bad "$1" "--moe-imbalance 1,2" "--moe-imbalance"
-bad "$1" "--ep 2 --dp 2" "--ep: not supported yet: expert parallelism under --impl hf"
+bad "$1" "--ep 2 --dp 2" "--ep: not in the code simulated: expert parallelism under --impl hf"
 bad "$1" "--moe-capacity 1.25" "--moe-capacity"
+# etp (issue 13): Megatron's expert tensor parallelism and its rank groups
+bad "$1" "--impl megatron --tp 2 --sp --etp 3" "--etp: 3 does not divide the experts' width 14336"
+bad "$1" "--impl megatron --tp 2 --sp --etp 4" "--etp: 4 does not divide the ranks of a pipeline stage"
+bad "$1" "--impl megatron --tp 2 --sp --ep 4" "--ep: 4 does not divide the data-parallel size of the experts"
+bad "$1" "--impl megatron --tp 2" "--sp: --tp 2 with experts needs --sp on"
+bad "$1" "--etp 2 --dp 2" "--etp: not supported yet: tensor parallelism of MoE blocks under --impl hf"
+bad "$1" "--impl megatron --etp 0" "--etp"
 rc=0
 "$1" run --model gpt2-small --ep 2 --dp 2 > out.txt 2> err.txt || rc=$?
 test "$rc" -eq 2
@@ -97,6 +104,12 @@ grep -q "standard attention" out.txt
 grep -q "15.71 B parameters (15.71 B per rank)" out.txt
 grep -q "MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's default)" out.txt
 "$1" run --model deepseek-v2-lite --seq 256 --impl megatron --moe-aux-loss-coeff 0.001 > out.txt
+# etp (issue 13): --etp defaults to --tp; its CSV key column is the resolved value
+"$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp > etp.txt
+grep -q "MoE expert TP: --etp 2 (--tp, Megatron's default): each expert's width 14336 -> 7168" etp.txt
+"$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --etp 1 --ep 2 --format csv > etp.csv
+sed -n 2p etp.csv | grep -q ',1$'
+"$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --format json | grep -q '"etp": 2'
 grep -q "MoE aux loss: coefficient 0.001" out.txt
 rc=0
 "$1" run --model deepseek-v2-lite --seq 256 --impl megatron --attention standard > out.txt 2> err.txt || rc=$?
@@ -114,10 +127,10 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,,0$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty), then mla5's moe_aux_loss_coeff
-head -n 1 out.csv | grep -q ',mfu_fp8_mixed,moe_aux_loss_coeff$'
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,,0,1,off$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty), then mla5's moe_aux_loss_coeff
+head -n 1 out.csv | grep -q ',mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion$'
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format csv > out.csv
-sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01$'
+sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01,1,off$'
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format json | grep -q '"moe_aux_loss_coeff": 0.01'
 
 ]=])
@@ -142,9 +155,9 @@ test "$(wc -l < e.csv)" -eq 3
 # famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
 # implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion;
 # polish: mfu_peak_flops_per_s, fp8_model_flops, mfu_fp8_mixed (results: empty on the error row);
-# mla5: moe_aux_loss_coeff
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0$'
+# mla5: moe_aux_loss_coeff; etp: etp (resolved: --tp); te_norm: cross_entropy_loss_fusion
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0,1,off$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0,1,off$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -394,6 +407,13 @@ spec=$(grep '^  custom:' plan.txt | tr -d ' ')
 test "$(tail -n 1 plan.csv | cut -d, -f6)" = "$spec"
 test "$(tail -n 1 plan.csv | cut -d, -f22)" = "$(tail -n 1 rerun.csv | cut -d, -f22)"
 test "$(tail -n 1 plan.csv | cut -d, -f22)" -le 10737418240
+# planner6 (issue 15): the native section in plan's CSV (appended columns) and JSON
+head -n 1 plan.csv | grep -q ',reentrant,.*,native_status,native_impl,native_strategy,native_setting,native_peak_bytes,native_recompute_time_ns,native_recompute_flops,native_stage_strategies$'
+tail -n 1 plan.csv | grep -q ',found,hf@4.48,[a-z]*,"\{0,1\}gradient_checkpointing=.*,[0-9]*,[0-9]*,[0-9]*,$'
+"$1" plan --model gpt2-small --batch 8 --budget 10GiB --format json > plan.json
+grep -q '^  "native": {$' plan.json
+grep -q '^    "status": "found",$' plan.json
+grep -q '^    "setting": "gradient_checkpointing=' plan.json
 rm -f none.txt none.txt.partial
 rc=0
 "$1" plan --model gpt2-small --batch 8 --budget 1GiB -o none.txt > out.txt 2> err.txt || rc=$?
@@ -423,6 +443,15 @@ spec=$(grep '^  custom:' plan.txt | tr -d ' ')
 "$1" plan --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --budget 3584MiB --format csv > plan.csv
 test "$(tail -n 1 plan.csv | cut -d, -f6)" = "$spec"
 test "$(tail -n 1 plan.csv | cut -d, -f22)" -le 3758096384
+# planner6 (issue 15): the native settings per stage in the table, CSV and JSON
+grep -q "^What megatron@[0-9a-f]*'s own settings run (none, selective, full, every:k, block:k; stage-local, every stage alike)" plan.txt
+grep -q '^  setting: --recompute-granularity' plan.txt
+test "$(grep -c '^  stage [0-3] ' plan.txt)" -eq 4
+head -n 1 plan.csv | grep -q ',native_status,native_impl,native_strategy,native_setting,native_peak_bytes,native_recompute_time_ns,native_recompute_flops,native_stage_strategies$'
+tail -n 1 plan.csv | grep -q ',found,megatron@[0-9a-f]*,.*,[a-z:0-9-]*;[a-z:0-9-]*;[a-z:0-9-]*;[a-z:0-9-]*$'
+"$1" plan --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --budget 3584MiB --format json > plan.json
+grep -q '^  "native": {$' plan.json
+test "$(grep -c '^        "in_flight": ' plan.json)" -eq 4
 "$1" run --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --strategy "$spec" --format csv > rerun.csv
 test "$(tail -n 1 plan.csv | cut -d, -f22)" = "$(tail -n 1 rerun.csv | cut -d, -f22)"
 "$1" run --model gpt2-small --batch 8 --pp 4 --num-microbatches 8 --strategy budget:3584MiB --format csv > run.csv
@@ -730,9 +759,9 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-8) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-10) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
@@ -844,6 +873,28 @@ do
 done
 ]=])
 
+# te_norm (issue 10): --cross-entropy-loss-fusion (Megatron's fused, torch.compile'd vocab-parallel
+# cross entropy): the key column, the set-up line, a peak no lower (the fp32 clone in the loss's
+# backward), refusals as one line, exit 2, no output.
+actsim_cli_test(cross_entropy_loss_fusion_flag [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --format csv > off.csv
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --cross-entropy-loss-fusion on --format csv > on.csv
+test "$(col off.csv cross_entropy_loss_fusion)" = off && test "$(col on.csv cross_entropy_loss_fusion)" = on
+test "$(col on.csv peak_allocated_bytes)" -gt "$(col off.csv peak_allocated_bytes)"
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --cross-entropy-loss-fusion on | grep -q "; fused cross entropy"
+if "$actsim" run --model gpt2-small --impl megatron --seq 512 | grep -q "fused cross entropy"; then exit 1; fi
+for bad in "--cross-entropy-loss-fusion maybe --impl megatron" "--cross-entropy-loss-fusion on --impl hf" \
+           "--cross-entropy-loss-fusion on --impl nanogpt" "--cross-entropy-loss-fusion on,off --impl megatron"
+do
+  status=0
+  "$actsim" run --model gpt2-small --seq 512 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--cross-entropy-loss-fusion' err.txt
+done
+]=])
+
 # polish: MFU's denominators as CSV result columns (appended), equal to the JSON fields they
 # come from; mfu_fp8_mixed empty without fp8 GEMMs.
 actsim_cli_test(mfu_columns [=[
@@ -862,23 +913,36 @@ test "$(col bf16.csv fp8_model_flops)" = 0 && test -z "$(col bf16.csv mfu_fp8_mi
 test "$(col bf16.csv mfu_peak_flops_per_s)" = "$(col fp8.csv mfu_peak_flops_per_s)"
 ]=])
 
-# polish: LoRA on a mixture-of-experts model is refused in one line naming --lora-rank (the
-# frozen expert weights are not modeled; it crashed on deepseek-v2-lite with --lora-targets k).
-actsim_cli_test(lora_moe_refused [=[
+# lora6 (issue 13): LoRA on MoE models runs (polish's crash on deepseek-v2-lite with
+# --lora-targets k came from marking expert weights through the builder's parameter list; they
+# are now marked where they are made): each run gives one CSV row; a name reaching no module of
+# the model is one line naming --lora-targets, exit 2, no output.
+actsim_cli_test(lora_moe_runs [=[
 for m in deepseek-v2-lite mixtral-8x7b qwen1.5-moe-a2.7b; do
-  for t in k q,v all-linear; do
-    status=0
-    "$1" run --model $m --impl hf --seq 256 --lora-rank 16 --lora-targets $t > out.txt 2> err.txt || status=$?
-    test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
-    grep -q -- '^actsim: error: --lora-rank: not supported yet: LoRA on a mixture-of-experts model' err.txt
+  for t in o gate,up,down all-linear; do
+    "$1" run --model $m --impl hf --seq 256 --lora-rank 16 --lora-targets $t --format csv > out.csv
+    test "$(wc -l < out.csv)" -eq 2
   done
 done
+# PEFT's default for mixtral (q_proj, v_proj); none for deepseek_v2 and qwen2_moe
+"$1" run --model mixtral-8x7b --seq 256 --lora-rank 16 --format csv > out.csv
+test "$(wc -l < out.csv)" -eq 2
+check() {
+  status=0
+  "$1" run --seq 256 --lora-rank 8 $2 --format csv > out.csv 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.csv
+  grep -q -- "$3" err.txt
+}
+check "$1" "--model deepseek-v2-lite" '^actsim: error: --lora-targets: PEFT has no default target modules for the deepseek_v2'
+check "$1" "--model deepseek-v2-lite --lora-targets k" '^actsim: error: --lora-targets: k names no module in deepseek_v2: MLA has no key'
+check "$1" "--model deepseek-v2-lite --lora-targets q_a" '^actsim: error: --lora-targets: q_a names no module in deepseek_v2'
+check "$1" "--model deepseek-v2-lite --lora-targets kv_a --qlora" '^actsim: error: --qlora: not supported yet: QLoRA on deepseek_v2'
 ]=])
 
-# LoRA never drops a named target without a word: families whose linears take no modeled adapter
-# (T5, MLA) are refused, Phi-3's fused gate_up_proj is refused as a target (and under
-# all-linear), and fused Q/K/V projections (GPT-2's c_attn, NeoX, Falcon, Phi-3's qkv_proj) take
-# all three of q, k, v or none. One line, exit 2, no output.
+# LoRA never drops a named target without a word (5eb1f00 refused what was not modeled; lora6
+# models T5's q/k/v/o/wi/wo, MLA's q_a/q_b/kv_a/kv_b and Phi-3's gate_up_proj): a name that
+# reaches no module is refused; part of a fused Q/K/V projection (GPT-2's c_attn, NeoX, Falcon,
+# Phi-3's qkv_proj) is refused (PEFT's exact-suffix match: q_proj does not reach qkv_proj).
 actsim_cli_test(lora_untagged_targets_refused [=[
 check() {
   status=0
@@ -886,12 +950,18 @@ check() {
   test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.csv
   grep -q -- "$3" err.txt
 }
-check "$1" "--model t5-small --lora-targets q,v" '^actsim: error: --lora-rank: .*LoRA on T5'
-check "$1" "--model phi-3-mini-4k --lora-targets all-linear" '^actsim: error: --lora-targets: gate and up are one module in phi3'
-check "$1" "--model phi-3-mini-4k --lora-targets up" '^actsim: error: --lora-targets: gate and up are one module in phi3'
+check "$1" "--model phi-3-mini-4k --lora-targets up" '^actsim: error: --lora-targets: up names no module in phi3: gate and up are one module (gate_up_proj)'
 check "$1" "--model phi-3-mini-4k --lora-targets q,v" '^actsim: error: --lora-targets: q, k and v are one module in phi3'
 check "$1" "--model pythia-1b --lora-targets q" '^actsim: error: --lora-targets: q, k and v are one module in gpt_neox'
-# and what is modeled still runs
-"$1" run --model phi-3-mini-4k --seq 256 --lora-rank 8 --lora-targets q,k,v,o,down --format csv > ok.csv
-test "$(wc -l < ok.csv)" -eq 2
+check "$1" "--model llama-2-7b --lora-targets gate_up" '^actsim: error: --lora-targets: gate_up names no module in llama'
+check "$1" "--model llama-2-7b --lora-targets kv_b" '^actsim: error: --lora-targets: kv_b names no module in llama'
+check "$1" "--model t5-small --lora-targets gate" '^actsim: error: --lora-targets: gate names no module in t5'
+# and what is modeled runs
+for args in "--model phi-3-mini-4k --lora-targets q,k,v,o,gate_up,down" \
+            "--model phi-3-mini-4k --lora-targets all-linear" \
+            "--model t5-small" "--model t5-small --lora-targets q,k,v,o,up,down" \
+            "--model pythia-1b" "--model deepseek-v2-lite --lora-targets kv_a,kv_b,o"; do
+  "$1" run $args --seq 256 --lora-rank 8 --format csv > ok.csv
+  test "$(wc -l < ok.csv)" -eq 2
+done
 ]=])

@@ -237,6 +237,8 @@ TrainSetup census_setup(const json& c) {
   if (c.at("dims").contains("lora")) {  // moe2: PEFT LoRA on q_proj and v_proj (census.py)
     s.lora_rank = dim(c, "lora");
     s.lora_targets = kLoraQ | kLoraV;
+    if (c.at("dims").contains("lora_targets"))  // lora6: the experts' adapters too
+      s.lora_targets = *parse_lora_targets(c.at("dims").at("lora_targets").get<std::string>());
   }
   return s;
 }

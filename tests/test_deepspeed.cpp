@@ -65,7 +65,7 @@ TEST_CASE("deepspeed-bf16: hf under --dp takes it by default; autocast under --z
   TrainSetup tt = hf_dp(3);
   tt.impl = Impl::kTorchtitan;
   tt.precision = Precision::kDeepspeedBf16;
-  CHECK_THROWS_AS(resolve_setup(m, tt), Unsupported);
+  CHECK_THROWS_AS(resolve_setup(m, tt), NotInCode);
 }
 
 TEST_CASE("deepspeed-bf16 stage 0 (BF16_Optimizer): bf16 module, fp32 gradients whole, master and Adam /dp") {

@@ -632,3 +632,25 @@ TEST_CASE("executor: HF's additive masks and GPT-2's shifted loss run to the sim
   CHECK(execute(g, "none").peak_bytes ==
         simulate(llama, s, dev, parse_strategy("none")).peak_requested_bytes);
 }
+
+TEST_CASE("executor: refuses torch.compile's partitioned blocks with one line") {
+  // inductor (issue 10): the blocks' saves are the min-cut's; a backward reads what it
+  // recomputes, which the eager executor does not do. fp32 so no other refusal comes first.
+  TrainSetup t;
+  t.micro_batch = 1;
+  t.seq = 16;
+  t.impl = Impl::kTorchtitan;
+  t.precision = Precision::kFp32;
+  t.attention = AttentionKind::kStandard;
+  t.compile = true;
+  const Graph g = build_graph_exec(fixtures::tiny_gqa_llama(), t, fixtures::executor_device());
+  CHECK(g.compiled);
+  try {
+    execute(g, "none");
+    FAIL("the executor ran a compiled graph");
+  } catch (const Unsupported& e) {
+    const std::string what = e.what();
+    CHECK(contains(what, "torch.compile"));
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}

@@ -123,4 +123,45 @@ TEST_SUITE("moe load") {
                    "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
                    "scoring_func": "sigmoid"})") == "scoring_func");
   }
+
+  // etp (issue 13): DeepSeek's router options, read for Megatron's router (blocks_moe_router.cpp)
+  TEST_CASE("DeepSeek's group-limited routing and scaling factor are read; bad groups refused") {
+    const std::string ds =
+        R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 96, "vocab_size": 100, "max_position_embeddings": 256,
+            "model_type": "deepseek_v2", "n_routed_experts": 8, "num_experts_per_tok": 4,
+            "moe_intermediate_size": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8, "v_head_dim": 16, "routed_scaling_factor": 16.0, )";
+    const sim::ModelConfig g = sim_io::parse_model(
+        ds + R"("topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2})", "hf",
+        "hf/config.json");
+    CHECK(g.router_groups == 4);
+    CHECK(g.router_group_topk == 2);
+    CHECK(g.routed_scaling == 16.0);
+    // greedy: the groups are not used
+    const sim::ModelConfig p =
+        sim_io::parse_model(ds + R"("topk_method": "greedy", "n_group": 4, "topk_group": 2})",
+                            "hf", "hf/config.json");
+    CHECK(p.router_groups == 0);
+    // DeepSeek-V2-Lite: greedy, scaling 1.0
+    const sim::ModelConfig lite = load("deepseek-v2-lite.json");
+    CHECK(lite.router_groups == 0);
+    CHECK(lite.routed_scaling == 1.0);
+    auto field_of = [&](const std::string& tail) {
+      try {
+        sim_io::parse_model(ds + tail, "hf", "hf/config.json");
+      } catch (const sim::ConfigError& e) {
+        return e.field();
+      }
+      return std::string("(loaded)");
+    };
+    CHECK(field_of(R"("topk_method": "group_limited_greedy", "n_group": 3, "topk_group": 1})") ==
+          "n_group");  // 3 does not divide 8 experts
+    CHECK(field_of(R"("topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 3})") ==
+          "topk_group");  // 3 does not divide top-4
+    CHECK(field_of(R"("topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 4})") ==
+          "topk_group");  // more than the groups
+    CHECK(field_of(R"("topk_method": "noaux_tc", "n_group": 4, "topk_group": 2})") ==
+          "topk_method");  // DeepSeek-V3's: not in HF's deepseek_v2
+  }
 }

@@ -214,6 +214,36 @@ TEST_CASE("planner: the sliding window agrees with scanning every segment end") 
   CHECK(compared > 500);
 }
 
+// planner6 (issue 15): the window's stacks are rings of R entries (R above the longest segment
+// any row reads) whose dead front entries are dropped when a ring fills: long chains under
+// budgets that allow only short segments fill every ring many times over. Against the scan.
+TEST_CASE("planner: the ring stacks agree with the scan on long chains of short segments") {
+  Lcg r{6060};
+  int compared = 0;
+  for (int k = 0; k < 16; ++k) {
+    const int64_t n = r.next(120, 260);
+    ChainModel m = random_chain(r, n, k % 2 == 0);
+    for (BlockCosts& b : m.blocks) b.seg_inner_held = 0;
+    std::vector<ChainUnit> full;
+    for (int64_t b = 0; b < n; ++b) full.push_back({b, b, true});
+    const int64_t least = evaluate_chain(m, full).peak_bytes;
+    for (int64_t extra : {0, 7, 20, 45, 90, 160}) {
+      CAPTURE(k);
+      CAPTURE(extra);
+      const ChainSolution a = solve_chain(m, least + extra, 1, true);
+      const ChainSolution b = solve_chain(m, least + extra, 1, false);
+      REQUIRE(a.feasible == b.feasible);
+      if (!a.feasible) continue;
+      CHECK(a.cost == b.cost);
+      CHECK(evaluate_chain(m, a.units).peak_bytes <= least + extra);
+      CHECK(evaluate_chain(m, a.units).cost == a.cost);
+      ++compared;
+    }
+  }
+  MESSAGE(compared << " solutions compared");
+  CHECK(compared > 60);
+}
+
 // Issue 15 (planner2): every:k's model peaks for all k at once (range maxima over prefix sums)
 // equal evaluate_chain's, on repeated and heterogeneous random chains, inner blocks that hold
 // bytes, and the real model's probes below.

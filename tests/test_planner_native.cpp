@@ -7,6 +7,7 @@
 
 #include "fixtures.hpp"
 #include "sim/impl.hpp"
+#include "sim/pipeline.hpp"
 #include "sim/planner_native.hpp"
 #include "sim/simulate.hpp"
 
@@ -90,4 +91,83 @@ TEST_CASE("best_native: the least recompute that fits, against simulating each s
   c = best_native(g, fixtures::h100(), least - 1, opts);
   CHECK_FALSE(c.best.found);
   CHECK(c.searched);
+}
+
+// planner6 (issue 15): the native settings on a pipeline, against simulate_pipeline run with each
+// setting on every stage (an independent path: it builds and simulates the stages itself).
+TEST_CASE("best_native_pipeline: one setting on every stage, and each stage's best alone") {
+  const Device dev = fixtures::h100();
+  const ModelConfig m = fixtures::gpt2_small();
+  TrainSetup s;
+  s.micro_batch = 4;
+  s.seq = 1024;
+  s.impl = Impl::kMegatron;
+  s.pp = 4;
+  s.microbatches = 8;
+  const std::span<const NativeAc> opts = spec(Impl::kMegatron).native_ac;
+  const int64_t nb = m.layers / s.pp;
+  const std::vector<NativeCandidate> cands = native_candidates(opts, nb);
+  struct Sim {
+    std::vector<int64_t> peak;
+    std::vector<Cost> cost;
+  };
+  std::vector<Sim> sims;
+  std::vector<int64_t> worst;
+  for (const NativeCandidate& c : cands) {
+    const PipelineResult pr =
+        simulate_pipeline(m, s, dev, std::vector<Strategy>(static_cast<size_t>(s.pp), c.strategy));
+    Sim x;
+    for (const StageResult& st : pr.stages) {
+      x.peak.push_back(budget_peak_bytes(st.result));
+      x.cost.push_back(cost_of(st.result));
+    }
+    worst.push_back(*std::max_element(x.peak.begin(), x.peak.end()));
+    sims.push_back(std::move(x));
+  }
+  std::vector<int64_t> budgets = worst;
+  std::sort(budgets.begin(), budgets.end());
+  REQUIRE(budgets.front() < budgets.back());
+  // Between settings, at a setting's worst peak, one byte below the least (none fits), and above
+  // all; each budget against the hand search.
+  std::vector<int64_t> tried = {budgets.front() - 1, budgets[budgets.size() / 2],
+                                budgets.back(), (budgets.front() + budgets.back()) / 2};
+  for (const int64_t budget : tried) {
+    CAPTURE(budget);
+    const NativePipelineChoice got = best_native_pipeline(m, s, dev, budget, opts);
+    REQUIRE(got.searched);
+    CHECK(got.candidates == static_cast<int64_t>(cands.size()));
+    REQUIRE(got.stages.size() == static_cast<size_t>(s.pp));
+    // The uniform setting: fits every stage, least summed cost (first in listing order on ties).
+    int expect = -1;
+    Cost expect_cost;
+    for (size_t c = 0; c < cands.size(); ++c) {
+      if (worst[c] > budget) continue;
+      Cost sum;
+      for (const Cost& x : sims[c].cost) sum = {sum.time_ns + x.time_ns, sum.flops + x.flops};
+      if (expect < 0 || sum < expect_cost) expect = static_cast<int>(c), expect_cost = sum;
+    }
+    CHECK(got.found == (expect >= 0));
+    if (expect >= 0 && got.found) {
+      CHECK(got.strategy.canonical() == cands[static_cast<size_t>(expect)].strategy.canonical());
+      CHECK(got.config == cands[static_cast<size_t>(expect)].config);
+      CHECK(got.cost == expect_cost);
+      CHECK(got.worst_peak_bytes == worst[static_cast<size_t>(expect)]);
+    }
+    // Each stage alone.
+    for (int64_t i = 0; i < s.pp; ++i) {
+      CAPTURE(i);
+      int best = -1;
+      for (size_t c = 0; c < cands.size(); ++c) {
+        if (sims[c].peak[static_cast<size_t>(i)] > budget) continue;
+        if (best < 0 || sims[c].cost[static_cast<size_t>(i)] < sims[static_cast<size_t>(best)].cost[static_cast<size_t>(i)])
+          best = static_cast<int>(c);
+      }
+      const NativeStageChoice& st = got.stages[static_cast<size_t>(i)];
+      CHECK(st.found == (best >= 0));
+      if (best >= 0 && st.found) {
+        CHECK(st.strategy.canonical() == cands[static_cast<size_t>(best)].strategy.canonical());
+        CHECK(st.peak_bytes == sims[static_cast<size_t>(best)].peak[static_cast<size_t>(i)]);
+      }
+    }
+  }
 }

@@ -104,10 +104,10 @@ TEST_CASE("--norm-kernel triton only where the release has it and the model has 
   TrainSetup t = titan(NormKernel::kTriton);
   CHECK(resolve_setup(m, t).norm_kernel == NormKernel::kTriton);
   t.impl_version = "v0.2.2";  // torchtitan v0.2.2 has no fused_rmsnorm
-  CHECK_THROWS_AS(resolve_setup(m, t), Unsupported);
+  CHECK_THROWS_AS(resolve_setup(m, t), NotInCode);
   t.impl = Impl::kHf;
   t.impl_version = {};
-  CHECK_THROWS_AS(resolve_setup(m, t), Unsupported);
+  CHECK_THROWS_AS(resolve_setup(m, t), NotInCode);
   CHECK(parse_norm_kernel("triton") == NormKernel::kTriton);
   CHECK(parse_norm_kernel("default") == NormKernel::kDefault);
   CHECK_FALSE(parse_norm_kernel("fused").has_value());

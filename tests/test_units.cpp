@@ -64,6 +64,10 @@ TEST_CASE("an error names a flag's knob once, and keeps a field that says more")
   CHECK(std::string(lora.what()) == "--lora-rank: not supported yet: LoRA under --impl megatron");
   CHECK(lora.field() == "lora_rank");  // still there for callers that map errors to fields
   CHECK(lora.message() == "not supported yet: LoRA under --impl megatron");
+  // What the code simulated lacks reads differently from what actsim has not modeled yet
+  const NotInCode tp("--tp", "tp", "tensor parallelism under --impl hf");
+  CHECK(std::string(tp.what()) == "--tp: not in the code simulated: tensor parallelism under --impl hf");
+  CHECK(tp.field() == "tp");
   CHECK(config_error_text("--impl", "impl", "x") == "--impl: x");
   CHECK(config_error_text("--gpus-per-node", "gpus_per_node", "x") == "--gpus-per-node: x");
   // A field that is not the flag's own knob stays: the value parsed, or a sub-field.

@@ -61,8 +61,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--lora-rank", f.lora_rank,
       "LoRA adapters of this rank (HF PEFT; base frozen); 0: full fine-tuning");
   add("--lora-targets", f.lora_targets,
-      "LoRA target modules: q,k,v,o,gate,up,down (joined by , or +) or all-linear (default: PEFT's "
-      "for the family)");
+      "LoRA target modules: q,k,v,o,gate,up,down, MLA's q_a,q_b,kv_a,kv_b, Phi-3's gate_up "
+      "(joined by , or +) or all-linear (default: PEFT's for the family)");
   app.add_option("--qlora", f.qlora,
                  "QLoRA: frozen linears in 4-bit NF4 (bitsandbytes); on or off; alone means on")
       ->expected(0, 1)
@@ -89,6 +89,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--grad-accum-fusion", f.grad_accum_fusion,
       "on|off: Megatron's gradient-accumulation fusion (on, its default: the wgrad GEMM adds into "
       "the fp32 main_grad); off: --no-gradient-accumulation-fusion (a 16-bit wgrad, then an add)");
+  // te_norm (issue 10): Megatron's fused cross entropy, a run setting
+  add("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
+      "on|off: Megatron's --cross-entropy-loss-fusion (its torch.compile'd vocab-parallel cross "
+      "entropy, cross_entropy_fusion_impl native); default off, as Megatron's");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -108,6 +112,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--moe-aux-loss-coeff", f.moe_aux_loss_coeff,  // mla5
       "MoE (megatron): the load-balancing loss coefficient, Megatron's --moe-aux-loss-coeff "
       "(default 0, Megatron's: no aux loss)");
+  add("--etp", f.etp,  // etp (issue 13)
+      "MoE (megatron): expert-tensor-parallel ranks, Megatron's --expert-tensor-parallel-size: "
+      "each expert's width split over them (default: --tp, as Megatron)");
   add("--gpus-per-node", f.gpus_per_node,
       "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
@@ -200,6 +207,7 @@ Axes parse_axes(const CommonFlags& f) {
     if (ac.size() != 1)
       throw sim::ConfigError("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "takes one value, not a list");
     a.moe_aux_loss_coeff = ac.front();
+    if (!f.etp.empty()) a.etp = one(f.etp, "--etp", 1);  // etp (issue 13)
   }
   if (!f.reentrant.empty()) {
     const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");
@@ -215,7 +223,8 @@ Axes parse_axes(const CommonFlags& f) {
     const std::optional<uint32_t> t = sim::parse_lora_targets(f.lora_targets);
     if (!t)
       throw sim::ConfigError("--lora-targets", f.lora_targets,
-                             "expected a comma list of q, k, v, o, gate, up, down, or all-linear");
+                             "expected a comma list of q, k, v, o, gate, up, down, q_a, q_b, kv_a, "
+                             "kv_b, gate_up, or all-linear");
     a.lora_targets = *t;
   }
   {
@@ -243,6 +252,14 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1)
       throw sim::ConfigError("--grad-accum-fusion", f.grad_accum_fusion, "takes one value, not a list");
     a.grad_accum_fusion = v.front();
+  }
+  {  // te_norm (issue 10)
+    const std::vector<bool> v =
+        parse_switch_axis(f.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
+    if (v.size() != 1)
+      throw sim::ConfigError("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
+                             "takes one value, not a list");
+    a.cross_entropy_loss_fusion = v.front();
   }
   return a;
 }

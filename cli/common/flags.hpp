@@ -46,6 +46,7 @@ struct CommonFlags {
   std::string moe_imbalance = "1";     // --moe-imbalance: hottest expert's tokens / mean
   std::string moe_capacity;            // --moe-capacity: capacity factor; empty: dropless
   std::string moe_aux_loss_coeff = "0";  // mla5: --moe-aux-loss-coeff (one value)
+  std::string etp;                     // etp (issue 13): --etp (one value); empty: --tp
   // --- feat (issue 13) ---
   std::string lora_rank = "0";         // --lora-rank (a list); 0: full fine-tuning
   std::string lora_targets;            // --lora-targets (one value); empty: PEFT's default
@@ -61,6 +62,8 @@ struct CommonFlags {
   std::string norm_kernel = "default"; // time5 (issue 11): --norm-kernel default|triton (one value)
   std::string compile = "off";  // fp8sac (issue 10): --compile on|off (one value)
   std::string grad_accum_fusion = "on"; // time6 (issue 11): --grad-accum-fusion on|off (one value)
+  // te_norm (issue 10): --cross-entropy-loss-fusion on|off (one value)
+  std::string cross_entropy_loss_fusion = "off";
 };
 
 // Which of the common flags a verb takes.
@@ -106,6 +109,7 @@ struct Axes {
   double moe_imbalance = 1.0;
   std::optional<double> moe_capacity;
   double moe_aux_loss_coeff = 0.0;  // mla5: --moe-aux-loss-coeff
+  int64_t etp = 0;  // etp (issue 13): --etp; 0: --tp (Megatron's default)
   // --- feat (issue 13): --lora-rank, --cp and --fp8 are lists (swept, the innermost set-up
   // axes with --ep; feat2), the others one value each for the whole sweep ---
   std::vector<int64_t> lora_ranks{0};
@@ -118,6 +122,7 @@ struct Axes {
   sim::NormKernel norm_kernel = sim::NormKernel::kDefault;  // time5: --norm-kernel (one value)
   bool compile = false;  // fp8sac (issue 10): --compile (one value)
   bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (one value)
+  bool cross_entropy_loss_fusion = false;  // te_norm (issue 10): one value
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

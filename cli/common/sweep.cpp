@@ -136,6 +136,8 @@ Point point_at(const Axes& a, int64_t index) {
   t.moe_imbalance = a.moe_imbalance;
   t.moe_capacity = a.moe_capacity;
   t.moe_aux_loss_coeff = a.moe_aux_loss_coeff;  // mla5
+  t.etp = a.etp;  // etp (issue 13)
+  t.cross_entropy_loss_fusion = a.cross_entropy_loss_fusion;  // te_norm (issue 10)
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;
   t.padding = a.padding;  // hfimpl

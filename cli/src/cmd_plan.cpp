@@ -4,6 +4,8 @@
 // error naming the smallest feasible peak (exit 2, no output).
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
@@ -167,6 +169,67 @@ int64_t parse_budget(const std::string& text) {
   return *bytes;
 }
 
+// planner6 (issue 15): the native section as CSV columns and a JSON object (commands.hpp).
+namespace {
+const char* const kNativeColumns[] = {"native_status", "native_impl", "native_strategy",
+                                      "native_setting", "native_peak_bytes",
+                                      "native_recompute_time_ns", "native_recompute_flops",
+                                      "native_stage_strategies"};
+
+std::string without_newline(std::string s) {
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+}  // namespace
+
+std::string plan_csv(const sim_io::Row& row, const NativeSummary& n) {
+  std::string header = without_newline(sim_io::csv_header());
+  for (const char* c : kNativeColumns) header += std::string(",") + c;
+  const bool found = n.status == "found";
+  const auto num = [&](int64_t v) { return found ? std::to_string(v) : std::string(); };
+  std::string stages;
+  for (const NativeSummary::Stage& st : n.stages)
+    stages += (stages.empty() ? "" : ";") + (st.found ? st.strategy : std::string("-"));
+  std::string line = without_newline(sim_io::csv_row(row));
+  for (const std::string& f : {n.status, n.impl, n.strategy, n.setting, num(n.peak_bytes),
+                               num(n.recompute_time_ns), num(n.recompute_flops), stages})
+    line += "," + sim_io::csv_quote(f);
+  return header + "\n" + line + "\n";
+}
+
+std::string plan_json(const sim_io::Row& row, const NativeSummary& n) {
+  using Json = nlohmann::ordered_json;
+  Json j = Json::parse(sim_io::result_json(row));
+  Json nat;
+  nat["status"] = n.status;
+  nat["impl"] = n.impl.empty() ? Json(nullptr) : Json(n.impl);
+  nat["candidates"] = n.candidates;
+  const bool found = n.status == "found";
+  nat["strategy"] = found ? Json(n.strategy) : Json(nullptr);
+  nat["setting"] = found ? Json(n.setting) : Json(nullptr);
+  nat["peak_bytes"] = found ? Json(n.peak_bytes) : Json(nullptr);
+  nat["recompute_time_ns"] = found ? Json(n.recompute_time_ns) : Json(nullptr);
+  nat["offload_stall_ns"] = found ? Json(n.offload_stall_ns) : Json(nullptr);
+  nat["recompute_flops"] = found ? Json(n.recompute_flops) : Json(nullptr);
+  if (!n.stages.empty()) {
+    Json stages = Json::array();
+    for (const NativeSummary::Stage& st : n.stages) {
+      Json o;
+      o["stage"] = st.stage;
+      o["in_flight"] = st.in_flight;
+      o["strategy"] = st.found ? Json(st.strategy) : Json(nullptr);
+      o["setting"] = st.found ? Json(st.setting) : Json(nullptr);
+      o["peak_bytes"] = st.found ? Json(st.peak_bytes) : Json(nullptr);
+      o["added_time_ns"] = st.found ? Json(st.added_time_ns) : Json(nullptr);
+      o["recompute_flops"] = st.found ? Json(st.recompute_flops) : Json(nullptr);
+      stages.push_back(std::move(o));
+    }
+    nat["stages"] = std::move(stages);
+  }
+  j["native"] = std::move(nat);
+  return j.dump(2) + "\n";
+}
+
 PlannedPoint plan_point(const Invocation& inv, const std::vector<std::filesystem::path>& dirs) {
   PlannedPoint pp;
   pp.budget = parse_budget(inv.budget);
@@ -204,21 +267,34 @@ int cmd_plan(const Invocation& inv) {
   const sim::BudgetPlan& plan = pp.plan;
   const sim_io::Row row = pp.row();
   std::string text;
+  const sim::TrainSetup setup = sim::resolve_setup(pp.inputs.models.front(), pp.point.setup);
+  const sim::ImplSpec* impl = setup.impl ? &sim::spec(*setup.impl, setup.impl_version) : nullptr;
+  const sim::NativeChoice native =
+      impl ? sim::best_native(pp.graph, device, plan.budget_bytes, impl->native_ac)
+           : sim::NativeChoice{};
+  // planner6 (issue 15): the same section in CSV and JSON.
+  NativeSummary summary;
+  if (impl) {
+    summary.impl = fmt::format("{}@{}", impl->name, impl->version_key);
+    summary.candidates = native.candidates;
+    summary.status = !native.searched ? "not searched" : native.best.found ? "found" : "none fits";
+    if (native.best.found) {
+      const sim::Result& f = native.best.result;
+      summary.strategy = native.best.strategy.canonical();
+      summary.setting = native.config;
+      summary.peak_bytes = sim::budget_peak_bytes(f);
+      summary.recompute_time_ns = f.recompute_time_ns;
+      summary.offload_stall_ns = f.offload_stall_ns;
+      summary.recompute_flops = f.recompute_flops;
+    }
+  }
   switch (format) {
     case Format::kTable:
       // plan_budget has found the best fixed strategy already (issue 15: BudgetPlan::fixed).
-    {
-      const sim::TrainSetup setup = sim::resolve_setup(pp.inputs.models.front(), pp.point.setup);
-      const sim::ImplSpec* impl =
-          setup.impl ? &sim::spec(*setup.impl, setup.impl_version) : nullptr;
-      const sim::NativeChoice native =
-          impl ? sim::best_native(pp.graph, device, plan.budget_bytes, impl->native_ac)
-               : sim::NativeChoice{};
       text = render_table(pp.axes.models.front(), device, setup, plan, plan.fixed, impl, native);
-    }
       break;
-    case Format::kCsv: text = sim_io::csv_header() + sim_io::csv_row(row); break;
-    case Format::kJson: text = sim_io::result_json(row) + "\n"; break;
+    case Format::kCsv: text = plan_csv(row, summary); break;
+    case Format::kJson: text = plan_json(row, summary); break;
   }
   Output out(inv.flags.output);
   out.write(text);

@@ -7,6 +7,8 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "sim/error.hpp"
+#include "sim/impl.hpp"
+#include "sim/planner_native.hpp"
 #include "sim/planner_pipeline.hpp"
 #include "sim/simulate.hpp"
 #include "sweep.hpp"
@@ -15,6 +17,43 @@ namespace actsim_cli {
 namespace {
 
 using cli_common::Format;
+
+// planner6 (issue 15): what the code base's own settings run, on every stage alike (one setting
+// for the run) and the best setting of each stage alone.
+std::string native_text(const NativeSummary& n, const sim::NativePipelineChoice& c,
+                        const sim::PipelinePlan& plan, const std::string& options) {
+  std::string out = fmt::format("\nWhat {}'s own settings run ({}; stage-local, every stage alike)\n",
+                                n.impl, options);
+  if (!c.searched) {
+    out += fmt::format("  not searched: more than {} blocks per stage\n", sim::kNativeSearchBlocks);
+    return out;
+  }
+  if (!c.found) {
+    out += fmt::format("  none of the {} settings fits every stage: the plan above needs "
+                       "checkpointing code of your own\n",
+                       c.candidates);
+  } else {
+    out += fmt::format("  {}: worst stage peak {}, recompute {} over the step (plan: {})\n",
+                       n.strategy, Bytes{n.peak_bytes}, human_time_ns(n.recompute_time_ns),
+                       human_time_ns(plan.result.summary.recompute_time_ns));
+    out += fmt::format("  setting: {}\n", n.setting);
+  }
+  TextTable t({"", "in flight", "best setting for the stage alone", "peak", "added time",
+               "plan's added time"},
+              "lrlrrr");
+  for (size_t i = 0; i < c.stages.size(); ++i) {
+    const sim::NativeStageChoice& st = c.stages[i];
+    t.add({fmt::format("stage {}", st.stage), std::to_string(st.in_flight),
+           st.found ? st.strategy.canonical() : std::string("none fits"),
+           st.found ? fmt::format("{}", Bytes{st.peak_bytes}) : std::string("-"),
+           st.found ? human_time_ns(st.cost.time_ns) : std::string("-"),
+           human_time_ns(plan.stages[i].cost.time_ns)});
+  }
+  out += t.render("  ");
+  out += "  (added time: recompute plus offload stall of one micro-batch on the stage; a code base "
+         "sets one value for every stage)\n";
+  return out;
+}
 
 std::string render(const std::string& model, const sim::Device& device, const sim::TrainSetup& setup,
                    int64_t layers, const sim::PipelinePlan& plan) {
@@ -122,14 +161,55 @@ int cmd_plan_pipeline(const Invocation& inv) {
   row.key = cli_common::row_key(axes, inputs, point);
   row.key.strategy = plan.strategy.canonical();
   row.result = plan.result.summary;
+  // planner6 (issue 15): what the code base's own settings run on this pipeline.
+  const sim::TrainSetup resolved = sim::resolve_setup(model, point.setup);
+  const sim::ImplSpec* impl = resolved.impl ? &sim::spec(*resolved.impl, resolved.impl_version) : nullptr;
+  sim::NativePipelineChoice choice;
+  NativeSummary summary;
+  std::string options;
+  if (impl) {
+    for (const sim::NativeAc& o : impl->native_ac)
+      options += (options.empty() ? "" : ", ") + std::string(o.strategy);
+    choice = sim::best_native_pipeline(model, point.setup, device, budget, impl->native_ac);
+    summary.impl = fmt::format("{}@{}", impl->name, impl->version_key);
+    summary.candidates = choice.candidates;
+    summary.status = !choice.searched ? "not searched" : choice.found ? "found" : "none fits";
+    if (choice.found) {
+      // The setting on every stage, simulated as the plan is (simulate_pipeline's summary).
+      const sim::PipelineResult pr = sim::simulate_pipeline(
+          model, point.setup, device,
+          std::vector<sim::Strategy>(static_cast<size_t>(point.setup.pp), choice.strategy));
+      summary.strategy = choice.strategy.canonical();
+      summary.setting = choice.config;
+      summary.peak_bytes = sim::budget_peak_bytes(pr.summary);
+      summary.recompute_time_ns = pr.summary.recompute_time_ns;
+      summary.offload_stall_ns = pr.summary.offload_stall_ns;
+      summary.recompute_flops = pr.summary.recompute_flops;
+    }
+    if (choice.searched)
+      for (const sim::NativeStageChoice& st : choice.stages) {
+        NativeSummary::Stage o;
+        o.stage = st.stage;
+        o.in_flight = st.in_flight;
+        o.found = st.found;
+        if (st.found) {
+          o.strategy = st.strategy.canonical();
+          o.setting = st.config;
+          o.peak_bytes = st.peak_bytes;
+          o.added_time_ns = st.cost.time_ns;
+          o.recompute_flops = st.cost.flops;
+        }
+        summary.stages.push_back(std::move(o));
+      }
+  }
   std::string text;
   switch (format) {
     case Format::kTable:
-      text = render(axes.models.front(), device, sim::resolve_setup(model, point.setup),
-                    model.layers, plan);
+      text = render(axes.models.front(), device, resolved, model.layers, plan);
+      if (impl) text += native_text(summary, choice, plan, options);
       break;
-    case Format::kCsv: text = sim_io::csv_header() + sim_io::csv_row(row); break;
-    case Format::kJson: text = sim_io::result_json(row) + "\n"; break;
+    case Format::kCsv: text = plan_csv(row, summary); break;
+    case Format::kJson: text = plan_json(row, summary); break;
   }
   Output out(inv.flags.output);
   out.write(text);

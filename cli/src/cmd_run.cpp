@@ -89,11 +89,15 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
               ? fmt::format("; norm kernel {} (fused RMSNorm, norms.py)", sim::name(s.norm_kernel))
               : std::string()) +
          // fp8sac (issue 10): torch.compile of the blocks, and what of it is modeled
-         (s.compile ? std::string("; torch.compile (modeled: SAC region saves, fused amax)")
+         (s.compile ? std::string("; torch.compile (modeled: SAC region saves, fused amax, per-block min-cut partition)")
                     : std::string()) +
          // time6: Megatron's --no-gradient-accumulation-fusion
          (!s.grad_accum_fusion ? std::string("; no gradient-accumulation fusion (wgrad, then add)")
                                : std::string()) +
+         // te_norm (issue 10): Megatron's fused (torch.compile'd) cross entropy
+         (s.cross_entropy_loss_fusion
+              ? std::string("; fused cross entropy (fused_cross_entropy.py, compiled)")
+              : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")
@@ -173,6 +177,12 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
                                "router.py aux_loss)\n", s.moe_aux_loss_coeff)
                  : std::string("   MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's "
                                "default)\n");
+    // etp (issue 13): expert tensor parallelism, stated where it splits the experts
+    if (sim::resolved_etp(s) > 1)
+      out += fmt::format("   MoE expert TP: --etp {}{}: each expert's width {} -> {} per rank, the "
+                         "received tokens all-gathered and the outputs reduce-scattered over it\n",
+                         sim::resolved_etp(s), s.etp > 0 ? "" : " (--tp, Megatron's default)",
+                         model.expert_ffn, model.expert_ffn / sim::resolved_etp(s));
   }
 
   const std::string when =

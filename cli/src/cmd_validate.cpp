@@ -215,6 +215,7 @@ int cmd_validate(const Invocation& inv) {
     if (const std::string v = optional("target_seq"); !v.empty()) s.target_seq = integer("target_seq");
     // moe key columns (appended): absent or empty means 1 (no expert parallelism, balanced)
     s.ep = optional_integer("ep", 1);
+    s.etp = optional_integer("etp", 0);  // etp (issue 13): absent or empty: --tp
     if (const std::string v = optional("moe_imbalance"); !v.empty()) {
       try {
         size_t used = 0;
@@ -248,6 +249,12 @@ int cmd_validate(const Invocation& inv) {
       if (v != "on" && v != "off")
         throw sim::ConfigError(where, "grad_accum_fusion", "'" + v + "' is not on or off");
       s.grad_accum_fusion = v == "on";
+    }
+    // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion
+    if (const std::string v = optional("cross_entropy_loss_fusion"); !v.empty()) {
+      if (v != "on" && v != "off")
+        throw sim::ConfigError(where, "cross_entropy_loss_fusion", "'" + v + "' is not on or off");
+      s.cross_entropy_loss_fusion = v == "on";
     }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "app.hpp"
@@ -42,6 +43,31 @@ int64_t parse_budget(const std::string& text);
 // (cli/src/cmd_plan_pipeline.cpp).
 bool is_pipeline_plan(const Invocation& inv);
 int cmd_plan_pipeline(const Invocation& inv);
+// planner6 (issue 15): the implementation-settings section of `plan` (sim/planner_native.hpp)
+// in its CSV (columns appended after schema v1's: native_status, native_impl, native_strategy,
+// native_setting, native_peak_bytes, native_recompute_time_ns, native_recompute_flops,
+// native_stage_strategies) and its JSON (a "native" object), for single-graph and pipeline
+// plans (cli/src/cmd_plan.cpp). The figures are those of the plan's own row: one step (for a
+// pipeline, simulate_pipeline's summary of the setting run on every stage); a stage's are one
+// micro-batch's on that stage.
+struct NativeSummary {
+  std::string status = "no impl";  // found | none fits | not searched | no impl
+  std::string impl;                // name@version
+  std::string strategy, setting;   // when found
+  int64_t peak_bytes = 0, recompute_time_ns = 0, offload_stall_ns = 0, recompute_flops = 0;
+  int64_t candidates = 0;
+  struct Stage {  // pipeline plans: the best setting for each stage alone
+    int64_t stage = 0, in_flight = 1;
+    bool found = false;
+    std::string strategy, setting;
+    int64_t peak_bytes = 0;
+    int64_t added_time_ns = 0;  // recompute plus offload stall, one micro-batch
+    int64_t recompute_flops = 0;
+  };
+  std::vector<Stage> stages;
+};
+std::string plan_csv(const sim_io::Row& row, const NativeSummary& native);
+std::string plan_json(const sim_io::Row& row, const NativeSummary& native);
 int cmd_calibrate(const Invocation& inv);  // fit a device's efficiencies to per-op timings
 int cmd_snapshot(const Invocation& inv);   // a PyTorch memory snapshot's measured peaks
 int cmd_compare(const Invocation& inv);    // a snapshot against the simulated step

@@ -31,11 +31,13 @@ void status_line(const AppState& st) {
   std::string extra;
   if (s.cp > 1) extra += ", cp " + std::to_string(s.cp);
   if (s.ep > 1) extra += ", ep " + std::to_string(s.ep);
+  if (s.etp > 0) extra += ", etp " + std::to_string(s.etp);  // etp (issue 13)
   if (s.fp8 != sim::Fp8Recipe::kOff) extra += ", fp8 " + std::string(sim::name(s.fp8));
   if (s.norm_kernel != sim::NormKernel::kDefault)  // polish: as `run`'s set-up line says it
     extra += ", norm kernel " + std::string(sim::name(s.norm_kernel));
   if (s.compile) extra += ", torch.compile";
   if (!s.grad_accum_fusion) extra += ", no grad-accum fusion";
+  if (s.cross_entropy_loss_fusion) extra += ", fused cross entropy";  // te_norm (issue 10)
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +

@@ -104,6 +104,9 @@ bool setup_panel(AppState& st) {
   changed |= ImGui::Checkbox("##compile", &s.compile);
   form_label("grad-accum fusion");
   changed |= ImGui::Checkbox("##gradaccumfusion", &s.grad_accum_fusion);
+  // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion, refused the same way elsewhere
+  form_label("fused CE loss");
+  changed |= ImGui::Checkbox("##cefusion", &s.cross_entropy_loss_fusion);
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {
@@ -129,6 +132,8 @@ bool setup_panel(AppState& st) {
   changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
   // mla5: Megatron's --moe-aux-loss-coeff (0: no load-balancing loss)
   changed |= edit_real("MoE aux loss coeff", s.moe_aux_loss_coeff, 0.0, 1e6, "%.4g");
+  // etp (issue 13): Megatron's --expert-tensor-parallel-size; 0: --tp (its default)
+  changed |= edit_i64("expert TP (0: tp)", s.etp, 0, 4096);
   form_label("MoE capacity");
   bool capacity = s.moe_capacity.has_value();
   if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {
@@ -167,16 +172,24 @@ bool setup_panel(AppState& st) {
       changed = true;
     }
     if (!peft_default) {
+      // lora6: MLA's q_a, q_b, kv_a, kv_b, Phi-3's gate_up and all-linear on rows of their own
       static constexpr std::pair<const char*, uint32_t> kTargets[] = {
           {"q##lt", sim::kLoraQ},       {"k##lt", sim::kLoraK},   {"v##lt", sim::kLoraV},
           {"o##lt", sim::kLoraO},       {"gate##lt", sim::kLoraGate},
-          {"up##lt", sim::kLoraUp},     {"down##lt", sim::kLoraDown}};
+          {"up##lt", sim::kLoraUp},     {"down##lt", sim::kLoraDown},
+          {"gate_up##lt", sim::kLoraGateUp}, {"q_a##lt", sim::kLoraQA},
+          {"q_b##lt", sim::kLoraQB},    {"kv_a##lt", sim::kLoraKvA}, {"kv_b##lt", sim::kLoraKvB},
+          {"all-linear##lt", sim::kLoraAllLinear}};
       for (size_t i = 0; i < std::size(kTargets); ++i) {
-        if (i == 0 || i == 4) form_label("");  // attention's four, then the MLP's three
+        // rows: attention; MLP; Phi-3's fused MLP; MLA's queries; MLA's latent; all-linear
+        if (i == 0 || i == 4 || i == 7 || i == 8 || i == 10 || i == 12) form_label("");
         else ImGui::SameLine();
         unsigned int mask = s.lora_targets;
-        if (ImGui::CheckboxFlags(kTargets[i].first, &mask, kTargets[i].second) && mask != 0)
-          s.lora_targets = mask, changed = true;  // an empty set stays the last non-empty one
+        if (ImGui::CheckboxFlags(kTargets[i].first, &mask, kTargets[i].second) && mask != 0) {
+          // kLoraOther (the routers) belongs to all-linear alone: no name sets it
+          if (mask != sim::kLoraAllLinear) mask &= ~static_cast<unsigned int>(sim::kLoraOther);
+          if (mask != 0) s.lora_targets = mask, changed = true;  // an empty set stays as it was
+        }
       }
     }
   } else if (s.qlora || s.lora_targets != 0) {

@@ -41,6 +41,8 @@ def run(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -84,6 +86,8 @@ def sweep(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -125,6 +129,8 @@ def plan(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -162,6 +168,8 @@ def valley(
     moe_imbalance: _Value = ...,
     moe_capacity: _Value = ...,
     moe_aux_loss_coeff: _Value = ...,  # mla5 (issue 13)
+    etp: _Value = ...,  # etp (issue 13)
+    cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

@@ -138,9 +138,9 @@ int32_t t5_attention(Builder& bld, const Dims& dm, int32_t xq, int32_t xkv, int6
   Ops o(bld, dm);
   const int64_t h = dm.h, inner = mul(dm.a, dm.d);
   const DType hdt = dm.half_dt;
-  int32_t q = o.linear(xq, h, inner, false, Tp::kNone, "q", "q");
-  int32_t k = o.linear(xkv, h, inner, false, Tp::kNone, "k", "k");
-  int32_t v = o.linear(xkv, h, inner, false, Tp::kNone, "v", "v");
+  int32_t q = o.linear(xq, h, inner, false, Tp::kNone, "q", "q", -1, LinearSite::kQ);  // lora6
+  int32_t k = o.linear(xkv, h, inner, false, Tp::kNone, "k", "k", -1, LinearSite::kK);
+  int32_t v = o.linear(xkv, h, inner, false, Tp::kNone, "v", "v", -1, LinearSite::kV);
   const int64_t scores_numel = mul(mul(dm.b, dm.a), mul(sq, sk));
   const int64_t fl = mul(mul(2, dm.b), mul(mul(sq, sk), inner));
   // torch.matmul on the [b, a, s, d] views of [b, s, a*d] memory copies each operand to
@@ -205,7 +205,7 @@ int32_t t5_attention(Builder& bld, const Dims& dm, int32_t xq, int32_t xkv, int6
   int32_t ctx = o.fresh_like(out, "attention out copy");
   cp.outputs = {ctx};
   bld.add_op(std::move(cp));
-  return o.linear(ctx, inner, h, false, Tp::kNone, "o", "o out");
+  return o.linear(ctx, inner, h, false, Tp::kNone, "o", "o out", -1, LinearSite::kO);  // lora6
 }
 
 // T5LayerFF's DenseReluDense: wi, ReLU (saves its output: threshold_backward(grad, result)),
@@ -219,15 +219,18 @@ int32_t t5_mlp(Builder& bld, const Dims& dm, int32_t x) {
   const int64_t h = dm.h, f = dm.f;
   int32_t act = -1;
   if (dm.model->mlp == MlpKind::kGeglu) {
-    int32_t g = o.linear(x, h, f, false, Tp::kNone, "wi_0", "wi_0 out");
+    int32_t g = o.linear(x, h, f, false, Tp::kNone, "wi_0", "wi_0 out", -1,
+                         LinearSite::kGate);  // lora6: --lora-targets gate
     int32_t ga = o.gelu(g);
-    int32_t up = o.linear(x, h, f, false, Tp::kNone, "wi_1", "wi_1 out");
+    int32_t up = o.linear(x, h, f, false, Tp::kNone, "wi_1", "wi_1 out", -1,
+                          LinearSite::kUp);  // lora6: up
     const Tensor ta = bld.tensor(ga);
     const DType dt = promote(ta.dtype, bld.tensor(up).dtype);
     act = o.mul_op(ga, up, bytes(numel_of(ta), dt), dt, "gelu * linear", "gated out", true, true,
                    Exec::kNone, 0, 0);
   } else {
-    int32_t u = o.linear(x, h, f, false, Tp::kNone, "wi", "wi out");
+    int32_t u = o.linear(x, h, f, false, Tp::kNone, "wi", "wi out", -1,
+                         LinearSite::kFc1);  // lora6: up
     OpDraft r = o.draft(OpKind::kGelu, "relu");  // a pointwise op (the time model's class)
     r.inputs.push_back({u, GradRule::kNew});
     act = o.fresh_like(u, "relu out");
@@ -238,7 +241,8 @@ int32_t t5_mlp(Builder& bld, const Dims& dm, int32_t x) {
   int32_t d = o.dropout(act, dm.p_hidden, "ff dropout");
   if (dm.amp && bld.tensor(d).dtype != dm.param_dt)
     d = o.cast(d, dm.param_dt, "to wo dtype", "wo input fp32");
-  return o.linear(d, f, h, false, Tp::kNone, "wo", "wo out");
+  return o.linear(d, f, h, false, Tp::kNone, "wo", "wo out", -1,
+                  LinearSite::kFc2);  // lora6: down
 }
 
 // One T5Block: T5LayerSelfAttention (norm, attention, dropout, residual), for decoder blocks

@@ -190,12 +190,13 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
     q = o.linear(attn_in, h, a * qd, false, Tp::kNone, "q proj", "q", -1, LinearSite::kQ);
   } else {
     const int64_t ql = m.q_lora_rank;
-    int32_t qa = o.linear(attn_in, h, ql, m.qkv_bias, Tp::kNone, "q_a proj", "q latent");
+    int32_t qa = o.linear(attn_in, h, ql, m.qkv_bias, Tp::kNone, "q_a proj", "q latent", -1,
+                          LinearSite::kQA);  // lora6: the sites PEFT names
     Dims dq = dm;
     dq.h = ql;  // an RMSNorm of width q_lora_rank
     Ops oq(bld, dq);
     int32_t qn = oq.rms_norm(qa, "q_a_layernorm");
-    q = o.linear(qn, ql, a * qd, false, Tp::kNone, "q_b proj", "q");
+    q = o.linear(qn, ql, a * qd, false, Tp::kNone, "q_b proj", "q", -1, LinearSite::kQB);
   }
   // q.view(...).transpose(1, 2) split into q_nope and q_pe (views), right after the projection
   // as forward writes it (census: harness/census.py run_mla_case)
@@ -204,7 +205,8 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
   (void)qdt;
   mla_split(bld, dm, q, qd, {nope, rope}, qv, "q_nope, q_pe split");  // exec11: per head
   // compressed_kv = kv_a_proj_with_mqa(x): [tokens, r + rope]; split into the latent and k_pe
-  int32_t ckv = o.linear(attn_in, h, r + rope, m.qkv_bias, Tp::kNone, "kv_a proj", "kv latent");
+  int32_t ckv = o.linear(attn_in, h, r + rope, m.qkv_bias, Tp::kNone, "kv_a proj", "kv latent",
+                         -1, LinearSite::kKvA);
   const DType cdt = bld.tensor(ckv).dtype;
   int32_t cv[2];
   (void)cdt;
@@ -216,7 +218,8 @@ int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in) {
   Ops ok(bld, dk);
   int32_t latn = ok.rms_norm(lat, "kv_a_layernorm");
   // kv_b_proj: [tokens, a x (nope + v)], split into k_nope and the values (views)
-  int32_t kvb = o.linear(latn, r, a * (nope + vd), false, Tp::kNone, "kv_b proj", "kv up");
+  int32_t kvb = o.linear(latn, r, a * (nope + vd), false, Tp::kNone, "kv_b proj", "kv up", -1,
+                         LinearSite::kKvB);
   const DType bdt = bld.tensor(kvb).dtype;
   int32_t kv[2];
   (void)bdt;

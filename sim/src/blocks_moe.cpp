@@ -67,33 +67,48 @@ int32_t op(Builder& bld, Ops& o, OpKind kind, const char* name,
 
 // One SwiGLU MLP as HF writes it (w2(act(w1(x)) * w3(x))): each linear saves its (autocast)
 // input and weight, silu its input, the product both operands. Marks its weights as an expert's.
+// lora6 (issue 13): the weights are marked where param() makes them (Builder::expert_params), not
+// through `bld.params.back()`, which under LoRA holds no frozen weight (the crash polish found);
+// an expert's PEFT adapters are marked with it (per-expert adapters: sharded as the expert is).
+// Sites: Mixtral's w1, w3, w2 and Qwen2-MoE's experts' and every shared expert's gate_proj,
+// up_proj, down_proj are nn.Linear modules (modeling_mixtral.py @ 00d4b3d2142c
+// MixtralBlockSparseTop2MLP; PEFT wraps each expert's own: one adapter per expert); DeepSeek-V2's
+// routed experts are slices of 3D nn.Parameters (DeepseekV2Experts @ 0233e509531a), no nn.Linear
+// PEFT's target_modules or all-linear reaches: no site, frozen without adapters.
 int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool expert) {
   Ops o(bld, dm);
   const int64_t h = dm.h;
-  auto lin = [&](int32_t in, int64_t i, int64_t out, const char* name, const char* role) {
-    int32_t y = o.linear(in, i, out, false, Tp::kNone, name, role);
-    if (expert) bld.mark_expert(bld.params.back().tensor);
+  const bool no_modules = expert && dm.model->family == "deepseek_v2";
+  auto lin = [&](int32_t in, int64_t i, int64_t out, const char* name, const char* role,
+                 LinearSite site) {
+    const bool was = bld.expert_params;
+    bld.expert_params = expert;
+    int32_t y = o.linear(in, i, out, false, Tp::kNone, name, role, -1,
+                         no_modules ? LinearSite::kNone : site);
+    bld.expert_params = was;
     return y;
   };
   int32_t g = -1, u = -1;
   if (expert && dm.model->family == "deepseek_v2") {
     // DeepseekV2Experts (modeling_deepseek_v2.py @ 0233e509): one F.linear with the expert's
     // slice of the 3D gate_up_proj, then .chunk(2): one input cast, gate and up are views
-    int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out");
+    int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out", LinearSite::kNone);
     const int64_t half = bld.tensor(gu).bytes / 2;
     int32_t v[2];
     split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
     g = v[0], u = v[1];
   } else {
     // moe2: Python evaluates `act_fn(w1(x)) * w3(x)` left to right: w1, silu, w3 (census)
-    g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out");
+    g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out", LinearSite::kGate);
   }
   int32_t a = o.unary_saving_input(OpKind::kSilu, g, "expert silu", "expert silu out");
-  if (u < 0) u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out");
+  if (u < 0)
+    u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out", LinearSite::kUp);
   const Tensor ta = bld.tensor(a);
   int32_t p = o.mul_op(a, u, ta.bytes, ta.dtype, "expert swiglu mul", "expert swiglu out", true,
                        true, Exec::kMul, 0, 0);  // exec12
-  return lin(p, f, h, expert ? "expert w2" : "shared down proj", "expert w2 out");
+  return lin(p, f, h, expert ? "expert w2" : "shared down proj", "expert w2 out",
+             LinearSite::kDown);
 }
 
 // The router of HF's blocks: gate logits, softmax in fp32, top-k (and the renormalization).
@@ -113,7 +128,11 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
     const int32_t w32 = o.cast(w, DType::kF32, "router weight fp32", "router weight fp32");
     logits = o.linear(x32, dm.h, e, false, Tp::kNone, "router", "router logits", w32);
   } else {
-    logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits");
+    // lora6: Mixtral's and Qwen2-MoE's `gate` is an nn.Linear: PEFT's all-linear adapts it.
+    // DeepSeek-V2's forward calls F.linear on gate.weight, so an adapter there never runs
+    // (kNone; the unused adapter's (h + E) r parameters under all-linear are not modeled).
+    logits = o.linear(x, dm.h, e, false, Tp::kNone, "router", "router logits", -1,
+                      deepseek ? LinearSite::kNone : LinearSite::kOther);
   }
   // F.softmax(logits, dim=1, dtype=torch.float): a copy to fp32 (ToCopyBackward saves nothing),
   // then softmax saves its fp32 output (SoftMax.cpp softmax() with a dtype)
@@ -279,27 +298,17 @@ int32_t megatron_aux_loss(Builder& bld, const Dims& dm, int32_t logits, int32_t 
 int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   Ops o(bld, dm);
   const ModelConfig& m = *dm.model;
-  const int64_t h = dm.h, n = dm.n_full(), e = m.experts, k = m.experts_per_token;
-  const int64_t local = e / dm.ep, f = m.expert_ffn;
+  // etp (issue 13): the MoE layer takes the block's tokens as they are: sequence-sharded under
+  // --tp with --sp (n_local; MoELayer.forward gets [s/tp, b, h]), all of them at --tp 1; each
+  // expert's width is split over the expert-TP ranks (TEGroupedMLP: moe_ffn_hidden_size / etp)
+  const int64_t h = dm.h, n = numel_of(bld.tensor(x)) / dm.h, e = m.experts, k = m.experts_per_token;
+  const int64_t local = e / dm.ep, f = m.expert_ffn / dm.etp, etp = dm.etp;
   const DType dt = dm.half_dt;
-  // Router (router.py TopKRouter: gating linear, topk_softmax_with_capacity): logits [N, E];
-  // topk (saves indices), softmax over the k scores in fp32 (saves its output) cast back, and
-  // scattered into a dense [N, E] probs (ScatterBackward saves the indices); the routing map is
-  // a bool [N, E] without gradient.
+  // Router (router.py TopKRouter: gating linear, topk_routing_with_score_function): logits
+  // [N, E], the probs scattered into a dense [N, E] (blocks_moe_router.cpp)
   int32_t logits = o.linear(x, h, e, false, Tp::kNone, "router", "router logits");
-  OpDraft t = o.draft(OpKind::kCopy, "router topk");
-  t.op.math16 = false;
-  t.inputs.push_back({logits, GradRule::kNew});
-  int32_t sc = bld.fresh(bytes(mul(n, k), dt), dt, "top-k scores");
-  int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "top-k indices");
-  t.outputs = {sc, idx};
-  t.saves = {idx};
-  bld.add_op(std::move(t));
-  int32_t sm = op(bld, o, OpKind::kSoftmax, "router softmax", {{sc, GradRule::kNew}}, mul(n, k),
-                  DType::kF32, {}, true);
-  int32_t smc = o.cast(sm, dt, "router probs cast", "router probs");
-  int32_t probs = op(bld, o, OpKind::kCopy, "router probs scatter",
-                     {{smc, GradRule::kNew}, {idx, GradRule::kNone}}, mul(n, e), dt, {idx});
+  int32_t idx = -1;
+  int32_t probs = megatron_router(bld, dm, logits, n, &idx);
   // mla5: the load-balancing loss is attached to the probs before dispatch (router.py routing)
   if (dm.moe_aux_loss_coeff > 0) probs = megatron_aux_loss(bld, dm, logits, probs, n);
   int32_t map = no_grad_op(bld, o, idx, mul(n, e), DType::kBool, "routing map");
@@ -337,9 +346,33 @@ int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   };
   int32_t gx = a2a(px, mul(recv, h), "all-to-all tokens");
   int32_t gp = a2a(pprobs, recv, "all-to-all probs");
+  // etp (issue 13): dispatch_postprocess (token_dispatcher.py @ d98e8a64ddf3, tp_size > 1 over
+  // pg_collection.expt_tp): gather_from_sequence_parallel_region of the received tokens and probs
+  // (tensor_parallel/mappings.py _GatherFromSequenceParallelRegion: a new [etp x rows] buffer,
+  // saves nothing; its backward reduce-scatters the gradient). Every expert-TP rank then runs
+  // its width shard of the local experts on the tokens all etp ranks received.
+  const int64_t rows = mul(recv, etp);
+  auto etp_collective = [&](int32_t in, int64_t out_numel, bool gather, const char* name) {
+    OpDraft d = o.draft(OpKind::kCopy, name);
+    d.op.math16 = false;
+    d.inputs.push_back({in, GradRule::kNew});
+    int32_t y = bld.fresh(bytes(out_numel, dt), dt, name);
+    d.outputs.push_back(y);
+    // payload: the gathered (whole) tensor, as Ops::linear counts its SP collectives
+    const int64_t whole = gather ? bytes(out_numel, dt) : bld.tensor(in).bytes;
+    d.op.fwd.comm_bytes = whole, d.op.fwd.comm_kind = gather ? kAllGather : kReduceScatter;
+    d.op.bwd.comm_bytes = whole, d.op.bwd.comm_kind = gather ? kReduceScatter : kAllGather;
+    d.op.fwd.comm_group = d.op.bwd.comm_group = 1;  // the expert-TP group (engine.cpp tp_ns)
+    bld.add_op(std::move(d));
+    return y;
+  };
+  if (etp > 1) {
+    gx = etp_collective(gx, mul(rows, h), true, "expert-TP all-gather tokens");
+    gp = etp_collective(gp, rows, true, "expert-TP all-gather probs");
+  }
   if (local > 1) {  // sort_chunks_by_idxs: torch.cat of the chunks by local expert (saves none)
-    gx = op(bld, o, OpKind::kCopy, "sort tokens by expert", {{gx, GradRule::kNew}}, mul(recv, h), dt, {});
-    gp = op(bld, o, OpKind::kCopy, "sort probs by expert", {{gp, GradRule::kNew}}, recv, dt, {});
+    gx = op(bld, o, OpKind::kCopy, "sort tokens by expert", {{gx, GradRule::kNew}}, mul(rows, h), dt, {});
+    gp = op(bld, o, OpKind::kCopy, "sort probs by expert", {{gp, GradRule::kNew}}, rows, dt, {});
   }
   // TEGroupedMLP: linear_fc1 (h -> 2f per expert, GroupedLinear saves its input), the weighted
   // fused SwiGLU (WeightedSwiGLUFunction saves its input and the probs), linear_fc2
@@ -347,11 +380,17 @@ int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   bld.mark_expert(w1);
   int32_t fc1 = o.linear(gx, h, 2 * f, false, Tp::kNone, "experts fc1", "experts fc1 out", w1);
   int32_t act = op(bld, o, OpKind::kSilu, "experts weighted swiglu",
-                   {{fc1, GradRule::kNew}, {gp, GradRule::kNew}}, mul(recv, f), dt, {fc1, gp});
+                   {{fc1, GradRule::kNew}, {gp, GradRule::kNew}}, mul(rows, f), dt, {fc1, gp});
   const int32_t w2 = bld.param(mul(local, mul(f, h)), dm.param_dt, "experts fc2");
   bld.mark_expert(w2);
   int32_t y = o.linear(act, f, h, false, Tp::kNone, "experts fc2", "experts fc2 out", w2);
-  if (local > 1) y = op(bld, o, OpKind::kCopy, "unsort tokens", {{y, GradRule::kNew}}, mul(recv, h), dt, {});
+  if (local > 1) y = op(bld, o, OpKind::kCopy, "unsort tokens", {{y, GradRule::kNew}}, mul(rows, h), dt, {});
+  // etp (issue 13): combine_preprocess: reduce_scatter_to_sequence_parallel_region of
+  // `hidden_states.to(self.probs.dtype)` over the expert-TP group: the partial sums of the etp
+  // width shards, each rank keeping its own received rows. probs take the logits' dtype
+  // (moe_utils.py topk_routing_with_score_function `probs.type_as(logits)`; moe_router_dtype
+  // unset), the hidden states': no cast.
+  if (etp > 1) y = etp_collective(y, mul(recv, h), false, "expert-TP reduce-scatter");
   y = a2a(y, mul(sent, h), "all-to-all back");
   // unpermute: zeros [N, h] then scatter_add_ of the tokens (ScatterAddBackward saves the index)
   return op(bld, o, OpKind::kAdd, "unpermute (scatter_add)",
@@ -367,7 +406,8 @@ int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) 
   Ops o(bld, dm);
   int32_t y = hf_swiglu(bld, dm, x, m.shared_ffn, false);
   if (m.shared_gate) {
-    int32_t g = o.linear(x, dm.h, 1, false, Tp::kNone, "shared expert gate", "shared gate logit");
+    int32_t g = o.linear(x, dm.h, 1, false, Tp::kNone, "shared expert gate", "shared gate logit",
+                         -1, LinearSite::kOther);  // lora6: nn.Linear(h, 1): all-linear adapts it
     // sigmoid saves its output (derivatives.yaml sigmoid: result)
     int32_t s = op(bld, o, OpKind::kSilu, "shared gate sigmoid", {{g, GradRule::kNew}},
                    numel_of(bld.tensor(g)), bld.tensor(g).dtype, {}, true);

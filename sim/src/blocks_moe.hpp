@@ -33,6 +33,11 @@ inline void split_views(Builder& bld, const Dims& dm, int32_t base,
   }
   bld.add_op(std::move(d));
 }
+// etp (issue 13): Megatron's TopKRouter from the gating logits [n, E] to the dense probs [n, E]
+// the dispatcher permutes (the router options DeepSeek's configs take); *sel the int64 top-k
+// indices: blocks_moe_router.cpp.
+int32_t megatron_router(Builder& bld, const Dims& dm, int32_t logits, int64_t n, int32_t* sel);
+
 // MLA (DeepseekV2Attention) from the normalized block input to the input of o_proj, [tokens,
 // heads x v_head_dim]: blocks_mla.cpp.
 int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in);

@@ -152,6 +152,11 @@ class Builder {
 
   std::vector<Param> params;
   std::vector<int32_t> step_end_holds;  // storages the training loop keeps until step end
+  // --- lora6 (issue 13): param() marks what it makes as a routed expert's (Storage::expert)
+  // while this is set: the frozen base weights under LoRA and the experts' own adapters too
+  // (blocks_moe.cpp hf_swiglu sets it around an expert's linears) ---
+  bool expert_params = false;
+  // --- end lora6 ---
 
  private:
   Graph& g_;
@@ -219,6 +224,12 @@ struct Dims {
   // polish: the device's streaming multiprocessors (Device::sm_count), for kernels whose buffers
   // are per SM (the Triton RMSNorm's backward, sim/src/norm_kernels.cpp)
   int64_t sm_count = 0;
+  // etp (issue 13): expert-tensor-parallel ranks (Megatron's --expert-tensor-parallel-size; the
+  // dispatcher's all-gather/reduce-scatter group; blocks_moe.cpp megatron_alltoall)
+  int64_t etp = 1;
+  // --- te_norm (issue 10) ---
+  bool ce_loss_fusion = false;  // Megatron's --cross-entropy-loss-fusion (build_head)
+  // --- end te_norm ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -355,7 +355,11 @@ class Engine {
     // feat: Megatron's rank order is tp, cp, dp, pp (innermost first); g_.dp is dp x cp.
     cp_group_ = comm_group(g_.cp, g_.tp, opt_.gpus_per_node);
     dp_group_ = comm_group(g_.dp, g_.tp, opt_.gpus_per_node);
-    ep_group_ = comm_group(g_.ep, g_.tp, opt_.gpus_per_node);  // moe: EP ranks inside dp
+    // moe: EP ranks inside dp. etp (issue 13): Megatron's expert grid orders tp-ep-dp-pp
+    // (parallel_state.py @ d98e8a64: the expert RankGenerator takes the dense `order`), so the
+    // expert-TP ranks are consecutive and the EP ranks lie etp apart
+    ep_group_ = comm_group(g_.ep, g_.etp, opt_.gpus_per_node);
+    etp_group_ = comm_group(g_.etp, 1, opt_.gpus_per_node);
     grad_at_.clear();
     block_gather_.clear();
     block_grad_.clear();
@@ -560,6 +564,7 @@ class Engine {
     // moe: the expert-parallel all-to-all, on the critical path as Megatron's dispatcher waits
     // for it before the experts run (no overlap with the shared experts modeled)
     if (kind == Collective::kAllToAll) return comm_ns(kind, c.comm_bytes, ep_group_, dev_);
+    if (c.comm_group == 1) return comm_ns(kind, c.comm_bytes, etp_group_, dev_);  // etp
     return comm_ns(kind, c.comm_bytes, tp_group_, dev_);
   }
 
@@ -803,6 +808,7 @@ class Engine {
   // stream's clock, the open bucket, and ZeRO-3's current blocks and prefetched gathers.
   CommGroup tp_group_, dp_group_;
   CommGroup ep_group_;  // moe
+  CommGroup etp_group_;  // etp (issue 13): the expert-tensor-parallel group
   CommGroup cp_group_;  // feat: the context-parallel ring
   std::vector<int64_t> grad_at_, block_gather_, block_grad_;
   int64_t dp_free_ = 0, pending_grad_ = 0, buckets_ = 0;

@@ -34,4 +34,7 @@ ConfigError::ConfigError(std::string where, std::string field, std::string messa
 Unsupported::Unsupported(std::string where, std::string field, const std::string& feature)
     : ConfigError(std::move(where), std::move(field), "not supported yet: " + feature) {}
 
+NotInCode::NotInCode(std::string where, std::string field, const std::string& feature)
+    : ConfigError(std::move(where), std::move(field), "not in the code simulated: " + feature) {}
+
 }  // namespace sim

@@ -659,6 +659,29 @@ void build_head(Builder& bld, const Dims& dm, int32_t x, int32_t word_table) {
       d.op.bwd.kernels = half ? 8 : 7;
     }
     // --- end time5 ---
+    // --- te_norm (issue 10): --cross-entropy-loss-fusion on, Megatron's fused vocab-parallel
+    // cross entropy (language_module.py compute_language_model_loss:173-198 @ d98e8a64ddf3, the
+    // default cross_entropy_fusion_impl 'native': fusions/fused_cross_entropy.py). The same math
+    // as above in four @jit_fuser functions, and jit_fuser is torch.compile on torch >= 2.2
+    // (megatron/core/jit.py). Forward, as above: calculate_logits_max returns the fp32 copy
+    // (a graph output), calculate_predicted_logits and calculate_cross_entropy_loss update that
+    // graph input in place (`-=`, `exp(out=)`, `div_`), which the compiled inference graph
+    // writes back into the input's own buffer; ctx.save_for_backward(exp_logits, target_mask,
+    // masked_target_1d): the same storages. Backward: calculate_gradients runs
+    // `grad_2d[arange_1d, masked_target_1d] -= softmax_update` on grad_2d, a view of the saved
+    // softmax (a graph input), then `mul_` and `.to(torch.bfloat16)`. Functionalized, that
+    // indexed update is an index_put on a view of a graph input, which Inductor's reinplace pass
+    // does not turn back into index_put_: it clones the whole buffer, scatters into the clone
+    // and copies it back (pytorch/pytorch#184542, reinplace.py can_inplace, fixed by #184543 in
+    // May 2026; which PyTorch the measured container ran is not recorded). Modeled: that clone,
+    // an fp32 [n, v/t] transient of the backward (4 B per logit), and its write and read. Not
+    // read from generated code nor measured here (no torch.compile on the CPU harness's torch).
+    if (dm.ce_loss_fusion) {
+      d.op.name = "fused cross entropy";
+      d.op.bwd_transient_bytes += lv;
+      d.bwd_inner_bytes += mul(lv, 2);
+    }
+    // --- end te_norm ---
     bld.add_op(std::move(d));
   } else {
     // HF: logits.float(); F.cross_entropy = log_softmax (saves its output) + nll_loss (saves

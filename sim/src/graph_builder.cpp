@@ -9,6 +9,7 @@
 #include "blocks_famdec.hpp"  // famdec
 #include "builder.hpp"
 #include "deepspeed.hpp"  // hfds
+#include "inductor.hpp"  // inductor (issue 10)
 #include "sim/device.hpp"
 #include "sim/error.hpp"
 
@@ -77,11 +78,13 @@ int32_t Builder::param(int64_t numel, DType dtype, const char* role) {
   if (freeze_params) {
     const int32_t t = buffer(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role);
     g_.storages[tensors_[t].storage].frozen = true;  // feat3: sharded under ZeRO-3 / FSDP2
+    if (expert_params) mark_expert(t);  // lora6
     return t;
   }
   int32_t t = fresh(checked_mul(numel, bytes_of(dtype), "weights bytes"), dtype, role,
                     Category::kWeights);
   int32_t s = tensors_[t].storage;
+  if (expert_params) g_.storages[s].expert = true;  // lora6: marked where it is made
   persistent_[s] = true;
   g_.persistent.push_back(s);
   g_.param_storages.push_back(s);
@@ -405,6 +408,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.triton_norm = s.norm_kernel == NormKernel::kTriton;  // time5 (issue 11)
   dm.compile = s.compile;  // fp8sac (issue 10)
   dm.grad_accum_fusion = s.grad_accum_fusion;             // time6 (issue 11)
+  dm.ce_loss_fusion = s.cross_entropy_loss_fusion;        // te_norm (issue 10)
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
@@ -474,6 +478,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.moe_imbalance = s.moe_imbalance;
   dm.moe_aux_loss_coeff = s.moe_aux_loss_coeff;  // mla5
   dm.moe_capacity = s.moe_capacity.value_or(0.0);
+  dm.etp = is_moe(*dm.model) ? resolved_etp(s) : 1;  // etp (issue 13)
   // feat (issue 13): LoRA / QLoRA
   dm.lora_rank = s.lora_rank;
   dm.lora_targets = s.lora_targets;
@@ -609,14 +614,19 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   if (deepspeed) per_param += 4;
   int64_t opt = checked_mul(per_param, numel, f);
   const bool sharded = s.zero >= 1 || prec == Precision::kFsdp2Bf16 || deepspeed;
-  if (sharded && s.ep > 1) {
+  // etp (issue 13): Megatron's expert grid is etp x ep x edp x pp over the same world as
+  // tp x cp x dp x pp (megatron/core/parallel_state.py @ d98e8a64 initialize_model_parallel,
+  // expert_data_parallel_size = world_size // (etp * ep * pp)): edp = tp cp dp / (etp ep)
+  const int64_t etp = is_moe(model) ? resolved_etp(s) : 1;
+  if (sharded && (s.ep > 1 || etp != s.tp)) {
     // moe: a routed expert's state is sharded over its expert-data-parallel group, dp / ep ranks
     // (Megatron's distributed optimizer per expert_data_parallel_group); the rest over dp
     int64_t expert = 0;
     for (int32_t sid : g.param_storages)
       if (g.storages[sid].expert) expert += g.storages[sid].bytes / bytes_of(g.storages[sid].dtype);
+    const int64_t edp = d * s.tp / (etp * s.ep);
     opt = checked_mul(per_param, numel - expert, f) / d +
-          checked_mul(per_param, expert, f) / (d / s.ep);
+          checked_mul(per_param, expert, f) / edp;
   } else if (sharded) {
     opt /= d;
   }
@@ -787,6 +797,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   g.zero = setup.zero;
   g.pp = setup.pp;
   g.ep = setup.ep;  // moe
+  g.etp = is_moe(model) ? resolved_etp(setup) : 1;  // etp (issue 13)
   Dims dm = make_dims(model, setup);
   dm.layer0 = st.first;  // moe
   dm.sm_count = device.sm_count;  // polish: per-SM buffers (norm_kernels.cpp)
@@ -807,6 +818,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
     detail::build_encdec(bld, dm, st.layers, setup.target_seq.value_or(setup.seq));
     bld.finalize();
     mark_torchtitan_sac(g, setup.compile);
+    if (setup.compile) detail::inductor_partition(g), g.compiled = true;  // inductor (issue 10)
     return g;
   }
   int32_t table = -1;
@@ -817,6 +829,9 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   else detail::build_stage_output(bld, dm, x);
   bld.finalize();
   mark_torchtitan_sac(g, setup.compile);
+  // inductor (issue 10): what the compiled block's min-cut partition saves (after the SAC
+  // marks, which read the eager saves)
+  if (setup.compile) detail::inductor_partition(g), g.compiled = true;
   return g;
 }
 
@@ -937,8 +952,10 @@ bool expand(const Graph& g3, int64_t n, Graph& out) {
   out.zero = g3.zero;
   out.pp = g3.pp;
   out.ep = g3.ep;  // moe
+  out.etp = g3.etp;  // etp (issue 13)
   out.lora_rank = g3.lora_rank;  // feat
   out.cp = g3.cp;
+  out.compiled = g3.compiled;  // inductor (issue 10)
   // Room for the clones and the persistent-state storages complete() appends.
   out.storages.reserve(ns + static_cast<size_t>((n - 3) * m1) + 16);
   out.storages.assign(g3.storages.begin(), g3.storages.end());

@@ -47,6 +47,11 @@ std::optional<uint32_t> parse_lora_targets(std::string_view s) {
     else if (item == "gate") bit = kLoraGate;
     else if (item == "up") bit = kLoraUp;
     else if (item == "down") bit = kLoraDown;
+    else if (item == "q_a") bit = kLoraQA;  // lora6: MLA's and Phi-3's modules
+    else if (item == "q_b") bit = kLoraQB;
+    else if (item == "kv_a") bit = kLoraKvA;
+    else if (item == "kv_b") bit = kLoraKvB;
+    else if (item == "gate_up") bit = kLoraGateUp;
     if (bit == 0) return std::nullopt;
     mask |= bit;
     if (comma == std::string_view::npos) break;
@@ -58,8 +63,9 @@ std::optional<uint32_t> parse_lora_targets(std::string_view s) {
 std::string lora_targets_name(uint32_t mask) {
   if (mask == kLoraAllLinear) return "all-linear";
   std::string out;
-  const char* names[] = {"q", "k", "v", "o", "gate", "up", "down"};
-  for (int i = 0; i < 7; ++i)
+  const char* names[] = {"q", "k", "v", "o", "gate", "up", "down",
+                         "q_a", "q_b", "kv_a", "kv_b", "gate_up"};  // lora6: the last five
+  for (int i = 0; i < 12; ++i)
     if (mask & (1u << i)) out += (out.empty() ? "" : "+") + std::string(names[i]);
   return out;
 }
@@ -82,8 +88,14 @@ uint32_t site_of(LinearSite site) {
     case LinearSite::kFc1: return kLoraUp;
     case LinearSite::kDown:
     case LinearSite::kFc2: return kLoraDown;
+    // lora6 (issue 13)
+    case LinearSite::kGateUp: return kLoraGateUp;  // Phi-3's fused gate_up_proj: one module
+    case LinearSite::kQA: return kLoraQA;
+    case LinearSite::kQB: return kLoraQB;
+    case LinearSite::kKvA: return kLoraKvA;
+    case LinearSite::kKvB: return kLoraKvB;
+    case LinearSite::kOther: return kLoraOther;  // all-linear only
     case LinearSite::kNone:
-    case LinearSite::kGateUp:  // Phi-3's fused gate_up_proj: no --lora-targets name for it yet
     case LinearSite::kLmHead: return 0;
   }
   return 0;
@@ -183,6 +195,7 @@ int32_t nf4_linear(Builder& bld, Ops& o, const Dims& dm, int32_t x, int64_t in_f
                    bool bias, const char* name, const char* out_role, LinearSite site) {
   const int64_t nw = mul(in_f, out_f);
   const int32_t w = bld.buffer(nf4_bytes(nw), DType::kBool, "NF4 weight + quant state");
+  if (bld.expert_params) bld.mark_expert(w);  // lora6: an expert's Linear4bit
   const int32_t b = bias ? bld.param(out_f, dm.param_dt, "bias") : -1;
   const DType in_dt = bld.tensor(x).dtype, cdt = dm.qlora_compute_dt;  // feat3
   const int32_t xc = o.cast(x, cdt, "4-bit input cast", "4-bit input cast");
@@ -316,25 +329,11 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
   }
   const std::string impl(spec.name);
   if (!spec.lora)
-    throw Unsupported("--lora-rank", "lora_rank",
-                      "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
-  // polish: MoE blocks (blocks_moe.cpp hf_swiglu) mark their expert weights through the builder's
-  // parameter list, which holds no frozen weight: under LoRA the mark lands on another tensor or on
-  // none (a crash); nor are PEFT's targets among experts and routers modeled. Refused until they are.
-  if (is_moe(model))
-    throw Unsupported("--lora-rank", "lora_rank",
-                      "LoRA on a mixture-of-experts model (" + model.family +
-                          "): frozen expert weights are not modeled");
-  // Linears that carry no LinearSite take no adapter (site_of gives 0): rather than drop the
-  // targets the user named without a word, refuse the families whose attention or MLP linears
-  // are untagged (T5's q/k/v/o/wi/wo, MLA's projections other than q).
-  if (model.family == "t5")
-    throw Unsupported("--lora-rank", "lora_rank",
-                      "LoRA on T5 (its q, k, v, o, wi and wo linears take no modeled adapters yet)");
-  if (is_mla(model))
-    throw Unsupported("--lora-rank", "lora_rank",
-                      "LoRA on MLA attention (" + model.family +
-                          ": its down and up projections take no modeled adapters yet)");
+    throw NotInCode("--lora-rank", "lora_rank",
+                    "LoRA under --impl " + impl + " (HF PEFT runs on transformers: --impl hf)");
+  // lora6 (issue 13): MoE experts (blocks_moe.cpp, marked where they are made), T5's q/k/v/o/
+  // wi/wo and MLA's projections now carry their sites; the refusals polish added for them
+  // (5eb1f00) are gone. What stays refused is below, per target.
   const Precision p = resolved_precision(s);
   // moe2: bf16-mixed is a bf16 base without autocast, PEFT's adapters upcast to fp32 (lora_linear).
   // feat3: LoRA under ZeRO-3 and fsdp2-bf16 shards the frozen base with the adapters
@@ -352,45 +351,68 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     throw Unsupported("--qlora", "qlora",
                       "QLoRA under deepspeed-bf16 (DeepSpeed's module.bfloat16() over "
                       "bitsandbytes' 4-bit weights: not modeled)");
+  if (s.qlora && is_moe(model) && model.family == "deepseek_v2")  // lora6
+    throw Unsupported("--qlora", "qlora",
+                      "QLoRA on deepseek_v2 (bitsandbytes converts nn.Linear modules only: its 3D "
+                      "expert weights and the router's F.linear on a 4-bit gate.weight are not "
+                      "modeled)");
   if (s.qlora && s.zero >= 3)
     throw Unsupported("--qlora", "qlora",
                       "QLoRA with ZeRO-3 (DeepSpeed partitioning of bitsandbytes' 4-bit weights: "
                       "not modeled)");
-  const bool gated = model.mlp == MlpKind::kSwiglu;
+  const bool gated = model.mlp == MlpKind::kSwiglu || model.mlp == MlpKind::kGeglu;  // T5 wi_0
   const bool fused = spec.qkv == QkvVariant::kFused ||
                      (spec.qkv == QkvVariant::kArchitecture &&
                       (model.family == "gpt2" || model.family == "megatron-gpt" ||
                        model.fused_qkv));  // NeoX, Falcon, Phi-3: one query_key_value / qkv_proj
+  const uint32_t qkv = kLoraQ | kLoraK | kLoraV;
   if (s.lora_targets == 0) {
     // utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING @ 5d602fdb:
-    // gpt2 ["c_attn"], llama/mistral/qwen2 ["q_proj", "v_proj"], bert ["query", "value"].
-    if (model.family == "gpt2") s.lora_targets = kLoraQ | kLoraK | kLoraV;
+    // gpt2 ["c_attn"], llama/mistral/qwen2 ["q_proj", "v_proj"], bert ["query", "value"];
+    // lora6: t5 ["q", "v"], mixtral ["q_proj", "v_proj"], gpt_neox and falcon
+    // ["query_key_value"] (the fused module whole). phi3, qwen2_moe and deepseek_v2 have none.
+    if (model.family == "gpt2" || model.family == "gpt_neox" || model.family == "falcon")
+      s.lora_targets = qkv;
     else if (model.family == "llama" || model.family == "mistral" || model.family == "qwen2" ||
-             model.family == "bert")
+             model.family == "bert" || model.family == "t5" || model.family == "mixtral")
       s.lora_targets = kLoraQ | kLoraV;
     else
       throw ConfigError("--lora-targets", "lora_targets",
                         "PEFT has no default target modules for the " + model.family +
-                            " family: name them (q,k,v,o,gate,up,down or all-linear)");
+                            " family: name them (q,k,v,o,gate,up,down,q_a,q_b,kv_a,kv_b,gate_up "
+                            "or all-linear)");
   }
   const uint32_t t = s.lora_targets;
-  // Phi-3's MLP is one fused gate_up_proj (LinearSite::kGateUp), which no target name reaches and
-  // all-linear would adapt in PEFT: refused rather than left without its adapter.
-  if (model.fused_gate_up && (t == kLoraAllLinear || (t & (kLoraGate | kLoraUp)) != 0))
+  if (t == kLoraAllLinear) return;  // all-linear: every linear the model has (the head aside)
+  // lora6: a name that reaches no module of the model is refused in one line (PEFT matches
+  // target_modules by exact suffix after a dot, tuners_utils.py check_target_module_exists
+  // @ 5d602fdb: `q_proj` does not reach `qkv_proj`, nor `gate_proj` `gate_up_proj`).
+  auto none = [&](const std::string& name, const std::string& why) {
     throw ConfigError("--lora-targets", "lora_targets",
-                      "gate and up are one module in " + model.family +
-                          " (gate_up_proj): adapters on it are not modeled yet");
-  if (t != kLoraAllLinear) {  // all-linear: every linear the model has
-    if ((t & kLoraGate) && !gated)
-      throw ConfigError("--lora-targets", "lora_targets",
-                        "gate names no module: the " + model.family + " MLP has no gate projection");
-    const uint32_t qkv = kLoraQ | kLoraK | kLoraV;
-
-    if (fused && (t & qkv) != 0 && (t & qkv) != qkv)
-      throw ConfigError("--lora-targets", "lora_targets",
-                        "q, k and v are one module in " + model.family +
-                            " (one fused projection): target all three or none");
+                      name + " names no module in " + model.family + ": " + why);
+  };
+  const bool mla = is_mla(model);
+  if ((t & kLoraGate) && !gated) none("gate", "its MLP has no gate projection");
+  if (model.fused_gate_up && (t & (kLoraGate | kLoraUp)) != 0)
+    none((t & kLoraGate) ? "gate" : "up", "gate and up are one module (gate_up_proj): name gate_up");
+  if ((t & kLoraGateUp) && !model.fused_gate_up)
+    none("gate_up", "its gate and up projections are separate modules (gate, up)");
+  if (mla) {
+    if (t & (kLoraK | kLoraV))
+      none((t & kLoraK) ? "k" : "v",
+           "MLA has no key or value projection (kv_a_proj_with_mqa: kv_a, kv_b_proj: kv_b)");
+    if ((t & kLoraQ) && model.q_lora_rank > 0)
+      none("q", "its queries go through q_a_proj and q_b_proj (q_a, q_b)");
+    if ((t & (kLoraQA | kLoraQB)) && model.q_lora_rank == 0)
+      none((t & kLoraQA) ? "q_a" : "q_b", "its queries are one q_proj (q): q_lora_rank is 0");
+  } else if (t & (kLoraQA | kLoraQB | kLoraKvA | kLoraKvB)) {
+    none((t & kLoraQA) ? "q_a" : (t & kLoraQB) ? "q_b" : (t & kLoraKvA) ? "kv_a" : "kv_b",
+         "those are MLA's projections");
   }
+  if (fused && (t & qkv) != 0 && (t & qkv) != qkv)
+    throw ConfigError("--lora-targets", "lora_targets",
+                      "q, k and v are one module in " + model.family +
+                          " (one fused projection): target all three or none");
 }
 
 }  // namespace sim::impl_rows

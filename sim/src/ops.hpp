@@ -47,6 +47,9 @@ void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_b
 // --- end feat ---
 // time5 (issue 11): torchtitan's fused Triton RMSNorm (sim/src/norm_kernels.cpp)
 int32_t triton_rms_norm(Builder& bld, const Dims& dm, int32_t x, const char* name);
+// te_norm (issue 10): Transformer Engine's fused RMSNorm of width `width` (LayerNormLinear's norm,
+// TENorm; sim/src/norm_te.cpp): saves x, the weight and fp32 rsigma per row; returns ln_out
+int32_t te_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, const char* name);
 
 class Ops {
  public:
@@ -401,6 +404,10 @@ class Ops {
   int32_t norm(int32_t x, const char* name) {
     if (dm_.model->norm_weight_fp32) return famdec_rms_norm(b_, dm_, x, dm_.h, name);  // famdec
     if (dm_.triton_norm) return triton_rms_norm(b_, dm_, x, name);  // time5 (issue 11)
+    // te_norm (issue 10): TE's fused RMSNorm (Megatron's TE spec); its LayerNorm saves what
+    // layer_norm saves (input, weight and bias, fp32 mu and rsigma per row)
+    if (dm_.impl && dm_.impl->te_norms && !dm_.paper && dm_.model->norm == NormKind::kRmsNorm)
+      return te_rms_norm(b_, dm_, x, dm_.h, name);
     return dm_.model->norm == NormKind::kRmsNorm ? rms_norm(x, name) : layer_norm(x, name);
   }
 

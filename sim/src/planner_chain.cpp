@@ -1,12 +1,19 @@
 // The chain side of the budget planner (sim/planner.hpp): the model's terms per unit, exact
 // evaluation of a plan, the rotor-style dynamic program over the chain, and Revolve's DP.
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <new>
+#include <type_traits>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
 #include "sim/planner.hpp"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace sim {
 namespace {
@@ -227,6 +234,40 @@ struct DpEntry {
   Cost value;
 };
 
+// planner6 (issue 15): uninitialised storage of trivially copyable T in one block aligned to
+// 2 MiB and, on Linux, advised for transparent huge pages (THP is madvise-only here). Advice
+// only: on the machine of BENCHMARKS.md the kernel granted none (AnonHugePages stayed 0 kB), so
+// the measured gain is the ring layout's alone. Grows only; contents are not kept across resize
+// (every entry is written before it is read).
+template <class T>
+class HugeBuffer {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  HugeBuffer() = default;
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  ~HugeBuffer() { std::free(data_); }
+  void resize(size_t n) {
+    if (n <= cap_) return;
+    constexpr size_t kAlign = size_t{2} << 20;
+    const size_t bytes = (n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+    void* p = std::aligned_alloc(kAlign, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);  // advice only: a refusal leaves 4 KiB pages
+#endif
+    std::free(data_);
+    data_ = static_cast<T*>(p);
+    cap_ = bytes / sizeof(T);
+  }
+  T* data() { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t cap_ = 0;
+};
+
 // The DP's tables, kept across the passes of one solve_chain: the first pass faults the pages in,
 // the later ones reuse them.
 struct DpWorkspace {
@@ -240,6 +281,39 @@ struct DpWorkspace {
   // planner5 (issue 15): per stack, its front entry's j (the query compares with it first; read
   // from the stack's own memory it was a cache miss per slot and row, ~20 % of the DP's time).
   std::vector<int64_t> front;
+  // planner6 (issue 15): the stacks as ring buffers in one block of memory (see RingStack).
+  HugeBuffer<DpEntry> ring;
+  std::vector<int32_t> ring_head, ring_size;
+};
+
+// planner6 (issue 15): the two layouts of the window's per-slot stacks, used through the same
+// members (window_t is a template over them). VecStack: one std::vector per slot (each its own
+// allocation, grown to as many entries as the chain has blocks when nothing pops). RingStack: a
+// ring of R entries per slot, all slots in one block of memory (huge pages where the kernel
+// grants them: madvise), R a power of two above the longest segment any row reads (lmax); the
+// entries whose j is above a + lmax are never read again (no later row's bound reaches them), so
+// they are dropped from the front before each push and a stack never holds more than lmax.
+struct VecStack {
+  std::vector<DpEntry>& v;
+  int64_t size() const { return static_cast<int64_t>(v.size()); }
+  bool empty() const { return v.empty(); }
+  const DpEntry& operator[](int64_t i) const { return v[static_cast<size_t>(i)]; }
+  const DpEntry& back() const { return v.back(); }
+  void pop_back() { v.pop_back(); }
+  void push_back(const DpEntry& e) { v.push_back(e); }
+};
+struct RingStack {
+  DpEntry* base;
+  int32_t& head;
+  int32_t& n;
+  int32_t mask;
+  int64_t size() const { return n; }
+  bool empty() const { return n == 0; }
+  const DpEntry& operator[](int64_t i) const { return base[(head + i) & mask]; }
+  const DpEntry& back() const { return base[(head + n - 1) & mask]; }
+  void pop_back() { --n; }
+  void push_back(const DpEntry& e) { base[(head + n) & mask] = e, ++n; }
+  void pop_front() { head = (head + 1) & mask, --n; }
 };
 
 class ChainDp {
@@ -249,7 +323,7 @@ class ChainDp {
   ChainDp(const ChainModel& m, int64_t slot, bool round_up, bool window, DpWorkspace& ws)
       : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
         allow_window_(window), time_(ws.time), flops_(ws.flops), choice_(ws.choice),
-        stacks_(ws.stacks), back_(ws.back), finger_(ws.finger), front_(ws.front) {}
+        stacks_(ws.stacks), back_(ws.back), finger_(ws.finger), front_(ws.front), ws_(ws) {}
 
   // Fills the tables for every budget of up to `slots` slots (issue 15: one table answers every
   // lower budget with the same slot size, since g[0][s] is the optimum with s slots; row a's
@@ -277,8 +351,31 @@ class ChainDp {
       prefix_inner_[static_cast<size_t>(i + 1)] =
           add(prefix_inner_[static_cast<size_t>(i)], m_.blocks[static_cast<size_t>(i)].seg_inner_cost);
     if (window_) {
-      stacks_.resize(static_cast<size_t>(slots_ + 1));
-      for (auto& st : stacks_) st.clear();
+      // planner6 (issue 15): the longest segment any row reads (row()'s `locals`), which sizes
+      // the ring stacks; when R x (slots + 1) entries would exceed kMaxRingEntries, the vectors.
+      int64_t lmax = 0;
+      for (int64_t a = 0; a < n_; ++a) {
+        SegmentTerms seg(m_, p_, a);
+        int64_t len = 0;
+        for (int64_t b = a; b < n_; ++b, ++len) {
+          seg.extend();
+          if (rs(seg.growing()) > slots_) break;
+        }
+        lmax = std::max(lmax, len);
+      }
+      int64_t r = 1;
+      while (r < lmax + 1) r *= 2;
+      lmax_ = lmax;
+      ring_cap_ = r;
+      ring_ = r * (slots_ + 1) <= kMaxRingEntries;
+      if (ring_) {
+        ws_.ring.resize(static_cast<size_t>(r * (slots_ + 1)));
+        ws_.ring_head.assign(static_cast<size_t>(slots_ + 1), 0);
+        ws_.ring_size.assign(static_cast<size_t>(slots_ + 1), 0);
+      } else {
+        stacks_.resize(static_cast<size_t>(slots_ + 1));
+        for (auto& st : stacks_) st.clear();
+      }
       back_.assign(static_cast<size_t>(slots_ + 1), Cost{});
       finger_.assign(static_cast<size_t>(slots_ + 1), 0);
       front_.assign(static_cast<size_t>(slots_ + 1), 0);
@@ -400,7 +497,10 @@ class ChainDp {
     // planner4 (issue 15): j = a + 1 is pushed and the window read in one pass over the slots
     // (the stack read at s, s - held, was pushed held slots earlier in the same pass, so its
     // memory is still in cache; two passes touched every stack twice per row).
-    window(a, locals, held, monotone);
+    if (ring_)
+      window_t<RingStack>(a, locals, held, monotone);
+    else
+      window_t<VecStack>(a, locals, held, monotone);
     if (monotone) return;
     SegmentTerms again(m_, p_, a);
     for (int64_t b = a; b < a + static_cast<int64_t>(locals.size()); ++b) {
@@ -421,7 +521,10 @@ class ChainDp {
   // j grows, so the best j <= a + kmax(s) is the largest such, found by a search from the last
   // answer (planner4; a binary search before).
   using Entry = DpEntry;
-  void window(int64_t a, const std::vector<int64_t>& locals, int64_t h, bool query) {
+  template <class S>
+  S stack(int64_t s);
+  template <class S>
+  void window_t(int64_t a, const std::vector<int64_t>& locals, int64_t h, bool query) {
     const int64_t kcap = query ? static_cast<int64_t>(locals.size()) : 0;
     const int64_t j = a + 1;  // pushed at every s before the query
     const Cost base = add(prefix_inner_[static_cast<size_t>(a)], m_.blocks[static_cast<size_t>(a)].seg_last_cost);
@@ -436,13 +539,13 @@ class ChainDp {
     constexpr int64_t kAhead = 16;
     const auto prefetch = [&](int64_t t) {
       if (t > slots_) return;
-      const std::vector<Entry>& sp = stacks_[static_cast<size_t>(t)];
+      const S sp = stack<S>(t);
       if (!sp.empty()) prefetch_line(&sp.back());
       if (sp.size() > 1) prefetch_line(&sp[sp.size() - 2]);
       const int64_t q = t - h;
       if (q >= 0 && k > 0) {
-        const std::vector<Entry>& sq = stacks_[static_cast<size_t>(q)];
-        const size_t f = static_cast<size_t>(finger_[static_cast<size_t>(q)]);
+        const S sq = stack<S>(q);
+        const int64_t f = finger_[static_cast<size_t>(q)];
         if (f < sq.size()) prefetch_line(&sq[f]);
         if (f >= 1 && f - 1 < sq.size()) prefetch_line(&sq[f - 1]);  // planner5: the gallop's first step
       }
@@ -450,10 +553,10 @@ class ChainDp {
     for (int64_t s = 0; s < kAhead; ++s) prefetch(s);
     for (int64_t s = 0; s <= slots_; ++s) {
       prefetch(s + kAhead);
-      push(j, s, base);
+      push<S>(j, s, base, a);
       while (k < kcap && locals[static_cast<size_t>(k)] <= s) ++k;
       if (k == 0 || s - h < 0) continue;
-      const std::vector<Entry>& st = stacks_[static_cast<size_t>(s - h)];
+      const S st = stack<S>(s - h);
       // st is ordered by decreasing j (back = smallest j); find the largest j <= a + k, the
       // first index whose j is in reach. planner4 (issue 15): searched from the index this
       // stack answered last (the bound a + k moves by about one block per row, so the answer
@@ -466,7 +569,7 @@ class ChainDp {
                             : first_in_reach(st, std::min<int64_t>(finger, size - 1), a + k);
       if (found == size) continue;
       finger = static_cast<int32_t>(found);
-      const Entry* it = &st[static_cast<size_t>(found)];
+      const Entry* it = &st[found];
       const Cost cost = {it->value.time_ns - pa.time_ns, it->value.flops - pa.flops};
       if (cost.time_ns < ct[s] || (cost.time_ns == ct[s] && cost.flops < cf[s]))
         ct[s] = cost.time_ns, cf[s] = cost.flops,
@@ -474,11 +577,25 @@ class ChainDp {
     }
   }
   // Pushes j (the segment ending at j - 1) onto the stack of s; base: P(j - 1) + last(j - 1).
-  void push(int64_t j, int64_t s, Cost base) {
+  template <class S>
+  void push(int64_t j, int64_t s, Cost base, int64_t a) {
     const size_t i = idx(j, s);
     if (time_[i] == kInf) return;
     const Cost v = {time_[i] + base.time_ns, flops_[i] + base.flops};
-    std::vector<Entry>& st = stacks_[static_cast<size_t>(s)];
+    S st = stack<S>(s);
+    if constexpr (std::is_same_v<S, RingStack>) {
+      // planner6: entries above a + lmax_ are never read again (no bound reaches them; while
+      // in the stack they are out of every bound's reach, as in the vectors); dropped, in one
+      // run from the front, only when the ring is full (it then holds at least one: at most
+      // lmax_ - 1 below them).
+      if (st.size() == ring_cap_) {
+        int32_t dropped = 0;
+        while (!st.empty() && st[0].j > a + lmax_) st.pop_front(), ++dropped;
+        int32_t& finger = finger_[static_cast<size_t>(s)];
+        finger = std::max(0, finger - dropped);  // the same entry: a search start only
+        if (!st.empty()) front_[static_cast<size_t>(s)] = st[0].j;
+      }
+    }
     // Dominated by the shorter j. planner4: the back's value is read from back_ (contiguous
     // over s), the stack itself only when it pops.
     Cost& top = back_[static_cast<size_t>(s)];
@@ -493,9 +610,10 @@ class ChainDp {
 
   // The first index of `st` (j decreasing with the index) whose j is at most `bound`, or
   // st.size(): galloping from `from` towards the answer, then a binary search in the bracket.
-  static int64_t first_in_reach(const std::vector<Entry>& st, int64_t from, int64_t bound) {
-    const int64_t size = static_cast<int64_t>(st.size());
-    const auto in = [&](int64_t i) { return st[static_cast<size_t>(i)].j <= bound; };
+  template <class S>
+  static int64_t first_in_reach(const S& st, int64_t from, int64_t bound) {
+    const int64_t size = st.size();
+    const auto in = [&](int64_t i) { return st[i].j <= bound; };
     int64_t lo = 0, hi = size;  // answer in [lo, hi]: !in(lo - 1), in(hi) (or hi == size)
     if (in(from)) {
       hi = from;
@@ -534,7 +652,24 @@ class ChainDp {
   std::vector<int32_t>& finger_;
   std::vector<int64_t>& front_;
   std::vector<Cost> prefix_inner_;  // P(i): inner recompute costs of blocks < i
+  // planner6 (issue 15): the ring stacks (RingStack), when R x (slots + 1) entries stay within
+  // kMaxRingEntries (24 bytes each: 384 MiB at most), else the vectors.
+  static constexpr int64_t kMaxRingEntries = int64_t{1} << 24;
+  DpWorkspace& ws_;
+  int64_t lmax_ = 0, ring_cap_ = 1;
+  bool ring_ = false;
 };
+
+template <>
+inline VecStack ChainDp::stack<VecStack>(int64_t s) {
+  return {stacks_[static_cast<size_t>(s)]};
+}
+template <>
+inline RingStack ChainDp::stack<RingStack>(int64_t s) {
+  const size_t u = static_cast<size_t>(s);
+  return {ws_.ring.data() + static_cast<size_t>(ring_cap_) * u, ws_.ring_head[u], ws_.ring_size[u],
+          static_cast<int32_t>(ring_cap_ - 1)};
+}
 
 // The tables of one model and slot size, kept across budgets (issue 15): the rounded-down and
 // rounded-up tables are built on first use at the largest budget asked so far, and every budget

@@ -9,6 +9,31 @@
 
 namespace sim::detail {
 
+// etp (issue 13): Megatron's expert grid. initialize_model_parallel (megatron/core/
+// parallel_state.py @ d98e8a64ddf3) lays experts out as etp x ep x edp x pp over the world
+// tp x cp x dp x pp and raises unless (etp x ep x pp) divides the world; TEGroupedMLP divides
+// moe_ffn_hidden_size by etp (experts.py, `divide`); --etp unset is --tp (arguments.py line 587).
+namespace {
+void check_expert_grid(const ModelConfig& m, const TrainSetup& s) {
+  const int64_t etp = resolved_etp(s);
+  const int64_t ranks = s.tp * s.cp * s.dp;  // the world over pp
+  const std::string tcd = "tp x cp x dp = " + std::to_string(ranks);
+  if (m.expert_ffn % etp != 0)
+    throw ConfigError(s.etp > 0 ? "--etp" : "--tp", s.etp > 0 ? "etp" : "tp",
+                      std::to_string(etp) + " does not divide the experts' width " +
+                          std::to_string(m.expert_ffn) + " (expert tensor parallelism)");
+  if (ranks % etp != 0)
+    throw ConfigError("--etp", "etp",
+                      std::to_string(etp) + " does not divide the ranks of a pipeline stage (" +
+                          tcd + "): Megatron's expert grid is etp x ep x edp x pp");
+  if ((ranks / etp) % s.ep != 0)
+    throw ConfigError("--ep", "ep",
+                      std::to_string(s.ep) + " does not divide the data-parallel size of the "
+                      "experts (" + tcd + " over etp " + std::to_string(etp) +
+                          "): Megatron's expert grid is etp x ep x edp x pp");
+}
+}  // namespace
+
 void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* impl) {
   const std::string E = std::to_string(m.experts);
   if (s.ep < 1) throw ConfigError("--ep", "ep", "must be a positive integer");
@@ -20,8 +45,11 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
   if (s.moe_capacity && !(*s.moe_capacity > 0.0))
     throw ConfigError("--moe-capacity", "moe_capacity", "must be positive");
   const bool moe = is_moe(m);
+  if (s.etp < 0) throw ConfigError("--etp", "etp", "must be a positive integer");  // etp
   if (!moe) {
     if (s.ep > 1) throw ConfigError("--ep", "ep", m.name + " has no experts to divide");
+    if (s.etp > 0 && s.etp != s.tp)  // etp: --etp equal to --tp (its default) changes nothing
+      throw ConfigError("--etp", "etp", m.name + " has no experts to divide");
     if (s.moe_aux_loss_coeff > 0.0)  // mla5
       throw ConfigError("--moe-aux-loss-coeff", "moe_aux_loss_coeff",
                         m.name + " has no router to balance");
@@ -32,10 +60,13 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
     if (m.experts % s.ep != 0)
       throw ConfigError("--ep", "ep",
                         std::to_string(s.ep) + " does not divide the " + E + " experts");
-    if (s.dp % s.ep != 0)
+    if (impl && impl->moe == MoeDispatch::kAllToAll) {
+      check_expert_grid(m, s);  // etp (issue 13): Megatron's rank-group arithmetic
+    } else if (s.dp % s.ep != 0) {
       throw ConfigError("--ep", "ep",
                         std::to_string(s.ep) + " does not divide the data-parallel size --dp " +
                             std::to_string(s.dp) + " (expert-parallel ranks are data-parallel ranks)");
+    }
     if (s.moe_imbalance > static_cast<double>(m.experts))
       throw ConfigError("--moe-imbalance", "moe_imbalance",
                         "at most the " + E + " experts (every token on one expert)");
@@ -47,8 +78,8 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
                       "closed form is a dense GPT)");
   const std::string in = " under --impl " + std::string(impl->name);
   if (moe && impl->moe == MoeDispatch::kNone)
-    throw Unsupported("--impl", "impl", "mixture of experts" + in);
-  if (is_mla(m) && !impl->mla) throw Unsupported("--impl", "impl", "MLA attention" + in);
+    throw NotInCode("--impl", "impl", "mixture of experts" + in);
+  if (is_mla(m) && !impl->mla) throw NotInCode("--impl", "impl", "MLA attention" + in);
   // feat3: eager MLA (HF eager_attention_forward, qk head dim != v head dim) is modeled by
   // core_attention's eager path and held by the census (mla-eager-*)
   // mla5: Megatron's MLA runs under the TE spec's DotProductAttention; the local spec's eager
@@ -57,20 +88,35 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
       *s.attention == AttentionKind::kStandard)
     throw Unsupported("--attention", "attention", "eager MLA attention" + in +
                                                       " (modeled: TE's fused attention, --attention flash)");
-  if (s.tp > 1)
-    throw Unsupported("--tp", "tp", "tensor parallelism of MoE and MLA blocks (expert tensor "
-                                    "parallelism is not modeled yet)");
+  // etp (issue 13): tensor parallelism of MoE blocks is Megatron's alltoall dispatcher with
+  // expert tensor parallelism (blocks_moe.cpp megatron_alltoall); MLA under TP also gathers
+  // kv_combined and k_pos_emb (multi_latent_attention.py), not written
+  if (s.tp > 1 && is_mla(m))
+    throw Unsupported("--tp", "tp", "tensor parallelism of MLA attention" + in);
+  if ((s.tp > 1 || resolved_etp(s) > 1) && impl->moe != MoeDispatch::kAllToAll)
+    throw Unsupported(s.tp > 1 ? "--tp" : "--etp", s.tp > 1 ? "tp" : "etp",
+                      "tensor parallelism of MoE blocks" + in);
+  if (moe && s.tp > 1 && m.shared_ffn > 0)
+    // the shared experts run HF's op list here (blocks_moe.cpp shared_experts), not Megatron's
+    // tensor-parallel SharedExpertMLP (shared_experts.py)
+    throw Unsupported("--tp", "tp", "tensor parallelism of shared experts" + in);
+  if (moe && s.tp > 1 && !s.sp)
+    // moe_layer.py @ d98e8a64 MoELayer.forward: "During training, performance may degrade if MoE
+    // and tensor parallelism are enabled without also enabling sequence parallelism" (ValueError)
+    throw ConfigError("--sp", "sp",
+                      "--tp " + std::to_string(s.tp) + " with experts needs --sp on (Megatron's "
+                      "MoELayer raises without sequence parallelism in training)");
   if (impl->moe == MoeDispatch::kHfLoop) {
-    if (s.ep > 1) throw Unsupported("--ep", "ep", "expert parallelism" + in + " (HF has none)");
+    if (s.ep > 1) throw NotInCode("--ep", "ep", "expert parallelism" + in + " (HF has none)");
     if (s.moe_capacity)
-      throw Unsupported("--moe-capacity", "moe_capacity",
-                        "a capacity factor" + in + " (HF's loop is dropless)");
+      throw NotInCode("--moe-capacity", "moe_capacity",
+                      "a capacity factor" + in + " (HF's loop is dropless)");
     // mla5: HF has no such knob: its loss follows the config (output_router_logits,
     // router_aux_loss_coef), which the loader reads
     if (s.moe_aux_loss_coeff > 0.0)
-      throw Unsupported("--moe-aux-loss-coeff", "moe_aux_loss_coeff",
-                        "a load-balancing loss coefficient" + in +
-                            " (HF adds its loss when the config sets output_router_logits)");
+      throw NotInCode("--moe-aux-loss-coeff", "moe_aux_loss_coeff",
+                      "a load-balancing loss coefficient" + in +
+                          " (HF adds its loss when the config sets output_router_logits)");
     // moe2: output_router_logits adds HF's load_balancing_loss_func after the LM loss
     // (blocks_moe.cpp build_hf_aux_loss)
   }

@@ -541,6 +541,11 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("--precision", "precision",
                            "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
                            "executor runs one dtype per parameter)");
+  // inductor (issue 10): a compiled block's backward reads tensors it recomputes from the cut
+  if (graph.compiled)
+    throw sim::Unsupported("--compile", "compile",
+                           "executing torch.compile's partitioned blocks (the executor runs eager "
+                           "code)");
   for (const sim::Op& op : graph.ops) {
     if (op.fp8)
       throw sim::Unsupported("--fp8", "fp8", "executing fp8 linears (no executor kernels)");

@@ -33,4 +33,12 @@ class Unsupported : public ConfigError {
   Unsupported(std::string where, std::string field, const std::string& feature);
 };
 
+// A feature the simulated code base itself lacks (its release has no such option or path), so
+// no later actsim can simulate it there either; the message reads "not in the code simulated:
+// <feature>". Unsupported, above, is for what actsim has not modeled yet.
+class NotInCode : public ConfigError {
+ public:
+  NotInCode(std::string where, std::string field, const std::string& feature);
+};
+
 }  // namespace sim

@@ -54,6 +54,9 @@ struct OpCost {
   int64_t comm_bytes = 0;   // tensor-parallel collective payload per rank
   uint8_t comm_kind = 0;    // 0 none, 1 all-reduce, 2 all-gather, 3 reduce-scatter
   uint8_t kernels = 1;      // kernel launches
+  // etp (issue 13): the collective's group: 0 the tensor-parallel group, 1 the
+  // expert-tensor-parallel group (the MoE dispatcher's all-gather/reduce-scatter)
+  uint8_t comm_group = 0;
 };
 
 // What the CPU reference executor (harness/executor) computes for an op, and the meaning of
@@ -189,8 +192,8 @@ enum class KernelChoice : uint8_t {
 // (sim/src/ops.hpp Ops::linear). Passes that treat projections differently (sim/src/lora.cpp's
 // LoRA targets, sim/src/fp8.cpp's per-module state) match on it, never on the op's name.
 enum class LinearSite : uint8_t {
-  kNone,    // not a site those passes name (router, classifier, pooler, T5's and MLA's
-            // projections, experts, LoRA's own adapters)
+  kNone,    // not a site those passes name (classifier, pooler, Megatron's experts, DeepSeek-V2's
+            // 3D expert weights, LoRA's own adapters)
   kQkv,     // q, k and v as one linear (GPT-2's c_attn, Megatron's linear_qkv)
   kQ,       // a separate query projection
   kK,       // a separate key projection
@@ -203,6 +206,14 @@ enum class LinearSite : uint8_t {
   kDown,    // a gated MLP's down projection
   kGateUp,  // a gated MLP's gate and up projections as one linear (Phi-3's gate_up_proj)
   kLmHead,  // the output layer (logits)
+  // --- lora6 (issue 13) ---
+  kQA,      // MLA's q_a_proj (the query's down projection)
+  kQB,      // MLA's q_b_proj (the query's up projection)
+  kKvA,     // MLA's kv_a_proj_with_mqa (the latent and the shared rope key)
+  kKvB,     // MLA's kv_b_proj (keys' nope part and values from the latent)
+  kOther,   // an nn.Linear no target name reaches but PEFT's all-linear adapts (an MoE router,
+            // Qwen2-MoE's shared_expert_gate)
+  // --- end lora6 ---
 };
 
 struct Op {
@@ -338,6 +349,10 @@ struct Graph {
   int64_t dp_bucket_bytes = 0;   // bytes per reduction bucket
   bool dp_reduce_blocking = false;  // the compute stream waits for each bucket (no overlap_comm)
   // --- end hfds ---
+  // --- inductor (issue 10): the blocks' saves are torch.compile's min-cut partition
+  // (sim/src/inductor.cpp), not eager autograd's: a backward reads tensors it recomputes ---
+  bool compiled = false;
+  int64_t etp = 1;  // etp (issue 13): expert-tensor-parallel ranks (OpCost::comm_group 1)
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

@@ -298,6 +298,14 @@ struct ImplSpec {
   // bases' options expresses (sim/planner_native.hpp). ---
   std::span<const NativeAc> native_ac;
   // --- end native ---
+  // --- te_norm (issue 10): the block's and the final RMSNorm as Transformer Engine's fused
+  // kernels (LayerNormLinear's norm, TENorm): the norm saves its input, its weight and fp32 rsigma
+  // per row and writes ln_out in the activation dtype (sim/src/norm_te.cpp). LayerNorm is already
+  // TE's storages (input, weight, bias, fp32 mu and rsigma: Ops::layer_norm) ---
+  bool te_norms = false;
+  // the code base has Megatron's --cross-entropy-loss-fusion (TrainSetup::cross_entropy_loss_fusion)
+  bool ce_loss_fusion = false;
+  // --- end te_norm ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

@@ -203,6 +203,14 @@ struct ModelConfig {
   // probabilities are fp32 (saved by the softmax) and a 16-bit copy goes on to dropout and av.
   bool eager_softmax_fp32 = false;
   // --- end fam12 ---
+  // --- etp (issue 13): DeepSeek's router options (HF DeepseekV2Config: topk_method
+  // "group_limited_greedy" with n_group and topk_group, routed_scaling_factor), modeled under
+  // megatron as --moe-router-num-groups/--moe-router-group-topk and
+  // --moe-router-topk-scaling-factor (blocks_moe.cpp megatron_router) ---
+  int64_t router_groups = 0;      // expert groups of group-limited routing (0: plain top-k)
+  int64_t router_group_topk = 0;  // groups each token may pick from
+  double routed_scaling = 1.0;    // the top-k weights' scaling factor
+  // --- end etp ---
 };
 
 // famenc: the encoder blocks of an encoder-decoder model (all of them otherwise), and whether the

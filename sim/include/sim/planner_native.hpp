@@ -13,7 +13,10 @@
 #include "sim/device.hpp"
 #include "sim/graph.hpp"
 #include "sim/impl.hpp"
+#include "sim/model.hpp"
 #include "sim/planner.hpp"
+#include "sim/setup.hpp"
+#include "sim/simulate.hpp"
 #include "sim/strategy.hpp"
 
 namespace sim {
@@ -42,5 +45,39 @@ std::vector<NativeCandidate> native_candidates(std::span<const NativeAc> options
 // by the planner's cost (recompute time plus offload stall, then recompute FLOPs).
 NativeChoice best_native(const Graph& graph, const Device& device, int64_t budget_bytes,
                          std::span<const NativeAc> options);
+
+// planner6 (issue 15): the same for a pipeline plan (`plan --pp` / `--num-microbatches`). Each
+// code base applies its setting to the layers of every stage alike (Megatron's
+// --recompute-num-layers counts a stage's own layers; torchtitan and HF wrap each stage's layers
+// with one setting), so a candidate is a stage-local strategy run on every stage. Each is
+// simulated on the distinct stage graphs (first, inner, last, as simulate_pipeline builds them)
+// and its stage peak is the simulated peak plus the stage's in-flight stash, as plan_pipeline
+// counts it.
+struct NativeStageChoice {
+  int64_t stage = 0;
+  int64_t in_flight = 1;
+  bool found = false;        // some setting fits this stage alone
+  Strategy strategy;         // the best setting for this stage alone (stage-local)
+  std::string config;
+  Cost cost;                 // recompute time plus offload stall, FLOPs (one micro-batch)
+  int64_t peak_bytes = 0;    // stage peak with the in-flight stash
+  // The uniform setting (NativePipelineChoice::strategy) on this stage, when found there.
+  Cost uniform_cost;
+  int64_t uniform_peak_bytes = 0;
+};
+struct NativePipelineChoice {
+  bool searched = false;     // false: more than kNativeSearchBlocks blocks per stage
+  bool found = false;        // one setting fits every stage
+  Strategy strategy;         // that setting (least recompute summed over the stages)
+  std::string config;
+  Cost cost;                 // summed over the stages, one micro-batch each
+  int64_t worst_peak_bytes = 0;
+  std::vector<NativeStageChoice> stages;
+  int64_t candidates = 0;    // settings tried
+};
+NativePipelineChoice best_native_pipeline(const ModelConfig& model, const TrainSetup& setup,
+                                          const Device& device, int64_t budget_bytes,
+                                          std::span<const NativeAc> options,
+                                          const SimOptions& sim_options = {});
 
 }  // namespace sim

@@ -143,14 +143,37 @@ struct TrainSetup {
   // output_router_logits from the config) ---
   double moe_aux_loss_coeff = 0.0;
   // --- end mla5 ---
+  // --- etp (issue 13): --etp N, Megatron's --expert-tensor-parallel-size: each routed expert's
+  // fc1/fc2 split over N ranks (TEGroupedMLP column/row parallel over the expert-TP group). 0:
+  // unset, Megatron's default, --tp (megatron/training/arguments.py @ d98e8a64 line 587) ---
+  int64_t etp = 0;
+  // --- end etp ---
+  // --- te_norm (issue 10): --cross-entropy-loss-fusion on|off, Megatron's
+  // --cross-entropy-loss-fusion (its default off: tensor_parallel.vocab_parallel_cross_entropy);
+  // on: cross_entropy_fusion_impl 'native', fusions/fused_cross_entropy.py's torch.compile'd steps
+  // (sim/src/graph_blocks.cpp build_head). Only megatron has the knob.
+  bool cross_entropy_loss_fusion = false;
+  // --- end te_norm ---
 };
 
+// etp (issue 13): the expert-tensor-parallel size simulated: --etp, else --tp (Megatron's default)
+inline int64_t resolved_etp(const TrainSetup& s) { return s.etp > 0 ? s.etp : s.tp; }
+
 // --- feat (issue 13): LoRA targets, as --lora-targets names them (PEFT module names per family:
-// q = q_proj/query, k, v, o = o_proj/attention output dense/GPT-2 attn.c_proj, gate, up = up_proj/
-// fc1/c_fc/intermediate.dense, down = down_proj/fc2/mlp.c_proj/output.dense).
+// q = q_proj/query/T5's q, k, v, o = o_proj/attention output dense/GPT-2 attn.c_proj/T5's o,
+// gate = gate_proj/Mixtral's expert w1/T5's wi_0, up = up_proj/fc1/c_fc/intermediate.dense/
+// Mixtral's w3/T5's wi and wi_1, down = down_proj/fc2/mlp.c_proj/output.dense/Mixtral's w2/T5's
+// wo; lora6: q_a, q_b, kv_a, kv_b = MLA's q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj;
+// gate_up = Phi-3's gate_up_proj).
 enum LoraTarget : uint32_t {
   kLoraQ = 1, kLoraK = 2, kLoraV = 4, kLoraO = 8, kLoraGate = 16, kLoraUp = 32, kLoraDown = 64,
-  kLoraAllLinear = 127,
+  // --- lora6 (issue 13): MLA's q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj; Phi-3's fused
+  // gate_up_proj; kLoraOther: no name reaches it, all-linear does (an MoE router, Qwen2-MoE's
+  // shared_expert_gate: nn.Linear modules PEFT's all-linear adapts) ---
+  kLoraQA = 128, kLoraQB = 256, kLoraKvA = 512, kLoraKvB = 1024, kLoraGateUp = 2048,
+  kLoraOther = 4096,
+  // --- end lora6 ---
+  kLoraAllLinear = 8191,
 };
 // "q,v" or "q+v", "all-linear" (every bit); nullopt for an unknown name or an empty list.
 std::optional<uint32_t> parse_lora_targets(std::string_view s);

@@ -80,7 +80,13 @@ std::vector<std::string> make_columns() {
         "mfu_peak_flops_per_s", "fp8_model_flops", "mfu_fp8_mixed",
         // mla5 (issue 13): Megatron's MoE load-balancing loss coefficient
         // (--moe-aux-loss-coeff; a key column, appended; 0: none)
-        "moe_aux_loss_coeff"})
+        "moe_aux_loss_coeff",
+        // etp (issue 13): expert-tensor-parallel ranks (--etp, resolved: --tp when not given;
+        // a key column, appended)
+        "etp",
+        // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion (on/off; a key column,
+        // appended)
+        "cross_entropy_loss_fusion"})
     c.emplace_back(name);
   return c;
 }
@@ -162,8 +168,9 @@ std::string csv_row(const Row& row) {
   constexpr int kKeyColumns = 18;
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
-  // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff
-  constexpr int kAfterError = 35;
+  // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
+  // te_norm: cross_entropy_loss_fusion
+  constexpr int kAfterError = 37;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -271,6 +278,8 @@ std::string csv_row(const Row& row) {
     else w.empty(1);
   }
   w.number(s.moe_aux_loss_coeff);    // mla5 (issue 13)
+  w.integer(sim::resolved_etp(s));   // etp (issue 13)
+  w.text(s.cross_entropy_loss_fusion ? "on" : "off");  // te_norm (issue 10)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -76,6 +76,22 @@ sim::ModelConfig deepseek_v2(const ObjectReader& in) {
   const std::string topk = in.string_or("topk_method", "greedy");
   if (topk != "greedy" && topk != "group_limited_greedy")
     refuse(in, "topk_method", "top-k method " + topk + " (deepseek_v2)");
+  // etp (issue 13): group-limited routing and the routed scaling factor
+  // (DeepseekV2MoEGate / route_tokens_to_experts; configuration_deepseek_v2.py defaults)
+  if (topk == "group_limited_greedy") {
+    m.router_groups = size(in, "n_group");
+    m.router_group_topk = size(in, "topk_group");
+    if (m.experts % m.router_groups != 0)
+      in.fail("n_group", "does not divide n_routed_experts (" + std::to_string(m.experts) + ")");
+    if (m.router_group_topk > m.router_groups)
+      in.fail("topk_group", "exceeds n_group (" + std::to_string(m.router_groups) + ")");
+    if (m.experts_per_token % m.router_group_topk != 0)
+      in.fail("topk_group", "does not divide num_experts_per_tok (Megatron's group_limited_topk "
+                            "takes topk / group_topk experts per group)");
+  }
+  m.routed_scaling = in.number_or("routed_scaling_factor", 1.0);
+  if (!(m.routed_scaling > 0.0) || !(m.routed_scaling < 1e300))
+    in.fail("routed_scaling_factor", "must be a positive number");
   // DeepSeek's sequence-wise auxiliary loss (MoEGate, aux_loss_alpha > 0 in training) is
   // computed from the router's saved fp32 scores: [b, E]-sized terms, modeled with the router.
   m.aux_loss = m.aux_loss || in.number_or("aux_loss_alpha", 0.0) > 0.0;

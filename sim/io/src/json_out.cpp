@@ -42,6 +42,8 @@ std::string result_json(const Row& row) {
   j["moe_imbalance"] = s.moe_imbalance;
   j["moe_capacity"] = s.moe_capacity ? Json(*s.moe_capacity) : Json(nullptr);
   j["moe_aux_loss_coeff"] = s.moe_aux_loss_coeff;  // mla5
+  j["etp"] = sim::resolved_etp(s);  // etp (issue 13): --etp, else --tp
+  j["cross_entropy_loss_fusion"] = s.cross_entropy_loss_fusion;  // te_norm (issue 10)
   j["lora_rank"] = s.lora_rank;  // feat
   j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
   j["qlora"] = s.qlora;

@@ -43,7 +43,7 @@ ImplSpec megatron() {
   s.fp8_te = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "Megatron's distributed optimizer at ZeRO 1, DDP at ZeRO 0";
   s.not_modeled =
-      "FP8, fused cross entropy, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
+      "FP8, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
       "--attention-softmax-in-fp32 above s = 4096";
   // --- implver ---
   s.version_key = "d98e8a6";
@@ -76,6 +76,14 @@ ImplSpec megatron() {
       {"every:k", "--recompute-granularity full --recompute-method uniform --recompute-num-layers {k}"},
       {"block:k", "--recompute-granularity full --recompute-method block --recompute-num-layers {k}"}};
   s.native_ac = kNativeAc;
+  // --- te_norm (issue 10): TE's fused norms under the TE spec (gpt_layer_specs.py
+  // get_gpt_layer_with_transformer_engine_spec: input_layernorm and pre_mlp_layernorm are
+  // IdentityOp, the norms fused into linear_qkv / linear_fc1 as TELayerNormColumnParallelLinear;
+  // the final norm TENorm), TransformerEngine @ d0067d0da6cb; --cross-entropy-loss-fusion
+  // (language_module.py compute_language_model_loss:173-198) ---
+  s.te_norms = true;
+  s.ce_loss_fusion = true;
+  // --- end te_norm ---
   return s;
 }
 

@@ -154,13 +154,13 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                             " trains: " + std::string(sp.heads) + ")");
   }
   if (s.tp > 1 && !sp.tensor_parallel)
-    throw Unsupported("--tp", "tp",
-                      "tensor parallelism under --impl " + std::string(sp.name) +
-                          " (only megatron has it)");
+    throw NotInCode("--tp", "tp",
+                    "tensor parallelism under --impl " + std::string(sp.name) +
+                        " (only megatron has it)");
   if ((s.pp > 1 || s.vpp > 1) && !sp.pipeline)
-    throw Unsupported("--pp", "pp",
-                      "pipeline parallelism under --impl " + std::string(sp.name) +
-                          " (only megatron has it)");
+    throw NotInCode("--pp", "pp",
+                    "pipeline parallelism under --impl " + std::string(sp.name) +
+                        " (only megatron has it)");
   detail::check_moe_setup(model, s, &sp);  // moe: sim/src/setup_moe.cpp
   if (!s.precision) s.precision = resolved_precision(s);  // hfds: sp.dp_precision under --dp
   // --- hfds (issue 10): deepspeed-bf16 is the regime of a code base launched with DeepSpeed
@@ -168,9 +168,9 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   // (accelerator.py @ v1.2.1, Accelerator.__init__) sets native_amp only when the distributed
   // type is not DEEPSPEED, and DeepSpeed v0.16.2's config has no torch autocast section.
   if (*s.precision == Precision::kDeepspeedBf16 && sp.dp_precision != Precision::kDeepspeedBf16)
-    throw Unsupported("--precision", "precision",
-                      "deepspeed-bf16 under --impl " + std::string(sp.name) +
-                          " (it is HF's Trainer with DeepSpeed: --impl hf)");
+    throw NotInCode("--precision", "precision",
+                    "deepspeed-bf16 under --impl " + std::string(sp.name) +
+                        " (it is HF's Trainer with DeepSpeed: --impl hf)");
   if (sp.dp_precision == Precision::kDeepspeedBf16 && s.zero >= 1 && s.dp > 1 &&
       (*s.precision == Precision::kBf16Amp || *s.precision == Precision::kFp16Amp))
     throw ConfigError("--precision", "precision",
@@ -186,9 +186,9 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   // famenc: a family whose modeling code has no SDPA path (T5Attention) runs eager attention
   if (!model.sdpa) {
     if (s.attention && *s.attention == AttentionKind::kFlash)
-      throw Unsupported("--attention", "attention",
-                        "flash (SDPA) attention for " + model.family + " under --impl " +
-                            std::string(sp.name) + " (its attention is eager only)");
+      throw NotInCode("--attention", "attention",
+                      "flash (SDPA) attention for " + model.family + " under --impl " +
+                          std::string(sp.name) + " (its attention is eager only)");
     s.attention = AttentionKind::kStandard;
   }
   if (!s.attention) s.attention = sp.attention;
@@ -201,10 +201,10 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   if (s.fp8 != Fp8Recipe::kOff) {  // feat: --fp8, one precision regime per recipe
     const bool te = s.fp8 == Fp8Recipe::kTeDelayed || s.fp8 == Fp8Recipe::kTeCurrent;
     if (te ? !sp.fp8_te : !sp.fp8_torchao)
-      throw Unsupported("--fp8", "fp8",
-                        std::string(name(s.fp8)) + " under --impl " + std::string(sp.name) +
-                            (te ? " (Transformer Engine's recipes run under megatron)"
-                                : " (torchao's Float8Linear runs under torchtitan)"));
+      throw NotInCode("--fp8", "fp8",
+                      std::string(name(s.fp8)) + " under --impl " + std::string(sp.name) +
+                          (te ? " (Transformer Engine's recipes run under megatron)"
+                              : " (torchao's Float8Linear runs under torchtitan)"));
     const Precision want = te ? Precision::kBf16Mixed : Precision::kFsdp2Bf16;
     if (*s.precision != want)
       throw ConfigError("--precision", "precision",
@@ -212,15 +212,15 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                             std::string(name(want)) + ", not " + std::string(name(*s.precision)));
   }
   if (s.cp > 1 && !sp.context_parallel)  // feat: --cp
-    throw Unsupported("--cp", "cp",
-                      "context parallelism under --impl " + std::string(sp.name) +
-                          " (megatron and torchtitan have it)");
+    throw NotInCode("--cp", "cp",
+                    "context parallelism under --impl " + std::string(sp.name) +
+                        " (megatron and torchtitan have it)");
   if (s.padding) {  // hfimpl (issue 10)
     if (!sp.model_masks)
-      throw Unsupported("--padding", "padding",
-                        "a padding mask under --impl " + std::string(sp.name) + " (" +
-                            std::string(sp.code) +
-                            " trains on packed sequences and takes no attention mask)");
+      throw NotInCode("--padding", "padding",
+                      "a padding mask under --impl " + std::string(sp.name) + " (" +
+                          std::string(sp.code) +
+                          " trains on packed sequences and takes no attention mask)");
     if (is_vision(model) || model.decoder_layers > 0)
       throw Unsupported("--padding", "padding",
                         "a padding mask for the " + model.family +
@@ -231,10 +231,10 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   // time5 (issue 11): --norm-kernel triton, where the release has torchtitan's Triton RMSNorm
   if (s.norm_kernel == NormKernel::kTriton) {
     if (!sp.triton_rmsnorm)
-      throw Unsupported("--norm-kernel", "norm_kernel",
-                        "the Triton fused RMSNorm under --impl " + std::string(sp.name) + "@" +
-                            std::string(sp.version_key) +
-                            " (torchtitan 9dec370's norm_type = \"fused_rmsnorm\")");
+      throw NotInCode("--norm-kernel", "norm_kernel",
+                      "the Triton fused RMSNorm under --impl " + std::string(sp.name) + "@" +
+                          std::string(sp.version_key) +
+                          " (torchtitan 9dec370's norm_type = \"fused_rmsnorm\")");
     if (model.norm != NormKind::kRmsNorm || model.norm_weight_fp32)
       throw Unsupported("--norm-kernel", "norm_kernel",
                         "the Triton fused RMSNorm for the " + model.family +
@@ -247,10 +247,16 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                           " (modeled for torchtitan's per-block training.compile only)");
   // time6 (issue 11): --grad-accum-fusion off is Megatron's --no-gradient-accumulation-fusion
   if (!s.grad_accum_fusion && s.impl != Impl::kMegatron)
-    throw Unsupported("--grad-accum-fusion", "grad_accum_fusion",
-                      "off under --impl " + std::string(sp.name) +
-                          " (Megatron's --no-gradient-accumulation-fusion; only Megatron fuses "
-                          "the weight gradient's accumulation)");
+    throw NotInCode("--grad-accum-fusion", "grad_accum_fusion",
+                    "off under --impl " + std::string(sp.name) +
+                        " (Megatron's --no-gradient-accumulation-fusion; only Megatron fuses "
+                        "the weight gradient's accumulation)");
+  // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion
+  if (s.cross_entropy_loss_fusion && !sp.ce_loss_fusion)
+    throw NotInCode("--cross-entropy-loss-fusion", "cross_entropy_loss_fusion",
+                    "on under --impl " + std::string(sp.name) +
+                        " (Megatron's --cross-entropy-loss-fusion; this code base computes its "
+                        "own loss)");
   return s;
 }
 

@@ -39,7 +39,8 @@ ImplSpec torchtitan() {
   s.fp8_torchao = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "FSDP2 fully_shard over the data-parallel ranks (ZeRO 3)";
   // fp8sac: --compile models what a compiled SAC region keeps and torchao's fused amax only
-  s.not_modeled = "torch.compile's fusions outside what a compiled SAC region keeps (--compile)";
+  // inductor: --compile also solves the partitioner's min-cut per block (sim/src/inductor.cpp)
+  s.not_modeled = "torch.compile's transient fusions (its saves under --compile follow torch 1.13's min-cut)";
   // --- implver ---
   s.version_key = "v0.2.2";
   // torchtitan/config/job_config.py @ v0.2.2 Optimizer.implementation = "fused"

@@ -1,0 +1,372 @@
+// inductor (issue 10): torch.compile's min-cut partition of each compiled block (--compile on).
+//
+// Source: AOTAutograd's min_cut_rematerialization_partition, read in torch 1.13.1
+// (functorch/_src/partitioners.py, Debian python3-torch 1.13.1+dfsg-4, the file torch 1.13's
+// Inductor (torchinductor's compile_fx) calls with compiler="inductor"; upstream pytorch/pytorch
+// v1.13.1, functorch/_src/partitioners.py:209-407). Per traced graph (here: one block):
+//   - every forward node X is two vertices X_in -> X_out with capacity weight(X); X_out -> U_in
+//     (infinite) for every user U; primal inputs hang off the source (infinite), and every node
+//     the backward uses feeds the sink (infinite);
+//   - a node whose op is not recomputable is banned: source -> X_in (infinite). Recomputable
+//     (compiler "inductor", partitioners.py:278-282): pointwise ops (add, mul, pow, rsqrt, silu,
+//     gelu, tanh, where, ...), softmax and its backward, sum/mean/amax, casts (_to_copy,
+//     convert_element_type), clone and views. Banned: mm, bmm, addmm (compute intensive), dropout
+//     (random), and everything else not listed (native_layer_norm, embedding, the flash kernel,
+//     log_softmax, nll_loss). Also banned: a node more than 4 hops from the backward
+//     (`dist_from_bw > 4`, inductor only) and one whose output is more than 4x smaller than its
+//     tensor inputs (a reduction: the mean of RMSNorm's pow);
+//   - weight(X) = int(bytes(X) * 1.1^clamp(dist_from_bw, 1, 100)), doubled when X and all its
+//     users (forward consumers, backward readers) are fusible (not materialized);
+//   - the cut is networkx.minimum_cut's: the sink side is what reaches the sink in the residual
+//     graph; the nodes whose X_in -> X_out edge crosses the cut are saved, and the backward
+//     recomputes, from them, every forward node it reads that is not saved.
+// actsim's graph is coarser than the traced aten graph in one way: a view is not a node (it
+// shares its base's storage), and an op such as the rotary chain is one op, so distances count op
+// hops, not aten nodes. harness/inductor_partition.py measures torch 1.13's own partition of the
+// same blocks; tests/test_inductor.cpp holds actsim's saved bytes to it.
+#include "inductor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <tuple>
+
+namespace sim::detail {
+namespace {
+
+// The op kinds the "inductor" list lets the backward recompute (partitioners.py:278-282).
+bool recomputable(OpKind k) {
+  switch (k) {
+    case OpKind::kAdd: case OpKind::kMul: case OpKind::kGelu: case OpKind::kSilu:
+    case OpKind::kCast: case OpKind::kCopy: case OpKind::kSplit: case OpKind::kRope:
+    case OpKind::kSoftmax: case OpKind::kMask:
+      return true;
+    default:
+      return false;
+  }
+}
+// fusible_ops = recomputable | random ops (native_dropout)
+bool fusible(OpKind k) { return recomputable(k) || k == OpKind::kDropout; }
+
+// Dinic's max-flow on doubles (capacities are weighted bytes; infinite edges: kInf).
+constexpr double kInf = 1e300;
+struct Flow {
+  struct Edge { int32_t to; double cap; };
+  std::vector<Edge> e;
+  std::vector<std::vector<int32_t>> adj;
+  std::vector<int32_t> level, it;
+  explicit Flow(int32_t n) : adj(static_cast<size_t>(n)) {}
+  void add(int32_t u, int32_t v, double c) {
+    adj[u].push_back(static_cast<int32_t>(e.size())), e.push_back({v, c});
+    adj[v].push_back(static_cast<int32_t>(e.size())), e.push_back({u, 0});
+  }
+  bool bfs(int32_t s, int32_t t) {
+    level.assign(adj.size(), -1);
+    std::queue<int32_t> q;
+    level[s] = 0, q.push(s);
+    while (!q.empty()) {
+      int32_t u = q.front();
+      q.pop();
+      for (int32_t id : adj[u])
+        if (e[id].cap > 0 && level[e[id].to] < 0) level[e[id].to] = level[u] + 1, q.push(e[id].to);
+    }
+    return level[t] >= 0;
+  }
+  double dfs(int32_t u, int32_t t, double f) {
+    if (u == t) return f;
+    for (int32_t& i = it[u]; i < static_cast<int32_t>(adj[u].size()); ++i) {
+      Edge& ed = e[adj[u][i]];
+      if (ed.cap <= 0 || level[ed.to] != level[u] + 1) continue;
+      double d = dfs(ed.to, t, std::min(f, ed.cap));
+      if (d > 0) {
+        ed.cap -= d;
+        e[adj[u][i] ^ 1].cap += d;
+        return d;
+      }
+    }
+    return 0;
+  }
+  void run(int32_t s, int32_t t) {
+    while (bfs(s, t)) {
+      it.assign(adj.size(), 0);
+      while (dfs(s, t, kInf) > 0) {
+      }
+    }
+  }
+  // networkx.minimum_cut's sink side: the vertices that reach t through edges with room left.
+  std::vector<uint8_t> reaches(int32_t t) const {
+    std::vector<std::vector<int32_t>> radj(adj.size());
+    for (size_t u = 0; u < adj.size(); ++u)
+      for (int32_t id : adj[u])
+        if (e[id].cap > 0) radj[e[id].to].push_back(static_cast<int32_t>(u));
+    std::vector<uint8_t> r(adj.size(), 0);
+    std::vector<int32_t> st{t};
+    r[t] = 1;
+    while (!st.empty()) {
+      int32_t v = st.back();
+      st.pop_back();
+      for (int32_t u : radj[v])
+        if (!r[u]) r[u] = 1, st.push_back(u);
+    }
+    return r;
+  }
+};
+
+struct BlockCut {
+  std::vector<int32_t> ops;        // the block's ops, forward order
+  std::vector<int32_t> local;      // storage -> node index (-1: not in the block's graph)
+  std::vector<int32_t> nodes;      // node -> storage
+  std::vector<uint8_t> cut;        // per node: saved
+  std::vector<int32_t> producer;   // per node: producing op of the block, -1 for a primal
+};
+
+// Per storage: read by an op of another block than its producer's (the traced block's output).
+std::vector<uint8_t> used_outside(const Graph& g) {
+  std::vector<uint8_t> out(g.storages.size(), 0);
+  for (const Op& op : g.ops)
+    for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) {
+      const int32_t p = g.storages[*s].producer;
+      if (p >= 0 && g.ops[p].block != op.block) out[*s] = 1;
+    }
+  return out;
+}
+
+BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
+               const std::vector<uint8_t>& used_after, PartitionRules rules) {
+  const bool t2 = rules == PartitionRules::kTorch2;
+  BlockCut bc;
+  for (int32_t i = 0; i < static_cast<int32_t>(g.ops.size()); ++i)
+    if (g.ops[i].block == block) bc.ops.push_back(i);
+  auto node = [&](int32_t s) {
+    if (local[s] < 0) local[s] = static_cast<int32_t>(bc.nodes.size()), bc.nodes.push_back(s);
+    return local[s];
+  };
+  for (int32_t i : bc.ops) {
+    const Op& op = g.ops[i];
+    for (IdxRange r : {op.inputs, op.outputs, op.saves})
+      for (const int32_t* s = g.begin(r); s != g.end(r); ++s) node(*s);
+  }
+  const int32_t n = static_cast<int32_t>(bc.nodes.size());
+  bc.producer.assign(n, -1);
+  std::vector<uint8_t> bw_read(n, 0), bw_fusible(n, 1), fw_fusible(n, 1), outside(n, 0);
+  std::vector<uint8_t> mm_read(n, 0);
+  for (int32_t i : bc.ops) {
+    const Op& op = g.ops[i];
+    for (const int32_t* s = g.begin(op.outputs); s != g.end(op.outputs); ++s)
+      bc.producer[local[*s]] = i;
+    if (!op.has_backward) continue;
+    for (const int32_t* s = g.begin(op.saves); s != g.end(op.saves); ++s) {
+      bw_read[local[*s]] = 1;
+      if (!fusible(op.kind)) bw_fusible[local[*s]] = 0;  // e.g. mm's backward reads it
+      // torch 1.13's matmul folds a >= 3-D operand into 2-D (or 3-D for bmm) with
+      // aten._reshape_alias, which the inductor list does not name: that view is banned, and
+      // the mm's backward reads it, so the operand's storage is saved whatever its producer.
+      // at::linear takes that path without a bias (matmul(x, w.t())); with one it runs
+      // addmm(b, x.view(-1, in), w.t()), and aten.view is recomputable (Linear.cpp, v1.13.1).
+      const bool bias = op.param_numel == op.shape[1] * op.shape[2] + op.shape[2];
+      if (op.kind == OpKind::kBmm || (op.kind == OpKind::kLinear && !bias)) mm_read[local[*s]] = 1;
+    }
+  }
+  // Used after the block (the traced graph's output node: neither a backward nor fusible user).
+  for (int32_t v = 0; v < n; ++v) outside[v] = bc.producer[v] >= 0 && used_after[bc.nodes[v]];
+  // dist_from_bw (partitioners.py:267-273): 1 for a node a backward node or the output reads,
+  // else one more than the least of its users'.
+  constexpr int64_t kFar = 1000000000;
+  std::vector<int64_t> dist(n, kFar);
+  for (int32_t v = 0; v < n; ++v)
+    if (bw_read[v] || outside[v]) dist[v] = 1;
+  for (auto it = bc.ops.rbegin(); it != bc.ops.rend(); ++it) {
+    const Op& op = g.ops[*it];
+    int64_t d = kFar;
+    for (const int32_t* s = g.begin(op.outputs); s != g.end(op.outputs); ++s)
+      d = std::min(d, dist[local[*s]]);
+    for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) {
+      const int32_t v = local[*s];
+      dist[v] = std::min(dist[v], std::min(d, kFar - 1) + 1);
+      if (!fusible(op.kind)) fw_fusible[v] = 0;
+    }
+  }
+  // torch 2 (ban_if_used_far_apart, partitioners.py @ c28ba8e5 solve_min_cut): a fusible user
+  // of a fusible node that comes after the first unfusible op reachable from the node's users
+  // through fusible edges (within the last user) is banned.
+  std::vector<uint8_t> far_banned(n, 0);
+  if (t2) {
+    std::vector<std::vector<int32_t>> cons(n);
+    for (int32_t i : bc.ops) {
+      const Op& op = g.ops[i];
+      for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) cons[local[*s]].push_back(i);
+    }
+    using Item = std::tuple<int32_t, int32_t, bool>;  // (op, op, fusible edge)
+    for (int32_t v = 0; v < n; ++v) {
+      const int32_t p = bc.producer[v];
+      if (p < 0 || cons[v].empty() || !fusible(g.ops[p].kind)) continue;
+      const int32_t max_range = cons[v].back();
+      std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+      for (int32_t c : cons[v]) heap.emplace(c, c, true);
+      int32_t first = max_range;
+      while (!heap.empty()) {
+        auto [order, o, ok] = heap.top();
+        heap.pop();
+        if (!ok) {
+          first = order;
+          break;
+        }
+        const Op& op = g.ops[o];
+        for (const int32_t* t = g.begin(op.outputs); t != g.end(op.outputs); ++t)
+          for (int32_t c : cons[local[*t]])
+            if (c <= max_range) heap.emplace(c, c, fusible(op.kind) && fusible(g.ops[c].kind));
+      }
+      for (int32_t c : cons[v])
+        if (c > first && fusible(g.ops[c].kind)) {
+          const Op& op = g.ops[c];
+          for (const int32_t* t = g.begin(op.outputs); t != g.end(op.outputs); ++t) far_banned[local[*t]] = 1;
+        }
+    }
+  }
+  const int32_t src = 2 * n, snk = 2 * n + 1;
+  Flow f(2 * n + 2);
+  for (int32_t v = 0; v < n; ++v) {
+    const int32_t s = bc.nodes[v];
+    const int64_t bytes = g.storages[s].bytes;
+    const int32_t p = bc.producer[v];
+    bool banned = p < 0;  // a primal input: from the source
+    bool materialized = p < 0 || outside[v] || !bw_fusible[v] || !fw_fusible[v];
+    if (p >= 0) {
+      const Op& op = g.ops[p];
+      int64_t in_bytes = 0;
+      for (const int32_t* t = g.begin(op.inputs); t != g.end(op.inputs); ++t)
+        in_bytes += g.storages[*t].bytes;
+      if (t2)  // should_ban_recomputation @ c28ba8e5: not in the list (softmax is not), a node a
+               // non-fusible backward op reads (materialized backward: views are transparent),
+               // a reduction; max_dist_from_bw is 1000 (functorch config): no distance ban
+        banned = !recomputable(op.kind) || op.kind == OpKind::kSoftmax || !bw_fusible[v] ||
+                 bytes * 4 < in_bytes || far_banned[v];
+      else
+        banned = !recomputable(op.kind) || dist[v] > 4 || bytes * 4 < in_bytes || mm_read[v];
+      materialized = materialized || !fusible(op.kind);
+    }
+    if (banned) f.add(src, 2 * v, kInf);
+    const double w = std::floor(static_cast<double>(bytes) *
+                                std::pow(1.1, static_cast<double>(std::clamp<int64_t>(dist[v], 1, 100))));
+    f.add(2 * v, 2 * v + 1, materialized ? w : 2 * w);
+    if (bw_read[v]) f.add(2 * v + 1, snk, kInf);
+  }
+  for (int32_t i : bc.ops) {
+    const Op& op = g.ops[i];
+    for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s)
+      for (const int32_t* t = g.begin(op.outputs); t != g.end(op.outputs); ++t)
+        f.add(2 * local[*s] + 1, 2 * local[*t], kInf);
+  }
+  f.run(src, snk);
+  const std::vector<uint8_t> sink_side = f.reaches(snk);
+  bc.cut.assign(n, 0);
+  for (int32_t v = 0; v < n; ++v) bc.cut[v] = !sink_side[2 * v] && sink_side[2 * v + 1];
+  return bc;
+}
+
+}  // namespace
+
+BlockPartition inductor_block_partition(const Graph& g, int32_t block, PartitionRules rules) {
+  std::vector<int32_t> local(g.storages.size(), -1);
+  BlockCut bc = solve(g, block, local, used_outside(g), rules);
+  BlockPartition out;
+  for (size_t v = 0; v < bc.nodes.size(); ++v)
+    if (bc.cut[v]) out.saved.push_back(bc.nodes[v]);
+  std::sort(out.saved.begin(), out.saved.end());
+  // what the backward recomputes: not saved, but read by a backward directly or through others
+  std::vector<uint8_t> seen(bc.nodes.size(), 0);
+  std::vector<int32_t> stack;
+  for (int32_t i : bc.ops) {
+    const Op& op = g.ops[i];
+    if (!op.has_backward) continue;
+    for (const int32_t* s = g.begin(op.saves); s != g.end(op.saves); ++s) stack.push_back(local[*s]);
+  }
+  while (!stack.empty()) {
+    const int32_t v = stack.back();
+    stack.pop_back();
+    if (seen[v] || bc.cut[v] || bc.producer[v] < 0) continue;
+    seen[v] = 1;
+    const Op& p = g.ops[bc.producer[v]];
+    out.recomputed_ops.push_back(bc.producer[v]);
+    for (const int32_t* t = g.begin(p.inputs); t != g.end(p.inputs); ++t) stack.push_back(local[*t]);
+  }
+  std::sort(out.recomputed_ops.begin(), out.recomputed_ops.end());
+  out.recomputed_ops.erase(std::unique(out.recomputed_ops.begin(), out.recomputed_ops.end()),
+                           out.recomputed_ops.end());
+  return out;
+}
+
+void inductor_partition(Graph& g, PartitionRules rules) {
+  int32_t max_block = -1;
+  for (const Op& op : g.ops) max_block = std::max(max_block, op.block);
+  std::vector<int32_t> local(g.storages.size(), -1);
+  const std::vector<uint8_t> used_after = used_outside(g);
+  for (int32_t b = 0; b <= max_block; ++b) {
+    BlockCut bc = solve(g, b, local, used_after, rules);
+    const int32_t n = static_cast<int32_t>(bc.nodes.size());
+    std::vector<uint8_t> charged(n, 0);  // recomputed op already timed in a later-run backward
+    std::vector<int32_t> stack, touched;
+    std::vector<uint8_t> seen(n, 0);
+    constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
+    std::vector<int32_t> first_need(n, kNone);  // per saved node: the earliest op whose backward reads it
+    // Backward runs in reverse: the latest op to read a recomputed tensor recomputes it.
+    for (auto it = bc.ops.rbegin(); it != bc.ops.rend(); ++it) {
+      Op& op = g.ops[*it];
+      if (!op.has_backward || op.saves.count == 0) continue;
+      for (const int32_t* s = g.begin(op.saves); s != g.end(op.saves); ++s) stack.push_back(local[*s]);
+      while (!stack.empty()) {
+        const int32_t v = stack.back();
+        stack.pop_back();
+        if (seen[v]) continue;
+        seen[v] = 1, touched.push_back(v);
+        if (bc.cut[v] || bc.producer[v] < 0) {
+          first_need[v] = std::min(first_need[v], *it);
+          continue;
+        }
+        const int32_t p = bc.producer[v];
+        const Op& po = g.ops[p];
+        if (!charged[v]) {
+          // recompute: the op's forward bytes, fused into this backward (memory-bound time)
+          charged[v] = 1;
+          for (const int32_t* t = g.begin(po.outputs); t != g.end(po.outputs); ++t) charged[local[*t]] = 1;
+          op.bwd.bytes += po.fwd.bytes;
+        }
+        for (const int32_t* t = g.begin(po.inputs); t != g.end(po.inputs); ++t) stack.push_back(local[*t]);
+      }
+      for (int32_t v : touched) seen[v] = 0;
+      touched.clear();
+    }
+    // Who holds a saved storage: an op whose forward sees it alive (its producer or a consumer)
+    // and whose backward runs after every backward that reads it (at or before the first op
+    // that needs it): the latest such op, so it is freed as early as the engine allows.
+    std::vector<int32_t> holder(n, -1);
+    for (int32_t i : bc.ops) {
+      const Op& op = g.ops[i];
+      if (!op.has_backward) continue;
+      for (IdxRange r : {op.inputs, op.outputs})
+        for (const int32_t* s = g.begin(r); s != g.end(r); ++s) {
+          const int32_t v = local[*s];
+          if (first_need[v] != kNone && i <= first_need[v]) holder[v] = std::max(holder[v], i);
+        }
+    }
+    std::vector<std::vector<int32_t>> held(bc.ops.size());
+    for (int32_t v = 0; v < n; ++v) {
+      if (first_need[v] == kNone) continue;
+      const int32_t h = holder[v] >= 0 ? holder[v] : first_need[v];
+      const size_t k = static_cast<size_t>(std::lower_bound(bc.ops.begin(), bc.ops.end(), h) - bc.ops.begin());
+      held[k].push_back(bc.nodes[v]);
+    }
+    for (size_t k = 0; k < bc.ops.size(); ++k) {
+      Op& op = g.ops[bc.ops[k]];
+      if (!op.has_backward) continue;
+      std::vector<int32_t>& saves = held[k];
+      std::sort(saves.begin(), saves.end());
+      op.saves = IdxRange{static_cast<int32_t>(g.idx.size()), static_cast<int32_t>(saves.size())};
+      g.idx.insert(g.idx.end(), saves.begin(), saves.end());
+    }
+    for (int32_t s : bc.nodes) local[s] = -1;
+  }
+}
+
+}  // namespace sim::detail

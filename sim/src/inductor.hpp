@@ -1,0 +1,32 @@
+// inductor (issue 10): what torch.compile's AOTAutograd min-cut partitioner saves, per block.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/graph.hpp"
+
+namespace sim::detail {
+
+// Which partitioner's rules (sim/src/inductor.cpp): torch 1.13.1's (functorch, measured here on
+// the CPU) or torch 2's (torch/_functorch/partitioners.py @ c28ba8e5, what torchtitan runs).
+enum class PartitionRules : uint8_t { kTorch113, kTorch2 };
+
+// Rewrites the saves of every block's ops (op.block >= 0) to what
+// min_cut_rematerialization_partition (compiler="inductor") keeps: per block, a max-flow min-cut
+// over the block's storages (sim/src/inductor.cpp names the source and its rules). An op's
+// backward then holds the cut storages it reads directly or through the pointwise ops the
+// backward recomputes; those ops' forward bytes are added to that backward (memory-bound time).
+// Run after mark_torchtitan_sac, which reads the eager saves.
+void inductor_partition(Graph& g, PartitionRules rules = PartitionRules::kTorch2);
+
+// The partition of one block, for tests: the storages the cut saves (ascending), and the ops
+// the backward recomputes (ascending).
+struct BlockPartition {
+  std::vector<int32_t> saved;
+  std::vector<int32_t> recomputed_ops;
+};
+BlockPartition inductor_block_partition(const Graph& g, int32_t block,
+                                        PartitionRules rules = PartitionRules::kTorch2);
+
+}  // namespace sim::detail
