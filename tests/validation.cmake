@@ -237,8 +237,9 @@ set_tests_properties(validation.real_code_hf_bert PROPERTIES WORKING_DIRECTORY $
 
 # exec11 (issue 10): actsim-harness refuses a configuration too large for the CPU executor (one
 # line naming the model, its parameters, simulated peak and FLOPs; exit 2; no output file), and
-# --allow-large lets it past the guard (gpt2-xl under --impl hf then meets the executor's own
-# refusal of gelu_new's pointwise ops, which comes after the guard). A tiny model is not refused.
+# --allow-large lets it past the guard (gemma-2-9b under --impl hf then meets the executor's own
+# refusal of Gemma's embedding scale, which comes after the guard; exec12: gpt2-xl's gelu_new
+# has kernels now). A tiny model is not refused.
 add_test(NAME validation.harness_size_guard
          COMMAND sh -c [=[
 rm -f "$2" "$2.err"
@@ -247,12 +248,12 @@ status=$?
 cat "$2.err"
 test "$status" -eq 2 && test ! -e "$2" && test "$(wc -l < "$2.err")" -eq 1 || exit 1
 grep -q "^actsim-harness: error: --model: falcon-7b: 6.92e+09 parameters, a simulated peak of .* GiB and .* FLOP per step: too large for the CPU executor .*--allow-large runs it anyway$" "$2.err" || exit 1
-"$1" --model gpt2-xl --impl hf --batch 1 --seq 64 --strategy none -o "$2" 2> "$2.err"
-test $? -eq 2 && grep -q "gpt2-xl: .*too large" "$2.err" || exit 1
-"$1" --model gpt2-xl --impl hf --batch 1 --seq 64 --strategy none --allow-large -o "$2" 2> "$2.err"
+"$1" --model gemma-2-9b --impl hf --batch 1 --seq 64 --strategy none -o "$2" 2> "$2.err"
+test $? -eq 2 && grep -q "gemma-2-9b: .*too large" "$2.err" || exit 1
+"$1" --model gemma-2-9b --impl hf --batch 1 --seq 64 --strategy none --allow-large -o "$2" 2> "$2.err"
 status=$?
 cat "$2.err"
-test "$status" -eq 2 && test ! -e "$2" && grep -q 'executing op "gelu_new' "$2.err" || exit 1
+test "$status" -eq 2 && test ! -e "$2" && grep -q 'executing op ".*"embedding \* sqrt(h)"' "$2.err" || exit 1
 ACTSIM_MODELS="$3" "$1" --model exec-llama --batch 2 --seq 8 --strategy none -o "$2"
 test "$(wc -l < "$2")" -eq 2
 ]=] sh $<TARGET_FILE:actsim-harness> ${CMAKE_CURRENT_BINARY_DIR}/size-guard.csv

@@ -4,8 +4,8 @@
 // the memory-efficient SDPA kernel saves query, key, value, attn_bias, output and logsumexp.
 // exec10: the masks, the eager mask add and GPT-2's shifted copies run in the CPU executor
 // (Exec::kAdditiveMask, kMaskAdd, kShiftRows; the batch there has no padding: all-ones attention
-// masks); the SDPA-with-mask ops (repeat, mask cast, the memory-efficient kernel) have no
-// kernel (Exec::kNone) and the executor refuses them by op name.
+// masks). exec12: the SDPA-with-mask ops (repeat, mask cast, the memory-efficient kernel) run
+// too (Exec::kRepeatKv, kCast, kMemEfficient).
 #include "blocks_hfmask.hpp"
 
 #include "ops.hpp"
@@ -103,6 +103,7 @@ int32_t hf_sdpa_mask_operand(Builder& bld, const Dims& dm, int32_t mask) {
   const int64_t bss = mul(dm.b, mul(dm.s, dm.s));
   OpDraft d = o.draft(OpKind::kCast, "mask cast");
   d.op.math16 = false;
+  d.exec = Exec::kCast;  // exec12
   d.op.core_attention = true;
   d.inputs.push_back({mask, GradRule::kNone});
   const int32_t c = bld.fresh(bytes(bss, dm.half_dt), dm.half_dt, "mask cast");
@@ -121,6 +122,9 @@ int32_t hf_repeat_kv(Builder& bld, const Dims& dm, int32_t t, const char* name) 
   OpDraft d = o.draft(OpKind::kCopy, name);
   d.op.core_attention = true;
   d.op.math16 = false;
+  // exec12: the executor's repeat ([tokens, g*d] -> [tokens, a*d], heads h from h / (a/g))
+  d.exec = Exec::kRepeatKv;
+  d.dim = {dm.n_full(), dm.g, numel_of(tt) / mul(dm.n_full(), dm.g), dm.a / dm.g};
   d.inputs.push_back({t, GradRule::kNew});
   const int64_t numel = mul(numel_of(tt), dm.a / dm.g);
   const int32_t y = bld.fresh(bytes(numel, tt.dtype), tt.dtype, "repeated kv");

@@ -4,6 +4,7 @@
 // per-layer bytes of a Mixtral-shaped layer are derived by hand there and asserted to the byte in
 // tests/test_moe.cpp.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -32,9 +33,13 @@ std::vector<int64_t> expert_tokens(const Dims& dm, int64_t tokens) {
 }
 
 // A new tensor of `numel` elements made by an op that records no gradient (indices, masks).
-int32_t no_grad_op(Builder& bld, Ops& o, int32_t input, int64_t numel, DType dt, const char* name) {
+// exec12: `exec` and `dim` are the CPU executor's kernel and sizes (Exec::kNone: none)
+int32_t no_grad_op(Builder& bld, Ops& o, int32_t input, int64_t numel, DType dt, const char* name,
+                   Exec exec = Exec::kNone, std::array<int64_t, 6> dim = {}) {
   OpDraft d = o.draft(OpKind::kCopy, name);
   d.op.math16 = false;
+  d.exec = exec;
+  d.dim = dim;
   if (input >= 0) d.inputs.push_back({input, GradRule::kNone});
   int32_t y = bld.fresh(bytes(numel, dt), dt, name);
   d.outputs.push_back(y);
@@ -45,9 +50,12 @@ int32_t no_grad_op(Builder& bld, Ops& o, int32_t input, int64_t numel, DType dt,
 // An op with inputs (gradient rule each), one fresh output and the saves given.
 int32_t op(Builder& bld, Ops& o, OpKind kind, const char* name,
            std::initializer_list<InputUse> inputs, int64_t out_numel, DType dt,
-           std::initializer_list<int32_t> saves, bool save_out = false) {
+           std::initializer_list<int32_t> saves, bool save_out = false, Exec exec = Exec::kNone,
+           std::array<int64_t, 6> dim = {}) {
   OpDraft d = o.draft(kind, name);
   d.op.math16 = false;
+  d.exec = exec;  // exec12
+  d.dim = dim;
   for (const InputUse& u : inputs) d.inputs.push_back(u);
   int32_t y = bld.fresh(bytes(out_numel, dt), dt, name);
   d.outputs.push_back(y);
@@ -98,7 +106,7 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
     u = lin(x, h, f, expert ? "expert w3" : "shared up proj", "expert w3 out", LinearSite::kUp);
   const Tensor ta = bld.tensor(a);
   int32_t p = o.mul_op(a, u, ta.bytes, ta.dtype, "expert swiglu mul", "expert swiglu out", true,
-                       true, Exec::kNone, 0, 0);
+                       true, Exec::kMul, 0, 0);  // exec12
   return lin(p, f, h, expert ? "expert w2" : "shared down proj", "expert w2 out",
              LinearSite::kDown);
 }
@@ -130,10 +138,12 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   // then softmax saves its fp32 output (SoftMax.cpp softmax() with a dtype)
   int32_t l32 = o.cast(logits, DType::kF32, "router logits to fp32", "router logits fp32");
   int32_t probs = op(bld, o, OpKind::kSoftmax, "router softmax", {{l32, GradRule::kNew}},
-                     mul(n, e), DType::kF32, {}, true);
+                     mul(n, e), DType::kF32, {}, true, Exec::kSoftmax, {n, e, 0});
   // torch.topk: values and int64 indices; TopkBackward0 saves the indices (census, torch 1.13)
   OpDraft t = o.draft(OpKind::kCopy, "router topk");
   t.op.math16 = false;
+  t.exec = Exec::kTopK;  // exec12
+  t.dim = {n, e, k};
   t.inputs.push_back({probs, GradRule::kNew});
   int32_t w = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
   int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "selected experts");
@@ -146,10 +156,12 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
     // moe2: in place, the result is topk's values storage (a view); the clone of the original
     // self is the op's new storage (census)
     int32_t sum = op(bld, o, OpKind::kAdd, "routing weight sum", {{w, GradRule::kNew}}, n,
-                     DType::kF32, {});
+                     DType::kF32, {}, false, Exec::kRowSum, {n, k});
     int32_t orig = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights before div");
     OpDraft d = o.draft(OpKind::kMul, "routing weights / sum");
     d.op.math16 = false;
+    d.exec = Exec::kDivInPlace;  // exec12
+    d.dim = {n, k};
     d.inputs.push_back({w, GradRule::kNew});
     d.inputs.push_back({sum, GradRule::kNew});
     int32_t y = bld.view(w, bytes(mul(n, k), DType::kF32), DType::kF32);
@@ -183,31 +195,38 @@ int32_t hf_loop(Builder& bld, const Dims& dm, int32_t x) {
   const DType xdt = bld.tensor(x).dtype;
   int32_t sel = -1;
   int32_t w = hf_router(bld, dm, x, n, &sel);
-  int32_t out = no_grad_op(bld, o, -1, mul(n, h), xdt, "moe output (zeros)");
+  int32_t out = no_grad_op(bld, o, -1, mul(n, h), xdt, "moe output (zeros)", Exec::kHeld);
   // one_hot(selected_experts, E).permute(2, 1, 0): int64 [E, k, N], no gradient; alive until
   // the loop over experts ends (it is read by every iteration). Made after the zeros (census).
   const int32_t mask = no_grad_op(bld, o, sel, mul(mul(n, m.experts_per_token), m.experts),
-                                  DType::kI64, "expert mask (one-hot)");
+                                  DType::kI64, "expert mask (one-hot)", Exec::kOneHot,
+                                  {n, m.experts_per_token, m.experts});
+  int64_t expert = -1;  // exec12: the local expert's index (the executor's torch.where)
   for (int64_t ne : expert_tokens(dm, n)) {
+    ++expert;
     if (ne == 0) continue;  // expert_hit: experts with no token are skipped
     // moe2: torch.where(cond) is nonzero(cond).unbind(1) (ATen TensorCompare.cpp where,
     // nonzero_numpy): idx and top_x are views of one int64 [n_e, 2] storage, which every save of
     // either keeps alive whole (census)
-    const int32_t ids = no_grad_op(bld, o, mask, mul(2, ne), DType::kI64, "expert token ids");
+    const int32_t ids = no_grad_op(bld, o, mask, mul(2, ne), DType::kI64, "expert token ids",
+                                   Exec::kWhere, {n, m.experts_per_token, expert, ne});
     const int32_t top_x = bld.view(ids, bytes(ne, DType::kI64), DType::kI64);
     const int32_t slot = bld.view(ids, bytes(ne, DType::kI64), DType::kI64);
     int32_t xe = op(bld, o, OpKind::kCopy, "expert gather", {{x, GradRule::kNew}, {top_x, GradRule::kNone}},
-                    mul(ne, h), xdt, {top_x});
+                    mul(ne, h), xdt, {top_x}, false, Exec::kGatherRows, {ne, h});
     int32_t y = hf_swiglu(bld, dm, xe, m.expert_ffn, true);
     int32_t we = op(bld, o, OpKind::kCopy, "expert routing weight",
                     {{w, GradRule::kNew}, {top_x, GradRule::kNone}, {slot, GradRule::kNone}}, ne,
-                    bld.tensor(w).dtype, {top_x, slot});
+                    bld.tensor(w).dtype, {top_x, slot}, false, Exec::kGatherWeight,
+                    {ne, m.experts_per_token});
     const DType pdt = promote(bld.tensor(y).dtype, bld.tensor(we).dtype);
     int32_t yw = o.mul_op(y, we, bytes(mul(ne, h), pdt), pdt, "expert * weight", "weighted expert out",
-                          true, true, Exec::kNone, 0, 0);
+                          true, true, Exec::kRowScale, ne, h);  // exec12: y [ne, h] * w [ne]
     yw = o.cast(yw, xdt, "expert out cast", "weighted expert out");
     OpDraft d = o.draft(OpKind::kAdd, "expert index_add_");
     d.op.math16 = false;
+    d.exec = Exec::kIndexAdd;  // exec12
+    d.dim = {ne, h};
     d.inputs.push_back({out, GradRule::kPass, 0});
     d.inputs.push_back({yw, GradRule::kNew});
     d.inputs.push_back({top_x, GradRule::kNone});

@@ -288,7 +288,7 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       sdpa_mask = hf_sdpa_mask_operand(bld, dm, sdpa_mask);
     OpDraft d = o.draft(OpKind::kFlashAttention,
                         sdpa_mask >= 0 ? "sdpa attention (mask)" : "flash attention");
-    d.exec = mem_efficient ? Exec::kNone : Exec::kFlash;
+    d.exec = mem_efficient ? Exec::kMemEfficient : Exec::kFlash;  // exec12
     // time (issue 11): the kernel that runs it, timed from its table (sim/src/kernels.cpp)
     if (mem_efficient) d.op.kernel = KernelChoice::kSdpaMemEfficient;
     else if (dm.impl) d.op.kernel = dm.impl->attention_kernel;
@@ -431,6 +431,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       OpDraft eq = o.draft(OpKind::kMask, "mask == 0");
       eq.op.core_attention = true;
       eq.op.math16 = false;
+      eq.exec = Exec::kEqZero;  // exec12
+      eq.dim = {dm.s, pos};
       eq.inputs.push_back({buf, GradRule::kNone});
       int32_t keep = bld.fresh(bytes(mul(dm.s, dm.s), DType::kBool), DType::kBool, "mask == 0");
       eq.outputs.push_back(keep);
@@ -438,6 +440,8 @@ int32_t core_attention(Builder& bld, const Dims& dm, int32_t q, int32_t k, int32
       OpDraft mf = o.draft(OpKind::kMask, "masked fill");
       mf.op.core_attention = true;
       mf.op.math16 = false;
+      mf.exec = Exec::kMaskedFill;  // exec12
+      mf.dim = {mul(mul(dm.b, dm.a), dm.s), dm.s};
       mf.inputs.push_back({scores, GradRule::kNew});
       mf.inputs.push_back({keep, GradRule::kNone});
       int32_t masked = o.fresh_like(scores, "masked scores");

@@ -254,10 +254,14 @@ class Ops {
     const bool ops = dm_.impl && dm_.impl->gelu == GeluVariant::kConfig &&
                      dm_.model->activation == Activation::kGeluNew;
     if (!ops) return unary_saving_input(OpKind::kGelu, x, "gelu", "gelu out");
-    auto scalar_op = [&](OpKind kind, int32_t in, const char* name, bool pass, bool save_out) {
+    // exec12: each op's executor kernel (Exec) and its Python scalar (OpDraft::p)
+    auto scalar_op = [&](OpKind kind, int32_t in, const char* name, bool pass, bool save_out,
+                         Exec exec, double scalar) {
       const Tensor t = b_.tensor(in);
       OpDraft d = draft(kind, name);
       d.op.math16 = false;
+      d.exec = exec;
+      d.p = static_cast<float>(scalar);
       d.inputs.push_back({in, pass ? GradRule::kPass : GradRule::kNew, 0});
       int32_t y = b_.fresh(t.bytes, t.dtype, name);
       d.outputs.push_back(y);
@@ -267,26 +271,31 @@ class Ops {
     };
     const Tensor tx = b_.tensor(x);
     const int64_t n = numel_of(tx);
-    int32_t t1 = scalar_op(OpKind::kMul, x, "gelu_new 0.5*x", false, false);
+    int32_t t1 = scalar_op(OpKind::kMul, x, "gelu_new 0.5*x", false, false, Exec::kScale, 0.5);
     int32_t xp = dm_.amp ? cast(x, DType::kF32, "gelu_new pow cast", "gelu_new pow input") : x;
     int32_t p = -1;
     {
       OpDraft d = draft(OpKind::kMul, "gelu_new pow");
       d.op.math16 = false;
+      d.exec = Exec::kPow;  // exec12
+      d.p = 3.0f;
       d.inputs.push_back({xp, GradRule::kNew});
       p = b_.fresh(b_.tensor(xp).bytes, b_.tensor(xp).dtype, "gelu_new pow");
       d.outputs.push_back(p);
       d.saves = {xp};
       b_.add_op(std::move(d));
     }
-    int32_t c = scalar_op(OpKind::kMul, p, "gelu_new 0.044715*pow", false, false);
+    int32_t c = scalar_op(OpKind::kMul, p, "gelu_new 0.044715*pow", false, false,
+                        Exec::kScale, 0.044715);
     int32_t inner = add(x, c, "gelu_new x+");
-    int32_t sc = scalar_op(OpKind::kMul, inner, "gelu_new sqrt(2/pi)*", false, false);
-    int32_t th = scalar_op(OpKind::kGelu, sc, "gelu_new tanh", false, true);
-    int32_t one = scalar_op(OpKind::kAdd, th, "gelu_new 1+tanh", true, false);
+    int32_t sc = scalar_op(OpKind::kMul, inner, "gelu_new sqrt(2/pi)*", false, false,
+                         Exec::kScale, 0.7978845608028654);
+    int32_t th = scalar_op(OpKind::kGelu, sc, "gelu_new tanh", false, true, Exec::kTanh, 0);
+    int32_t one =
+        scalar_op(OpKind::kAdd, th, "gelu_new 1+tanh", true, false, Exec::kAddScalar, 1.0);
     const DType dt = promote(b_.tensor(t1).dtype, b_.tensor(one).dtype);
     return mul_op(t1, one, bytes(n, dt), dt, "gelu_new product", "gelu out", true, true,
-                  Exec::kNone, 0, 0);
+                  Exec::kMul, 0, 0);  // exec12: the executor's elementwise product
   }
 
   // a * b with both requiring grad: saves both (MulBackward0 needs other for self and self for

@@ -1211,6 +1211,10 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kIndexSplit: case Exec::kScale:  // exec10: refused up front (run_cuda)
     case Exec::kHeld: case Exec::kNf4Linear:    // exec11: refused up front (run_cuda)
     case Exec::kComplexRopeTables: case Exec::kComplexRope: case Exec::kCat:
+    case Exec::kPow: case Exec::kTanh: case Exec::kAddScalar:   // exec12: refused up front
+    case Exec::kEqZero: case Exec::kMaskedFill: case Exec::kMemEfficient:  // (run_cuda)
+    case Exec::kTopK: case Exec::kRowSum: case Exec::kDivInPlace: case Exec::kOneHot:
+    case Exec::kWhere: case Exec::kGatherRows: case Exec::kGatherWeight: case Exec::kIndexAdd:
       throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }

@@ -110,6 +110,15 @@ class CpuBackend final : public Backend {
           detail::store(p + l.code2, sim::DType::kF32, j, 0.02 * static_cast<double>(j) / 255.0);
         for (int64_t j = 0; j < 16; ++j) detail::store(p + l.code, sim::DType::kF32, j, kNf4Code[j]);
       }
+    // exec12: nanoGPT's `bias` buffers, torch.tril(torch.ones(pos, pos)) in fp32 (model.py:49)
+    for (const sim::OpArgs& a : g_.args)
+      if (a.exec == Exec::kEqZero) {
+        const int64_t pos = a.dim[1];
+        Vec t(static_cast<size_t>(pos * pos), 0.0);
+        for (int64_t i = 0; i < pos; ++i)
+          for (int64_t j = 0; j <= i; ++j) t[i * pos + j] = 1.0;
+        store(a.in[0], t);
+      }
     // The causal mask buffers: true where the key is not after the query.
     for (const sim::OpArgs& a : g_.args)
       if (a.exec == Exec::kMask) {
@@ -296,6 +305,8 @@ class CpuBackend final : public Backend {
   void attention(const sim::OpArgs& a, bool bwd);
   void flash(const sim::OpArgs& a, bool bwd);
   void exec10(const sim::OpArgs& a, bool bwd);  // exec10: the kinds after kVocabCe
+  void exec12(const sim::OpArgs& a, bool bwd);  // exec12: gelu_new's ops, nanoGPT's mask
+  void moe(const sim::OpArgs& a, bool bwd);     // exec12: HF's router and loop over experts
   // exec10: torch.matmul's broadcast of K or V with fewer heads (expand + reshape): `x` has
   // x.size() / (tokens * hd) heads, the copy `heads`; and its backward, the sum back.
   static Vec broadcast_heads(const Vec& x, int64_t tokens, int64_t heads, int64_t hd) {
@@ -593,7 +604,7 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     }
     case Exec::kQk: case Exec::kMask: case Exec::kSoftmax: case Exec::kAv:
       return attention(a, bwd);
-    case Exec::kFlash: return flash(a, bwd);
+    case Exec::kFlash: case Exec::kMemEfficient: return flash(a, bwd);  // exec12
     case Exec::kLayerNorm: case Exec::kMeanSq: case Exec::kRsqrt: case Exec::kRowScale:
     case Exec::kColScale:
       return norms(a, bwd);
@@ -601,6 +612,12 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kIndexSplit: case Exec::kScale: case Exec::kAdditiveMask: case Exec::kMaskAdd:
     case Exec::kShiftRows:
       return exec10(a, bwd);
+    case Exec::kPow: case Exec::kTanh: case Exec::kAddScalar: case Exec::kEqZero:
+    case Exec::kMaskedFill:
+      return exec12(a, bwd);
+    case Exec::kTopK: case Exec::kRowSum: case Exec::kDivInPlace: case Exec::kOneHot:
+    case Exec::kWhere: case Exec::kGatherRows: case Exec::kGatherWeight: case Exec::kIndexAdd:
+      return moe(a, bwd);
     case Exec::kHeld:  // exec11
       if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));
       return;
@@ -939,18 +956,29 @@ void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
   const Vec q = bwd ? saved(a.in[0]) : load(a.in[0]);
   const Vec k = bwd ? saved(a.in[1]) : load(a.in[1]);
   const Vec v = bwd ? saved(a.in[2]) : load(a.in[2]);
+  // exec12 (kMemEfficient): v's own head dim (MLA), the logsumexp's padded rows, the attn_bias
+  const int64_t vd = static_cast<int64_t>(v.size()) / (b * s * kvh);
+  const int64_t lse_s = numel(a.out[1]) / (b * heads);
+  const bool biased = a.exec == Exec::kMemEfficient && a.n_in > 3;
+  const Vec bias = !biased ? Vec() : bwd ? saved(a.in[3]) : load(a.in[3]);
+  const int64_t bias_b = biased ? static_cast<int64_t>(bias.size()) / (s * s) : 0;  // 1 or b
   auto qidx = [&](int64_t bi, int64_t i, int64_t h, int64_t e) { return ((bi * s + i) * heads + h) * hd + e; };
   auto kidx = [&](int64_t bi, int64_t j, int64_t h, int64_t e) { return ((bi * s + j) * kvh + h / grp) * hd + e; };
+  auto oidx = [&](int64_t bi, int64_t i, int64_t h, int64_t e) { return ((bi * s + i) * heads + h) * vd + e; };
+  auto vidx = [&](int64_t bi, int64_t j, int64_t h, int64_t e) { return ((bi * s + j) * kvh + h / grp) * vd + e; };
   auto score = [&](int64_t bi, int64_t h, int64_t i, int64_t j) {
     double acc = 0;
     for (int64_t e = 0; e < hd; ++e) acc += q[qidx(bi, i, h, e)] * k[kidx(bi, j, h, e)];
-    return acc * scale;
+    acc *= scale;
+    if (biased) acc += bias[((bi % bias_b) * s + i) * s + j];
+    return acc;
   };
   auto keep = [&](int64_t bi, int64_t h, int64_t i, int64_t j) {
     return p > 0 ? keep_scale(op_, ((bi * heads + h) * s + i) * s + j, p) : 1.0;
   };
   if (!bwd) {
-    Vec o(q.size(), 0.0), lse(static_cast<size_t>(b * heads * s));
+    Vec o(static_cast<size_t>(b * s * heads * vd), 0.0);
+    Vec lse(static_cast<size_t>(b * heads * lse_s), 0.0);
     for (int64_t bi = 0; bi < b; ++bi)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < s; ++i) {
@@ -961,10 +989,10 @@ void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
           double sum = 0;
           for (int64_t j = 0; j < lim; ++j) sum += std::exp(sc[j] - m);
           const double l = m + std::log(sum);
-          lse[(bi * heads + h) * s + i] = l;
+          lse[(bi * heads + h) * lse_s + i] = l;
           for (int64_t j = 0; j < lim; ++j) {
             const double pj = std::exp(sc[j] - l) * keep(bi, h, i, j);
-            for (int64_t e = 0; e < hd; ++e) o[qidx(bi, i, h, e)] += pj * v[kidx(bi, j, h, e)];
+            for (int64_t e = 0; e < vd; ++e) o[oidx(bi, i, h, e)] += pj * v[vidx(bi, j, h, e)];
           }
         }
     store(a.out[0], o);
@@ -978,16 +1006,16 @@ void CpuBackend::flash(const sim::OpArgs& a, bool bwd) {
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < s; ++i) {
         const int64_t lim = causal ? i + 1 : s;
-        const double l = lse[(bi * heads + h) * s + i];
+        const double l = lse[(bi * heads + h) * lse_s + i];
         Vec pr(static_cast<size_t>(lim)), dp(static_cast<size_t>(lim));
         double dsum = 0;
         for (int64_t j = 0; j < lim; ++j) {
           pr[j] = std::exp(score(bi, h, i, j) - l);
           const double kp = keep(bi, h, i, j);
           double g = 0;
-          for (int64_t e = 0; e < hd; ++e) {
-            g += dout[qidx(bi, i, h, e)] * v[kidx(bi, j, h, e)];
-            dv[kidx(bi, j, h, e)] += pr[j] * kp * dout[qidx(bi, i, h, e)];
+          for (int64_t e = 0; e < vd; ++e) {
+            g += dout[oidx(bi, i, h, e)] * v[vidx(bi, j, h, e)];
+            dv[vidx(bi, j, h, e)] += pr[j] * kp * dout[oidx(bi, i, h, e)];
           }
           dp[j] = g * kp;
           dsum += pr[j] * dp[j];
@@ -1193,6 +1221,211 @@ void CpuBackend::head(const sim::OpArgs& a, bool bwd) {
       return;
     }
     default: return;
+  }
+}
+
+// exec12 (issues 10, 13): HF's gelu_new as its pointwise ops (sim/src/ops.hpp Ops::gelu) and
+// nanoGPT's slow-path mask (sim/src/graph_blocks.cpp core_attention), each with the backward
+// torch's derivatives.yaml gives it from what it saves.
+void CpuBackend::exec12(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  const double p = static_cast<double>(a.p);
+  switch (a.exec) {
+    case Exec::kPow: {  // pow.Tensor_Scalar: grad * p * self^(p - 1)
+      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]);
+      if (!bwd) {
+        Vec y(x.size());
+        for (size_t i = 0; i < x.size(); ++i) y[i] = std::pow(x[i], p);
+        return store(a.out[0], y);
+      }
+      Vec dx = grad_out(a, 0);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= p * std::pow(x[i], p - 1.0);
+      return deliver(a, 0, dx);
+    }
+    case Exec::kTanh: {  // tanh: grad * (1 - result^2)
+      if (!bwd) {
+        Vec x = load(a.in[0]);
+        for (double& v : x) v = std::tanh(v);
+        return store(a.out[0], x);
+      }
+      const Vec y = saved(a.out[0]);
+      Vec dx = grad_out(a, 0);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= 1.0 - y[i] * y[i];
+      return deliver(a, 0, dx);
+    }
+    case Exec::kAddScalar: {
+      if (bwd) return deliver(a, 0, grad_out(a, 0));
+      Vec x = load(a.in[0]);
+      for (double& v : x) v += p;
+      return store(a.out[0], x);
+    }
+    case Exec::kEqZero: {  // self.bias[:, :, :T, :T] == 0
+      if (bwd) return;
+      const int64_t s = d[0], pos = d[1];
+      const Vec b = load(a.in[0]);
+      Vec m(static_cast<size_t>(s * s));
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < s; ++j) m[i * s + j] = b[i * pos + j] == 0.0 ? 1.0 : 0.0;
+      return store(a.out[0], m);
+    }
+    case Exec::kMaskedFill: {  // masked_fill(fill, -inf); MaskedFillBackward0 keeps `fill`
+      const int64_t rows = d[0], s = d[1];
+      const Vec fill = bwd ? saved(a.in[1]) : load(a.in[1]);
+      Vec x = bwd ? grad_out(a, 0) : load(a.in[0]);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < s; ++j)
+          if (fill[(r % s) * s + j] != 0.0) x[r * s + j] = bwd ? 0.0 : -INFINITY;
+      if (bwd) return deliver(a, 0, x);
+      return store(a.out[0], x);
+    }
+    default: throw ExecutionError("executor: exec12 reached with another kind");
+  }
+}
+
+// exec12 (issue 13): HF's router (F.softmax, torch.topk, the renormalization) and its loop over
+// experts (MixtralSparseMoeBlock.forward: one_hot, torch.where, the gathers, index_add_), as
+// sim/src/blocks_moe.cpp hf_router and hf_loop build them; backward as derivatives.yaml gives it
+// from what each node saves.
+void CpuBackend::moe(const sim::OpArgs& a, bool bwd) {
+  const auto& d = a.dim;
+  auto at = [](const Vec& v, int64_t i) { return static_cast<int64_t>(v[static_cast<size_t>(i)]); };
+  switch (a.exec) {
+    case Exec::kTopK: {  // largest first; ties to the lower index
+      const int64_t n = d[0], e = d[1], k = d[2];
+      if (!bwd) {
+        const Vec p = load(a.in[0]);
+        Vec w(static_cast<size_t>(n * k)), idx(w.size());
+        for (int64_t r = 0; r < n; ++r) {
+          std::vector<int64_t> order(static_cast<size_t>(e));
+          for (int64_t j = 0; j < e; ++j) order[j] = j;
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int64_t x, int64_t y) { return p[r * e + x] > p[r * e + y]; });
+          for (int64_t j = 0; j < k; ++j) {
+            w[r * k + j] = p[r * e + order[j]];
+            idx[r * k + j] = static_cast<double>(order[j]);
+          }
+        }
+        store(a.out[0], w);
+        return store(a.out[1], idx);
+      }
+      const Vec idx = saved(a.out[1]), dw = grad_out(a, 0);
+      Vec dp(static_cast<size_t>(n * e), 0.0);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) dp[r * e + at(idx, r * k + j)] += dw[r * k + j];
+      return deliver(a, 0, dp);
+    }
+    case Exec::kRowSum: {
+      const int64_t n = d[0], k = d[1];
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec s(static_cast<size_t>(n), 0.0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < k; ++j) s[r] += x[r * k + j];
+        return store(a.out[0], s);
+      }
+      const Vec ds = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(n * k));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) dx[r * k + j] = ds[r];
+      return deliver(a, 0, dx);
+    }
+    case Exec::kDivInPlace: {  // self /= other: d self = g / other, d other = -g self / other^2
+      const int64_t n = d[0], k = d[1];
+      if (!bwd) {
+        const Vec x = load(a.in[0]), s = load(a.in[1]);
+        Vec y(x.size());
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < k; ++j) y[r * k + j] = x[r * k + j] / s[r];
+        store(a.out[1], x);  // the original self, kept for the backward
+        return store(a.out[0], y);
+      }
+      const Vec s = saved(a.in[1]), x = saved(a.out[1]), g = grad_out(a, 0);
+      Vec dx(g.size()), ds(static_cast<size_t>(n), 0.0);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) {
+          dx[r * k + j] = g[r * k + j] / s[r];
+          ds[r] -= g[r * k + j] * x[r * k + j] / (s[r] * s[r]);
+        }
+      deliver(a, 0, dx);
+      return deliver(a, 1, ds);
+    }
+    case Exec::kOneHot: {
+      if (bwd) return;
+      const int64_t n = d[0], k = d[1], e = d[2];
+      const Vec idx = load(a.in[0]);
+      Vec m(static_cast<size_t>(e * k * n), 0.0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t j = 0; j < k; ++j) m[(at(idx, t * k + j) * k + j) * n + t] = 1.0;
+      return store(a.out[0], m);
+    }
+    case Exec::kWhere: {
+      if (bwd) return;
+      const int64_t n = d[0], k = d[1], ex = d[2], ne = d[3];
+      const Vec m = load(a.in[0]);
+      Vec ids;
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t t = 0; t < n; ++t)
+          if (m[(ex * k + j) * n + t] != 0.0) {
+            ids.push_back(static_cast<double>(j));
+            ids.push_back(static_cast<double>(t));
+          }
+      if (static_cast<int64_t>(ids.size()) != 2 * ne)
+        throw ExecutionError("executor: op " + std::to_string(op_) + " (" + g_.ops[op_].name +
+                             "): the router sent " + std::to_string(ids.size() / 2) +
+                             " tokens to expert " + std::to_string(ex) + ", the graph " +
+                             std::to_string(ne));
+      return store(a.out[0], ids);
+    }
+    case Exec::kGatherRows: {  // IndexBackward0: index_put (accumulate) into zeros
+      const int64_t ne = d[0], h = d[1];
+      const Vec ids = bwd ? saved(a.in[1]) : load(a.in[1]);
+      if (!bwd) {
+        const Vec x = load(a.in[0]);
+        Vec y(static_cast<size_t>(ne * h));
+        for (int64_t i = 0; i < ne; ++i)
+          for (int64_t c = 0; c < h; ++c) y[i * h + c] = x[at(ids, 2 * i + 1) * h + c];
+        return store(a.out[0], y);
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dx(static_cast<size_t>(numel(a.in[0])), 0.0);
+      for (int64_t i = 0; i < ne; ++i)
+        for (int64_t c = 0; c < h; ++c) dx[at(ids, 2 * i + 1) * h + c] += dy[i * h + c];
+      return deliver(a, 0, dx);
+    }
+    case Exec::kGatherWeight: {  // routing_weights[top_x, idx, None]
+      const int64_t ne = d[0], k = d[1];
+      const Vec ids = bwd ? saved(a.in[1]) : load(a.in[1]);
+      (void)(bwd ? saved(a.in[2]) : load(a.in[2]));  // the slots: the same [ne, 2] storage
+      auto src = [&](int64_t i) { return at(ids, 2 * i + 1) * k + at(ids, 2 * i); };
+      if (!bwd) {
+        const Vec w = load(a.in[0]);
+        Vec y(static_cast<size_t>(ne));
+        for (int64_t i = 0; i < ne; ++i) y[i] = w[src(i)];
+        return store(a.out[0], y);
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dw(static_cast<size_t>(numel(a.in[0])), 0.0);
+      for (int64_t i = 0; i < ne; ++i) dw[src(i)] += dy[i];
+      return deliver(a, 0, dw);
+    }
+    case Exec::kIndexAdd: {  // in place into input 0's storage; its gradient passes as it is
+      const int64_t ne = d[0], h = d[1];
+      const Vec ids = bwd ? saved(a.in[2]) : load(a.in[2]);
+      if (!bwd) {
+        Vec out = load(a.in[0]);
+        const Vec y = load(a.in[1]);
+        for (int64_t i = 0; i < ne; ++i)
+          for (int64_t c = 0; c < h; ++c) out[at(ids, 2 * i + 1) * h + c] += y[i * h + c];
+        return store(a.out[0], out);
+      }
+      const Vec g = grad_out(a, 0);
+      Vec dy(static_cast<size_t>(ne * h));
+      for (int64_t i = 0; i < ne; ++i)
+        for (int64_t c = 0; c < h; ++c) dy[i * h + c] = g[at(ids, 2 * i + 1) * h + c];
+      deliver(a, 0, g);
+      return deliver(a, 1, dy);
+    }
+    default: throw ExecutionError("executor: moe reached with another kind");
   }
 }
 

@@ -67,6 +67,22 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kNf4Linear: in(1); break;
     case Exec::kComplexRope: in(1); break;  // exec11: MulBackward0 keeps freqs_cis
     case Exec::kComplexRopeTables: case Exec::kCat: break;  // exec11: the packed weight (persistent), for x's gradient
+    // exec12: pow keeps self, tanh its result, masked_fill its bool condition
+    case Exec::kPow: in(0); break;
+    case Exec::kTanh: out(0); break;
+    case Exec::kMaskedFill: in(1); break;
+    case Exec::kMemEfficient:  // q, k, v, out, lse and the attn_bias, as the kernel saves them
+      in(0), in(1), in(2), out(0), out(1);
+      if (a.n_in > 3) in(3);
+      break;
+    case Exec::kAddScalar: case Exec::kEqZero: break;
+    // exec12: the MoE router and HF's loop over experts (what each backward node keeps)
+    case Exec::kTopK: out(1); break;             // TopkBackward0: the indices
+    case Exec::kDivInPlace: in(1), out(1); break;  // DivBackward0: other and the original self
+    case Exec::kGatherRows: in(1); break;        // IndexBackward0: top_x
+    case Exec::kGatherWeight: in(1), in(2); break;  // IndexBackward0: top_x and the slots
+    case Exec::kIndexAdd: in(2); break;          // IndexAddBackward0: top_x
+    case Exec::kRowSum: case Exec::kOneHot: case Exec::kWhere: break;
   }
   return r;
 }
@@ -538,10 +554,21 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
       throw sim::Unsupported("--compile", "compile",
                              "executing a compiled SAC region (the executor runs eager code)");
   }
-  // Ops of an implementation variant with no kernel here (nanoGPT's slow-path scale and mask,
-  // HF's pointwise gelu_new) are refused by name rather than run approximately.
+  // Ops of an implementation variant with no kernel here (exec12: SDPA's memory-efficient
+  // kernel, the MoE router and dispatch, ...) are refused by name rather than run approximately.
   // exec11: the first such op, then every other distinct name (one line), so one run lists what
   // a configuration lacks.
+  // exec12: HF's loop sizes each expert's gathered tokens by the simulator's assumed counts
+  // (sim/src/blocks_moe.cpp expert_tokens, --moe-imbalance); a real top-k routes by the data.
+  // Only top-k over every expert (k == e) gives every expert all n tokens whatever the data.
+  for (const sim::OpArgs& a : graph.args)
+    if (a.exec == Exec::kTopK && a.dim[2] < a.dim[1])
+      throw sim::Unsupported("--model", "experts_per_token",
+                             "executing top-" + std::to_string(a.dim[2]) + " routing over " +
+                                 std::to_string(a.dim[1]) +
+                                 " experts (the graph sizes each expert's tokens by "
+                                 "--moe-imbalance's assumed counts, a real top-k routes by the "
+                                 "data; only k equal to the expert count fixes them)");
   std::vector<std::string> missing;
   for (size_t i = 0; i < graph.args.size(); ++i)
     if (graph.args[i].exec == Exec::kNone &&

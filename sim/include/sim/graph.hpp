@@ -120,6 +120,31 @@ enum class Exec : uint8_t {
   kCat,  // per row: input 0's w0 columns then input 1's w1 ([rows] or [rows / heads]: expanded
          // over the heads); dim {rows, heads, w0, w1}
   // --- end exec11 ---
+  // --- exec12 (issues 10, 13): HF's gelu_new pointwise ops, nanoGPT's slow-path mask ---
+  kPow,         // y = x ** p (pow.Tensor_Scalar: saves self, input 0)
+  kTanh,        // y = tanh(x) (saves its result, output 0)
+  kAddScalar,   // y = x + p (a Python scalar: AddBackward1 saves nothing)
+  kEqZero,      // out bool [s, s] = (buffer[:s, :s] == 0) of the fp32 [pos, pos] tril(ones)
+                // buffer (input 0, nanoGPT's `bias`); dim {s, pos}; no backward
+  kMaskedFill,  // scores.masked_fill(fill, -inf): -inf where the bool [s, s] `fill` (input 1)
+                // is true; dim {rows, s}; backward: the gradient where fill is false (saves fill)
+  kMemEfficient,  // SDPA's memory-efficient kernel: in q, k, v (+ an additive attn_bias [s, s]
+                  // or [b, s, s], input 3); out o [b*s, a*dv], lse [b, a, ceil(s / 32) * 32]
+                  // (rows past s: 0); dim as kFlash; v's head dim dv from its size (MLA)
+  // exec12: HF's router and loop over experts (sim/src/blocks_moe.cpp hf_router, hf_loop)
+  kTopK,          // torch.topk(probs [n, e], k): out values [n, k] (input's dtype), int64 indices
+                  // [n, k]; dim {n, e, k}; backward scatters into probs (saves the indices)
+  kRowSum,        // sum over the last dim, keepdim: [n, k] -> [n]; dim {n, k}
+  kDivInPlace,    // x /= sum (input 1, [n]): out 0 is x's storage, out 1 the original x (saved with
+                  // the sum); dim {n, k}
+  kOneHot,        // one_hot(indices [n, k], e).permute(2, 1, 0): int64 [e, k, n]; dim {n, k, e}
+  kWhere,         // torch.where(mask[expert]) of the one-hot [e, k, n]: int64 [ne, 2] (slot, token)
+                  // pairs in row-major order; dim {n, k, expert, ne}
+  kGatherRows,    // x[top_x]: rows [ne, h] of x [n, h]; top_x is column 1 of input 1's [ne, 2]
+                  // storage; dim {ne, h}
+  kGatherWeight,  // w[top_x, slot] of w [n, k] (inputs 1, 2: one [ne, 2] storage); dim {ne, k}
+  kIndexAdd,      // out.index_add_(0, top_x, y): out 0 is input 0's storage; dim {ne, h}
+  // --- end exec12 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).
