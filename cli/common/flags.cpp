@@ -287,6 +287,7 @@ Axes parse_axes(const CommonFlags& f) {
       throw sim::ConfigError("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
                              "takes one value, not a list");
     a.cross_entropy_loss_fusion = v.front();
+  }
   {  // time7 (issue 11)
     const std::vector<bool> v = parse_switch_axis(f.deterministic, "--deterministic");
     if (v.size() != 1)
