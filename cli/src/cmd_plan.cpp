@@ -257,12 +257,9 @@ sim_io::Row PlannedPoint::row() const {
   return r;
 }
 
-int cmd_plan(const Invocation& inv) {
-  // pplan (issue 15): pipelines and gradient accumulation are planned per stage.
-  if (is_pipeline_plan(inv)) return cmd_plan_pipeline(inv);
-  const Format format =
-      cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
-  const PlannedPoint pp = plan_point(inv, cli_common::search_dirs());
+std::string plan_output(const Invocation& inv, const std::vector<std::filesystem::path>& dirs,
+                        Format format) {
+  const PlannedPoint pp = plan_point(inv, dirs);
   const sim::Device& device = pp.inputs.devices.front();
   const sim::BudgetPlan& plan = pp.plan;
   const sim_io::Row row = pp.row();
@@ -296,6 +293,15 @@ int cmd_plan(const Invocation& inv) {
     case Format::kCsv: text = plan_csv(row, summary); break;
     case Format::kJson: text = plan_json(row, summary); break;
   }
+  return text;
+}
+
+int cmd_plan(const Invocation& inv) {
+  // pplan (issue 15): pipelines and gradient accumulation are planned per stage.
+  if (is_pipeline_plan(inv)) return cmd_plan_pipeline(inv);
+  const Format format =
+      cli_common::parse_format(inv.flags.format, "table|csv|json", Format::kTable);
+  const std::string text = plan_output(inv, cli_common::search_dirs(), format);
   Output out(inv.flags.output);
   out.write(text);
   out.commit();

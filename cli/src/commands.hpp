@@ -36,6 +36,11 @@ struct PlannedPoint {
   sim_io::Row row() const;  // the plan's row of CSV schema v1 (strategy: the plan's)
 };
 PlannedPoint plan_point(const Invocation& inv, const std::vector<std::filesystem::path>& dirs);
+// What `plan` writes for one configuration (not a pipeline) in a format: the table, or the CSV
+// or JSON with the implementation-settings section (native_* columns, a native object); the
+// Python package's plan() reads the CSV form.
+std::string plan_output(const Invocation& inv, const std::vector<std::filesystem::path>& dirs,
+                        cli_common::Format format);
 // --budget as plan takes it: bytes with an optional KiB..TiB suffix, positive; ConfigError naming
 // --budget otherwise.
 int64_t parse_budget(const std::string& text);

@@ -78,8 +78,16 @@ std::vector<Fields> run(const actsim_cli::Invocation& inv,
   return rows;
 }
 
-Fields plan(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs) {
-  return fields_of(actsim_cli::plan_point(inv, dirs).row());  // cmd_plan's --format csv row
+Table plan(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs) {
+  // cmd_plan's --format csv text: a header line and one row
+  const std::string text = actsim_cli::plan_output(inv, dirs, cli_common::Format::kCsv);
+  const std::size_t nl = text.find('\n');
+  Table t;
+  t.columns = split_csv_line(std::string_view(text).substr(0, nl));
+  std::string_view row = std::string_view(text).substr(nl + 1);
+  if (!row.empty() && row.back() == '\n') row.remove_suffix(1);
+  t.rows.push_back(split_csv_line(row));
+  return t;
 }
 
 Table valley(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs) {

@@ -47,14 +47,17 @@ std::vector<std::filesystem::path> search_dirs(const std::filesystem::path& pack
 std::vector<Fields> run(const actsim_cli::Invocation& inv,
                         const std::vector<std::filesystem::path>& dirs);
 
-// actsim plan --format csv: the plan's row (its strategy the custom: spec).
-Fields plan(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs);
-
-// actsim valley --format csv: its header and rows (the valley CSV, not schema v1).
+// A CSV's header and rows (the valley CSV, plan's CSV: not schema v1 alone).
 struct Table {
   std::vector<std::string> columns;
   std::vector<Fields> rows;
 };
+
+// actsim plan --format csv: the plan's row (its strategy the custom: spec), schema v1 then the
+// implementation-settings columns (native_*), as the CLI writes it (actsim_cli::plan_output).
+Table plan(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs);
+
+// actsim valley --format csv: its header and rows (the valley CSV, not schema v1).
 Table valley(const actsim_cli::Invocation& inv, const std::vector<std::filesystem::path>& dirs);
 
 // The largest storages live at one configuration's peak (the table `actsim run` prints).

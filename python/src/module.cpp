@@ -146,12 +146,12 @@ PYBIND11_MODULE(_core, m) {
       [](const std::vector<std::string>& args, const std::string& package_dir) {
         const actsim_cli::Invocation inv = actsim_py::parse(args);
         const auto dirs = dirs_of(package_dir);
-        actsim_py::Fields row;
+        actsim_py::Table t;
         {
           py::gil_scoped_release release;
-          row = actsim_py::plan(inv, dirs);
+          t = actsim_py::plan(inv, dirs);
         }
-        return schema_row(row);
+        return row_dict(t.columns, t.rows.front());
       },
       py::arg("args"), py::arg("package_dir"));
 

@@ -94,8 +94,8 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
   if (s.tp > 1 && is_mla(m))
     throw Unsupported("--tp", "tp", "tensor parallelism of MLA attention" + in);
   if ((s.tp > 1 || resolved_etp(s) > 1) && impl->moe != MoeDispatch::kAllToAll)
-    throw Unsupported(s.tp > 1 ? "--tp" : "--etp", s.tp > 1 ? "tp" : "etp",
-                      "tensor parallelism of MoE blocks" + in);
+    throw NotInCode(s.tp > 1 ? "--tp" : "--etp", s.tp > 1 ? "tp" : "etp",
+                    "tensor parallelism of MoE blocks" + in);
   if (moe && s.tp > 1 && m.shared_ffn > 0)
     // the shared experts run HF's op list here (blocks_moe.cpp shared_experts), not Megatron's
     // tensor-parallel SharedExpertMLP (shared_experts.py)
