@@ -197,6 +197,12 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1) throw sim::ConfigError(flag, text, "takes one value, not a list");
     return v.front();
   };
+  // on|off flags that take one value (not sweep axes)
+  const auto one_switch = [](const std::string& text, const char* flag) {
+    const std::vector<bool> v = parse_switch_axis(text, flag);
+    if (v.size() != 1) throw sim::ConfigError(flag, text, "takes one value, not a list");
+    return v.front();
+  };
   a.prefetch = one(f.prefetch, "--prefetch", 0);
   a.pp = one(f.pp, "--pp", 1);
   a.vpp = one(f.vpp, "--vpp", 1);
@@ -227,11 +233,7 @@ Axes parse_axes(const CommonFlags& f) {
     a.moe_aux_loss_coeff = ac.front();
     if (!f.etp.empty()) a.etp = one(f.etp, "--etp", 1);  // etp (issue 13)
   }
-  if (!f.reentrant.empty()) {
-    const std::vector<bool> v = parse_switch_axis(f.reentrant, "--reentrant");
-    if (v.size() != 1) throw sim::ConfigError("--reentrant", f.reentrant, "takes one value, not a list");
-    a.reentrant = v.front();
-  }
+  if (!f.reentrant.empty()) a.reentrant = one_switch(f.reentrant, "--reentrant");
   // feat (issue 13): context parallelism, LoRA / QLoRA
   // --cp, --fp8 and --lora-rank are lists (feat2)
   a.cps = parse_int_axis(f.cp, "--cp", false, 1);
@@ -245,26 +247,14 @@ Axes parse_axes(const CommonFlags& f) {
                              "kv_b, gate_up, or all-linear");
     a.lora_targets = *t;
   }
-  {
-    const std::vector<bool> v = parse_switch_axis(f.qlora, "--qlora");
-    if (v.size() != 1) throw sim::ConfigError("--qlora", f.qlora, "takes one value, not a list");
-    a.qlora = v.front();
-  }
-  {  // hfimpl
-    const std::vector<bool> v = parse_switch_axis(f.padding, "--padding");
-    if (v.size() != 1) throw sim::ConfigError("--padding", f.padding, "takes one value, not a list");
-    a.padding = v.front();
-  }
+  a.qlora = one_switch(f.qlora, "--qlora");
+  a.padding = one_switch(f.padding, "--padding");  // hfimpl
   {  // time5 (issue 11)
     const std::optional<sim::NormKernel> k = sim::parse_norm_kernel(f.norm_kernel);
     if (!k) throw sim::ConfigError("--norm-kernel", f.norm_kernel, "expected default or triton");
     a.norm_kernel = *k;
   }
-  {  // fp8sac (issue 10)
-    const std::vector<bool> v = parse_switch_axis(f.compile, "--compile");
-    if (v.size() != 1) throw sim::ConfigError("--compile", f.compile, "takes one value, not a list");
-    a.compile = v.front();
-  }
+  a.compile = one_switch(f.compile, "--compile");  // fp8sac (issue 10)
   // ds3 (issue 10): one value each, >= 0
   if (!f.ds_reduce_bucket.empty()) a.ds_reduce_bucket = one(f.ds_reduce_bucket, "--ds-reduce-bucket", 0);
   if (!f.ds_prefetch_bucket.empty())
@@ -274,26 +264,10 @@ Axes parse_axes(const CommonFlags& f) {
   if (!f.ds_max_live.empty()) a.ds_max_live = one(f.ds_max_live, "--ds-max-live", 0);
   if (!f.ds_max_reuse_distance.empty())
     a.ds_max_reuse_distance = one(f.ds_max_reuse_distance, "--ds-max-reuse-distance", 0);
-  {  // time6 (issue 11)
-    const std::vector<bool> v = parse_switch_axis(f.grad_accum_fusion, "--grad-accum-fusion");
-    if (v.size() != 1)
-      throw sim::ConfigError("--grad-accum-fusion", f.grad_accum_fusion, "takes one value, not a list");
-    a.grad_accum_fusion = v.front();
-  }
-  {  // te_norm (issue 10)
-    const std::vector<bool> v =
-        parse_switch_axis(f.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
-    if (v.size() != 1)
-      throw sim::ConfigError("--cross-entropy-loss-fusion", f.cross_entropy_loss_fusion,
-                             "takes one value, not a list");
-    a.cross_entropy_loss_fusion = v.front();
-  }
-  {  // time7 (issue 11)
-    const std::vector<bool> v = parse_switch_axis(f.deterministic, "--deterministic");
-    if (v.size() != 1)
-      throw sim::ConfigError("--deterministic", f.deterministic, "takes one value, not a list");
-    a.deterministic = v.front();
-  }
+  a.grad_accum_fusion = one_switch(f.grad_accum_fusion, "--grad-accum-fusion");  // time6
+  a.cross_entropy_loss_fusion =  // te_norm (issue 10)
+      one_switch(f.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
+  a.deterministic = one_switch(f.deterministic, "--deterministic");  // time7 (issue 11)
   return a;
 }
 
