@@ -172,7 +172,10 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
 
   ChainModel constrained;
   // The least-cost plan with held <= s_hi whose model peak fits the budget less extra(s_lo).
-  const auto solve = [&](const ChainModel& base, int64_t s_lo, int64_t s_hi, int64_t less) {
+  // slot: the DP's memory unit (0: slot_bytes_for, plan_budget's); a finer one lets the branch
+  // and bound split intervals below 1 MiB where the table stays small (see `finer` below).
+  const auto solve = [&](const ChainModel& base, int64_t s_lo, int64_t s_hi, int64_t less,
+                         int64_t slot_given = 0) {
     const int64_t rel = budget_ - base.base_bytes - extra_model(g, s_lo, stage) - less;
     if (rel < 0) {  // nothing fits: a bound no cost reaches
       ChainSolution none;
@@ -181,7 +184,7 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     }
     constrained = base;  // the head term forces held <= s_hi: held + head <= rel
     constrained.head_bwd_bytes = std::max(base.head_bwd_bytes, rel - s_hi);
-    const int64_t slot = slot_bytes_for(rel, nb);
+    const int64_t slot = slot_given > 0 ? slot_given : slot_bytes_for(rel, nb);
     ChainSolver solver(constrained, slot, true, &scratch_);
     ++solves_;
     cells_ += (nb + 1) * (rel / slot + 1);
@@ -196,16 +199,17 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
   struct Interval {
     Cost lb;
     int64_t lo, hi;
+    int64_t unit;  // the DP slot its bound was solved with
     bool operator>(const Interval& o) const {
       return lb != o.lb ? lb > o.lb : lo != o.lo ? lo > o.lo : hi > o.hi;
     }
   };
   // A plan at the bound s: feasible under the model; simulated (tightened by its excess when the
   // simulation is over, up to three times).
-  const auto point = [&](const ChainModel& base, int64_t s_bound) {
+  const auto point = [&](const ChainModel& base, int64_t s_bound, int64_t slot = 0) {
     int64_t less = 0;
     for (int round = 0; round < 4; ++round) {
-      const ChainSolution sol = solve(base, s_bound, s_bound, less);
+      const ChainSolution sol = solve(base, s_bound, s_bound, less, slot);
       if (!sol.feasible) return;
       if (round == 0 && sol.cost < upper) {
         upper = sol.cost;
@@ -230,30 +234,51 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     // lb(lo, hi) bounds the cost of every plan whose held bytes H lie in [lo, hi]: such a plan
     // fits the budget less extra(H) <= the budget less extra(lo), and holds at most hi.
     std::priority_queue<Interval, std::vector<Interval>, std::greater<>> open;
-    open.push({lower(solve(m, 0, hi, 0)), 0, hi});
+    const int64_t room = std::max<int64_t>(budget_ - m.base_bytes, 1);
+    const int64_t unit = slot_bytes_for(room, nb);
+    open.push({lower(solve(m, 0, hi, 0)), 0, hi, unit});
     Cost bound = inf;  // of the intervals left unsplit
     const int64_t at_start = cells_;
-    const int64_t unit = slot_bytes_for(std::max<int64_t>(budget_ - m.base_bytes, 1), nb);
+    // A finer DP slot for an interval one slot wide (0: none): 1/64 of it, at least kFineSlot
+    // bytes, and only while the table keeps within plan_budget's limits (kMaxSlots, kMaxCells) at
+    // this budget. Every slot gives a valid bound (the DP's rounded-down relaxation) and feasible
+    // plans (rounded up), so a finer one only tightens the interval's bound and lets it split
+    // further; where the floor is reached the gap left is extra(hi) - extra(lo) of one fine slot.
+    constexpr int64_t kFineSlot = 4096;
+    const auto finer = [&](int64_t u) -> int64_t {
+      const int64_t f = std::max({u / 64, kFineSlot, (room + kMaxSlots - 1) / kMaxSlots});
+      if (f >= u || (nb + 1) * (room / f + 1) > kMaxCells) return 0;
+      return f;
+    };
     while (!open.empty()) {
       const Interval iv = open.top();
       if (!(iv.lb < upper)) break;  // every plan left costs at least the best found
       open.pop();
-      // Split down to one slot of the DP (the intervals' bound cannot tighten below it), and at
-      // most kMaxStageCells DP table cells per view.
-      if (iv.hi - iv.lo <= unit || cells_ - at_start >= kMaxStageCells) {
+      // Split down to one slot of the DP (the intervals' bound cannot tighten below it), then
+      // again at a finer slot where one is allowed, and at most kMaxStageCells DP table cells
+      // per view.
+      const bool capped = cells_ - at_start >= kMaxStageCells;
+      if (iv.hi - iv.lo <= iv.unit && !capped) {
+        if (const int64_t f = finer(iv.unit); f > 0) {
+          const Cost lb = lower(solve(m, iv.lo, iv.hi, 0, f));
+          if (lb < upper) open.push({lb, iv.lo, iv.hi, f});
+          continue;
+        }
+      }
+      if (iv.hi - iv.lo <= iv.unit || capped) {
         // A leaf: its plans fit the budget less extra(lo) at best; the plan at hi is optimal
         // among them for the budget less extra(hi) - extra(lo) (the gap).
         bound = std::min(bound, iv.lb);
-        point(m, iv.hi);
+        point(m, iv.hi, iv.unit);
         best.gap_bytes = std::max(best.gap_bytes, extra_model(g, iv.hi, stage) -
                                                       extra_model(g, iv.lo, stage));
         continue;
       }
       const int64_t mid = iv.lo + (iv.hi - iv.lo) / 2;
-      point(m, mid);
+      point(m, mid, iv.unit);
       for (const auto& [a, b] : {std::pair{iv.lo, mid}, std::pair{mid, iv.hi}}) {
-        const Cost lb = lower(solve(m, a, b, 0));
-        if (lb < upper) open.push({lb, a, b});
+        const Cost lb = lower(solve(m, a, b, 0, iv.unit));
+        if (lb < upper) open.push({lb, a, b, iv.unit});
       }
     }
     return std::min(bound, upper);
