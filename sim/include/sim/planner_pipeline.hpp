@@ -17,7 +17,9 @@
 // over [0, H(none)] splits the interval of least bound at its middle, solves the middle point
 // (a plan, an upper bound) and both halves (bounds), and stops when no interval's bound is below
 // the best plan found (then that plan is the model's optimum: StagePlan::lower_bound equals
-// model_cost), when intervals are one DP slot wide, or after kMaxStageCells DP cells: then
+// model_cost), when intervals are one DP slot wide at the finest slot allowed (an interval one slot
+// wide is re-solved at a slot 64 times finer, at least 4 KiB, while the table stays within
+// kMaxSlots and kMaxCells), or after kMaxStageCells DP cells: then
 // lower_bound is what is proven, and the plan at each such interval's hi is solved too, so that
 // the best plan found costs at most the optimum for the budget lowered by
 // max(extra(hi) - extra(lo)) over them (StagePlan::gap_bytes). Every plan found is simulated (sim::simulate_plan on the
