@@ -9,18 +9,15 @@
 
 #include "executor/executor.hpp"
 #include "executor_configs.hpp"
+#include "executor_steps.hpp"
 #include "sim/error.hpp"
 
 using namespace sim;
 
 namespace {
 
-executor::StepResult execute(const Graph& g, const char* strategy,
-                             const executor::StepOptions& o = {}) {
-  const Plan plan = resolve(parse_strategy(strategy), g.n_blocks);
-  const Schedule sched = build_schedule(g, plan, recompute_mode(g));
-  return executor::run_cpu(g, plan, sched, o);
-}
+using fixtures::execute;  // tests/executor_steps.hpp
+using fixtures::finite_differences;
 
 TrainSetup small(Precision p, AttentionKind att) {
   TrainSetup s;
@@ -132,28 +129,7 @@ TEST_CASE("exec11: LoRA adapter gradients match central finite differences (fp32
     const std::string model = m.name;
     CAPTURE(model);
     const Graph g = build_graph_exec(m, s, dev);
-    const executor::StepResult base = execute(g, "full");
-    const double h = 5e-3;
-    int64_t checked = 0;
-    for (size_t p = 0; p < g.param_storages.size(); ++p)
-      for (int64_t i = 0; i < static_cast<int64_t>(base.grads[p].size()); ++i) {
-        auto diff = [&](double step) {
-          executor::StepOptions up, down;
-          up.perturb_param = down.perturb_param = static_cast<int32_t>(p);
-          up.perturb_element = down.perturb_element = i;
-          up.perturb_delta = step;
-          down.perturb_delta = -step;
-          const executor::StepResult a = execute(g, "none", up), b = execute(g, "none", down);
-          return (a.loss - b.loss) / (a.perturbed_value - b.perturbed_value);
-        };
-        const double fd = (4 * diff(h) - diff(2 * h)) / 3;
-        const double an = base.grads[p][i];
-        CAPTURE(p);
-        CAPTURE(i);
-        CHECK(std::abs(fd - an) <= 1e-4 + 1e-3 * std::abs(an));
-        ++checked;
-      }
-    CHECK(checked > 100);
+    CHECK(finite_differences(g) > 100);
   }
 }
 
@@ -201,26 +177,5 @@ TEST_CASE("exec11: MLA (eager) runs to the simulator's byte; its gradients match
   TrainSetup s = small(Precision::kFp32, AttentionKind::kStandard);
   s.seq = 4;
   const Graph g = build_graph_exec(m, s, fixtures::executor_device());
-  const executor::StepResult base = execute(g, "full");
-  const double h = 5e-3;
-  int64_t checked = 0;
-  for (size_t p = 0; p < g.param_storages.size(); ++p)
-    for (int64_t i = 0; i < static_cast<int64_t>(base.grads[p].size()); ++i) {
-      auto diff = [&](double step) {
-        executor::StepOptions up, down;
-        up.perturb_param = down.perturb_param = static_cast<int32_t>(p);
-        up.perturb_element = down.perturb_element = i;
-        up.perturb_delta = step;
-        down.perturb_delta = -step;
-        const executor::StepResult a = execute(g, "none", up), b = execute(g, "none", down);
-        return (a.loss - b.loss) / (a.perturbed_value - b.perturbed_value);
-      };
-      const double fd = (4 * diff(h) - diff(2 * h)) / 3;
-      const double an = base.grads[p][i];
-      CAPTURE(p);
-      CAPTURE(i);
-      CHECK(std::abs(fd - an) <= 1e-4 + 1e-3 * std::abs(an));
-      ++checked;
-    }
-  CHECK(checked > 500);
+  CHECK(finite_differences(g) > 500);
 }

@@ -11,18 +11,15 @@
 
 #include "executor/executor.hpp"
 #include "executor_configs.hpp"
+#include "executor_steps.hpp"
 #include "sim/error.hpp"
 
 using namespace sim;
 
 namespace {
 
-executor::StepResult execute(const Graph& g, const char* strategy,
-                             const executor::StepOptions& o = {}) {
-  const Plan plan = resolve(parse_strategy(strategy), g.n_blocks);
-  const Schedule sched = build_schedule(g, plan, recompute_mode(g));
-  return executor::run_cpu(g, plan, sched, o);
-}
+using fixtures::execute;  // tests/executor_steps.hpp
+using fixtures::finite_differences;
 
 TrainSetup small(Impl impl, Precision p, AttentionKind att) {
   TrainSetup s;
@@ -64,33 +61,6 @@ void runs_exact(const ModelConfig& m, const TrainSetup& s,
     CHECK(run.loss == ref.loss);
     CHECK(run.grad_bytes == ref.grad_bytes);
   }
-}
-
-// Every parameter element's gradient against a Richardson-extrapolated central difference
-// (h = 5e-3; |fd - an| <= 1e-4 + 1e-3 |an|, test_executor.cpp's bound). Returns the count.
-int64_t finite_differences(const Graph& g) {
-  const executor::StepResult base = execute(g, "full");
-  const double h = 5e-3;
-  int64_t checked = 0;
-  for (size_t p = 0; p < g.param_storages.size(); ++p)
-    for (int64_t i = 0; i < static_cast<int64_t>(base.grads[p].size()); ++i) {
-      auto diff = [&](double step) {
-        executor::StepOptions up, down;
-        up.perturb_param = down.perturb_param = static_cast<int32_t>(p);
-        up.perturb_element = down.perturb_element = i;
-        up.perturb_delta = step;
-        down.perturb_delta = -step;
-        const executor::StepResult a = execute(g, "none", up), b = execute(g, "none", down);
-        return (a.loss - b.loss) / (a.perturbed_value - b.perturbed_value);
-      };
-      const double fd = (4 * diff(h) - diff(2 * h)) / 3;
-      const double an = base.grads[p][i];
-      CAPTURE(p);
-      CAPTURE(i);
-      CHECK(std::abs(fd - an) <= 1e-4 + 1e-3 * std::abs(an));
-      ++checked;
-    }
-  return checked;
 }
 
 ModelConfig gpt_gelu_new(int64_t layers = 5) {

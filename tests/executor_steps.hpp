@@ -1,0 +1,53 @@
+// Shared by the executor tests (test_exec11, test_exec12, test_exec_lora6): one training step of
+// a graph under a strategy, and the finite-difference check of every parameter's gradient.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "executor/executor.hpp"
+#include "sim/graph.hpp"
+#include "sim/schedule.hpp"
+#include "sim/simulate.hpp"
+#include "sim/strategy.hpp"
+
+namespace fixtures {
+
+// One step of g under `strategy` on the CPU reference executor.
+inline executor::StepResult execute(const sim::Graph& g, const char* strategy,
+                                    const executor::StepOptions& o = {}) {
+  const sim::Plan plan = sim::resolve(sim::parse_strategy(strategy), g.n_blocks);
+  const sim::Schedule sched = sim::build_schedule(g, plan, sim::recompute_mode(g));
+  return executor::run_cpu(g, plan, sched, o);
+}
+
+// Every parameter element's gradient against a Richardson-extrapolated central difference
+// (h = 5e-3; |fd - an| <= 1e-4 + 1e-3 |an|, test_executor.cpp's bound). Returns the count.
+inline int64_t finite_differences(const sim::Graph& g) {
+  const executor::StepResult base = execute(g, "full");
+  const double h = 5e-3;
+  int64_t checked = 0;
+  for (size_t p = 0; p < g.param_storages.size(); ++p)
+    for (int64_t i = 0; i < static_cast<int64_t>(base.grads[p].size()); ++i) {
+      auto diff = [&](double step) {
+        executor::StepOptions up, down;
+        up.perturb_param = down.perturb_param = static_cast<int32_t>(p);
+        up.perturb_element = down.perturb_element = i;
+        up.perturb_delta = step;
+        down.perturb_delta = -step;
+        const executor::StepResult a = execute(g, "none", up), b = execute(g, "none", down);
+        return (a.loss - b.loss) / (a.perturbed_value - b.perturbed_value);
+      };
+      const double fd = (4 * diff(h) - diff(2 * h)) / 3;
+      const double an = base.grads[p][i];
+      CAPTURE(p);
+      CAPTURE(i);
+      CHECK(std::abs(fd - an) <= 1e-4 + 1e-3 * std::abs(an));
+      ++checked;
+    }
+  return checked;
+}
+
+}  // namespace fixtures
