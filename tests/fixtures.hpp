@@ -58,6 +58,36 @@ inline sim::ModelConfig tiny_llama() {
   return m;
 }
 
+// Mixtral-8x7B's shape (models/mixtral-8x7b.json): h 4096, 32 heads, 8 KV heads, 8 experts of
+// SwiGLU width 14336, top-2, renormalized; 4 layers (the MoE tests' bytes are per layer). With
+// moe = false, its dense twin.
+inline sim::ModelConfig mixtral_shaped(bool moe = true) {
+  sim::ModelConfig m;
+  m.name = m.source = "mixtral-shaped";
+  m.family = "mixtral";
+  m.layers = 4;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden = 14336;
+  m.vocab = 32000;
+  m.max_positions = 32768;
+  m.mlp = sim::MlpKind::kSwiglu;
+  m.norm = sim::NormKind::kRmsNorm;
+  m.norm_bias = false;
+  m.positions = sim::PosEmbedding::kRope;
+  m.tied_embeddings = false;
+  m.qkv_bias = m.linear_bias = false;
+  if (moe) {
+    m.experts = 8;
+    m.experts_per_token = 2;
+    m.expert_ffn = 14336;
+    m.norm_topk = true;
+  }
+  return m;
+}
+
 // tiny_llama widened so that the GEMMs, not the host, set the step time (the fp8, MFU and LoRA
 // timing tests): h 2048, 16 query and 4 K/V heads of 128, SwiGLU 5632.
 inline sim::ModelConfig wide_llama() {

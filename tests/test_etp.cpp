@@ -13,33 +13,7 @@ using namespace sim;
 
 namespace {
 
-// Mixtral-8x7B's shape (models/mixtral-8x7b.json), 4 layers (the bytes are per layer).
-ModelConfig mixtral_shaped(bool moe) {
-  ModelConfig m;
-  m.name = m.source = "mixtral-shaped";
-  m.family = "mixtral";
-  m.layers = 4;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.head_dim = 128;
-  m.ffn_hidden = 14336;
-  m.vocab = 32000;
-  m.max_positions = 32768;
-  m.mlp = MlpKind::kSwiglu;
-  m.norm = NormKind::kRmsNorm;
-  m.norm_bias = false;
-  m.positions = PosEmbedding::kRope;
-  m.tied_embeddings = false;
-  m.qkv_bias = m.linear_bias = false;
-  if (moe) {
-    m.experts = 8;
-    m.experts_per_token = 2;
-    m.expert_ffn = 14336;
-    m.norm_topk = true;
-  }
-  return m;
-}
+using fixtures::mixtral_shaped;  // tests/fixtures.hpp
 
 TrainSetup megatron(int64_t tp, int64_t etp) {
   TrainSetup t;

@@ -12,6 +12,8 @@ using namespace sim;
 
 namespace {
 
+using fixtures::mixtral_shaped;  // tests/fixtures.hpp
+
 // DeepSeek-V2-Lite's attention (h 2048, 16 heads, qk 128 + 64 rope, v 128, kv latent 512, no q
 // latent; q_lora > 0 gives DeepSeek-V2's q latent) with a dense SwiGLU, or a Llama attention of
 // the same heads and head dim 192.
@@ -38,32 +40,6 @@ ModelConfig mla_shaped(bool mla, int64_t q_lora = 0) {
     m.v_head_dim = 128;
     m.q_lora_rank = q_lora;
   }
-  return m;
-}
-
-// Mixtral-8x7B's shape, 4 layers (as tests/test_moe.cpp).
-ModelConfig mixtral_shaped() {
-  ModelConfig m;
-  m.name = m.source = "mixtral-shaped";
-  m.family = "mixtral";
-  m.layers = 4;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.head_dim = 128;
-  m.ffn_hidden = 14336;
-  m.vocab = 32000;
-  m.max_positions = 32768;
-  m.mlp = MlpKind::kSwiglu;
-  m.norm = NormKind::kRmsNorm;
-  m.norm_bias = false;
-  m.positions = PosEmbedding::kRope;
-  m.tied_embeddings = false;
-  m.qkv_bias = m.linear_bias = false;
-  m.experts = 8;
-  m.experts_per_token = 2;
-  m.expert_ffn = 14336;
-  m.norm_topk = true;
   return m;
 }
 
