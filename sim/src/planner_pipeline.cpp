@@ -236,74 +236,7 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
     std::priority_queue<Interval, std::vector<Interval>, std::greater<>> open;
     const int64_t room = std::max<int64_t>(budget_ - m.base_bytes, 1);
     const int64_t unit = slot_bytes_for(room, nb);
-    // planner7 (issue 15): the stash-weighted bound. Where extra(H) = c H + e0 exactly (1F1B
-    // without interleaving: c = in-flight - 1, e0 = c sigma0), a plan fits the stage when
-    //   held below unit u + u's local term + c H <= budget - base - e0 =: R   (every unit u),
-    //   H + the head's term + c H <= R,
-    // and since H >= the held below any unit, every such plan also fits the model whose held
-    // bytes are all weighted by 1 + c, at budget R: a relaxation exact at the head, whose
-    // optimum (the DP's lower bound; with held <= hi forced at the head as `solve` does) bounds
-    // every plan with H <= hi from below, whatever H's lower end. The interval bound is the
-    // larger of the two (lexicographic costs). Its plan, when it fits the stage under the model,
-    // is a point too (an upper bound), so the two bounds often meet at the root.
-    std::map<int64_t, Cost> weighted_lb;  // by hi
-    ChainModel weighted;
-    const int64_t c_stash = best.in_flight - 1, e0 = extra_model(g, 0, stage);
-    const bool linear = setup_.vpp <= 1 && c_stash > 0 &&
-                        extra_model(g, hi, stage) == c_stash * hi + e0;
-    if (linear) {
-      // Also H >= the held below u plus u's own held bytes: each single option's local terms
-      // carry c times its own held bytes, each segment term c times the least held bytes of any
-      // segment head (a segment's own held; the same for every block of a uniform chain).
-      weighted = m;
-      int64_t least_head = std::numeric_limits<int64_t>::max();
-      for (const BlockCosts& b : m.blocks) least_head = std::min(least_head, b.seg_head_held);
-      const int64_t seg_extra = m.blocks.empty() ? 0 : c_stash * std::max<int64_t>(least_head, 0);
-      for (BlockCosts& b : weighted.blocks) {
-        for (OptionRow& o : b.single) {
-          o.fwd_bytes += c_stash * o.held_bytes;
-          o.bwd_bytes += c_stash * o.held_bytes;
-          o.held_bytes *= 1 + c_stash;
-        }
-        b.seg_head_fwd += seg_extra;
-        b.seg_inner_fwd += seg_extra;
-        b.seg_recompute += seg_extra;
-        b.seg_bwd += seg_extra;
-        b.seg_head_held *= 1 + c_stash;
-        b.seg_inner_held *= 1 + c_stash;
-      }
-    }
-    const auto lower_weighted = [&](int64_t s_hi) -> Cost {
-      if (!linear) return Cost{};
-      if (const auto it = weighted_lb.find(s_hi); it != weighted_lb.end()) return it->second;
-      const int64_t rel = budget_ - m.base_bytes - e0;
-      Cost lb = inf;
-      if (rel >= 0) {
-        constrained = weighted;  // held <= s_hi: (1 + c) held + head <= rel
-        constrained.head_bwd_bytes = std::max(weighted.head_bwd_bytes, rel - (1 + c_stash) * s_hi);
-        const int64_t slot = slot_bytes_for(rel, nb);
-        ChainSolver solver(constrained, slot, true, &scratch_);
-        ++solves_;
-        cells_ += (nb + 1) * (rel / slot + 1);
-        const ChainSolution sol = solver.solve(rel);
-        lb = lower(sol);
-        if (sol.feasible) {  // its plan, where it fits the stage under the model: a point
-          const int64_t held = held_of(m, sol.units);
-          const ChainEval e = evaluate_chain(m, sol.units);
-          if (held <= s_hi && m.base_bytes + e.peak_bytes + extra_model(g, held, stage) <= budget_) {
-            if (e.cost < upper) upper = e.cost, best_s = held;
-            offer(strategy_of(sol.units), "DP", sol.optimal);
-          }
-        }
-      }
-      return weighted_lb.emplace(s_hi, lb).first->second;
-    };
-    // Solved at the root's hi only (one DP per view): per interval it cost more DP cells than
-    // it pruned at 1,000 blocks / 8 stages.
-    const auto interval_lb = [&](const ChainSolution& plain, int64_t) {
-      return std::max(lower(plain), lower_weighted(hi));
-    };
-    open.push({interval_lb(solve(m, 0, hi, 0), hi), 0, hi, unit});
+    open.push({lower(solve(m, 0, hi, 0)), 0, hi, unit});
     Cost bound = inf;  // of the intervals left unsplit
     const int64_t at_start = cells_;
     // A finer DP slot for an interval one slot wide (0: none): 1/64 of it, at least kFineSlot
@@ -327,7 +260,7 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
       const bool capped = cells_ - at_start >= kMaxStageCells;
       if (iv.hi - iv.lo <= iv.unit && !capped) {
         if (const int64_t f = finer(iv.unit); f > 0) {
-          const Cost lb = interval_lb(solve(m, iv.lo, iv.hi, 0, f), iv.hi);
+          const Cost lb = lower(solve(m, iv.lo, iv.hi, 0, f));
           if (lb < upper) open.push({lb, iv.lo, iv.hi, f});
           continue;
         }
@@ -344,7 +277,7 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
       const int64_t mid = iv.lo + (iv.hi - iv.lo) / 2;
       point(m, mid, iv.unit);
       for (const auto& [a, b] : {std::pair{iv.lo, mid}, std::pair{mid, iv.hi}}) {
-        const Cost lb = interval_lb(solve(m, a, b, 0, iv.unit), b);
+        const Cost lb = lower(solve(m, a, b, 0, iv.unit));
         if (lb < upper) open.push({lb, a, b, iv.unit});
       }
     }
