@@ -132,6 +132,10 @@ TEST_CASE("gui_pp: budget: under a pipeline is planned per stage (plan_pipeline)
   for (size_t s = 0; s < 2; ++s)
     CHECK(d.stage_plans[s].rfind(plan.stages[s].strategy.canonical(), 0) == 0);
   CHECK(gui::curve_peak_bytes(d) <= budget);
+  // The comparison CSV names the plan made, as `actsim run --pp` writes it, not budget:<bytes>.
+  const std::string csv = gui::compare_csv(st);
+  CHECK(csv.find(plan.strategy.canonical()) != std::string::npos);
+  CHECK(csv.find("budget:") == std::string::npos);
 }
 
 TEST_CASE("gui_pp: pipelines draw every view (1F1B / interleaved / accumulation only / caching allocator) stacked and hovered") {

@@ -72,6 +72,9 @@ struct RunData {
   int64_t stage = 0;         // the stage shown
   int64_t stash_offset = 0;  // stages[stage].in_flight_bytes - stages[stage].stash_bytes
   std::vector<std::string> stage_plans;  // budget: each stage's plan ("custom:... (DP)")
+  // budget: the planned strategy's canonical spec (the custom: spec over all blocks that
+  // `actsim run` writes as the row's strategy); empty for every other strategy.
+  std::string planned;
 };
 
 // Memory by category at every timeline sample (see categories.hpp); computed on demand.

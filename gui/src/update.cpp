@@ -38,9 +38,13 @@ std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> gr
   const auto t0 = Clock::now();
   auto d = std::make_shared<RunData>();
   // budget: shows the planner's plan (sim/planner.hpp), simulated like any other.
-  d->plan = strategy.kind == sim::StrategyKind::kBudget
-                ? sim::plan_budget(*graph, device, strategy.k).plan
-                : sim::resolve(strategy, graph->n_blocks);
+  if (strategy.kind == sim::StrategyKind::kBudget) {
+    sim::BudgetPlan planned = sim::plan_budget(*graph, device, strategy.k);
+    d->plan = std::move(planned.plan);
+    d->planned = planned.strategy.canonical();  // as cmd_run.cpp writes the row's strategy
+  } else {
+    d->plan = sim::resolve(strategy, graph->n_blocks);
+  }
   sim::SimOptions options;
   options.record_timeline = true;
   d->result = sim::simulate_plan(*graph, d->plan, device, options);
@@ -65,6 +69,7 @@ std::shared_ptr<const RunData> simulate_pipeline_run(const sim::ModelConfig& mod
     // in-flight stash and verified by simulate_pipeline; simulated again here for the timelines.
     const sim::PipelinePlan plan = sim::plan_pipeline(model, setup, device, strategy.k);
     per_stage = plan.per_stage;
+    d->planned = plan.strategy.canonical();  // as cmd_run.cpp writes `run --pp`'s strategy
     for (const sim::StagePlan& sp : plan.stages)
       d->stage_plans.push_back(sp.strategy.canonical() + "  (" + sp.source + ")");
   } else {
