@@ -104,6 +104,25 @@ TEST_CASE("gui_pp: pp 2 and 4 micro-batches: the shown peak is simulate_pipeline
     }
     CHECK(st.runs[0].data->stash_offset == (stage == 0 ? refs[0].stages[0].stash_bytes : 0));
   }
+  // The stage field alone (as the set-up panel edits it) shows the pipelines already simulated
+  // at the new stage: nothing is simulated again, and the views match the same references.
+  std::vector<const sim::PipelineResult*> simulated;
+  for (const gui::Run& r : st.runs) simulated.push_back(r.data->pipeline.get());
+  const uint64_t revision = st.revision;
+  for (int64_t stage : {0, -1, 1}) {
+    CAPTURE(stage);
+    st.inputs.stage_shown = stage;
+    ++st.stage_revision;
+    gui::update(st, worker, 1e9);
+    CHECK(st.revision == revision);
+    CHECK(st.stats.resimulated == 0);
+    CHECK(st.stats.restaged == static_cast<int>(specs.size()));
+    for (size_t i = 0; i < specs.size(); ++i) {
+      CAPTURE(specs[i]);
+      CHECK(st.runs[i].data->pipeline.get() == simulated[i]);
+      check_against(st, i, refs[i], stage);
+    }
+  }
   // The valley and the fit map simulate stage-less runs: nothing was requested of the worker.
   CHECK(st.valley == nullptr);
   CHECK(st.fitmap == nullptr);
