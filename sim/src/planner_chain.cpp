@@ -453,11 +453,13 @@ class ChainDp {
   }
   // planner7 (issue 15): the index of row a's value at s: row a % 2 of two when rolling_.
   size_t vidx(int64_t a, int64_t s) const { return idx(rolling_ ? (a & 1) : a, s); }
+  // planner7 (issue 15): only the times are reset. A cell's FLOPs and choice are read only
+  // where its time is finite (relax and the window compare FLOPs only on equal finite times;
+  // extract follows choices from a finite cell through finite cells), and every finite time is
+  // written together with its FLOPs and choice.
   void clear_row(int64_t a) {
     const size_t w = static_cast<size_t>(slots_ + 1);
     std::fill_n(time_.begin() + static_cast<std::ptrdiff_t>(vidx(a, 0)), w, kInf);
-    std::fill_n(flops_.begin() + static_cast<std::ptrdiff_t>(vidx(a, 0)), w, int64_t{0});
-    if (a < n_) std::fill_n(choice_.begin() + static_cast<std::ptrdiff_t>(idx(a, 0)), w, int32_t{0});
   }
 
   // g[a][s] = min(cost + g[next][s - held]) over s >= local.
