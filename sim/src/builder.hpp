@@ -231,6 +231,9 @@ struct Dims {
   // --- te_norm (issue 10) ---
   bool ce_loss_fusion = false;  // Megatron's --cross-entropy-loss-fusion (build_head)
   // --- end te_norm ---
+  // --- moetp (issue 13): --moe-shared-expert-overlap (blocks_moetp.cpp) ---
+  bool shared_overlap = false;
+  // --- end moetp ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -278,6 +278,10 @@ struct Op {
   // (sim/src/deepspeed.cpp) ---
   IdxRange persistent_reads;
   // --- end ds3 ---
+  // --- moetp (issue 13): of param_numel, the routed experts' elements (Storage::expert), whose
+  // gradients Megatron reduces over the expert-data-parallel group, not dp (engine.cpp) ---
+  int64_t expert_param_numel = 0;
+  // --- end moetp ---
 };
 
 // fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the
