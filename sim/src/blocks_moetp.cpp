@@ -70,6 +70,7 @@ int32_t megatron_shared_experts(Builder& bld, const Dims& dm, int32_t x) {
   ds.f = m.shared_ffn / dm.t;  // ColumnParallelLinear: divide(ffn_hidden_size, tp); checked
   int32_t score = -1;
   int32_t y = -1;
+  const int32_t first = bld.op_count();
   if (dm.shared_overlap && dm.t > 1) {
     if (m.shared_gate) score = gate_score(bld, dm, x);  // pre_forward_comm: the gate first
     const int64_t nf = dm.n_full();
@@ -88,10 +89,14 @@ int32_t megatron_shared_experts(Builder& bld, const Dims& dm, int32_t x) {
     y = build_mlp(bld, ds, x);
     if (m.shared_gate) score = gate_score(bld, dm, x);
   }
-  if (score < 0) return y;
-  const DType dt = promote(bld.tensor(score).dtype, bld.tensor(y).dtype);
-  return o.mul_op(y, score, bytes(numel_of(bld.tensor(y)), dt), dt, "shared gate *",
-                  "gated shared out", true, true, Exec::kNone, 0, 0);
+  if (score >= 0) {
+    const DType dt = promote(bld.tensor(score).dtype, bld.tensor(y).dtype);
+    y = o.mul_op(y, score, bytes(numel_of(bld.tensor(y)), dt), dt, "shared gate *",
+                 "gated shared out", true, true, Exec::kNone, 0, 0);
+  }
+  // get_output runs the gate's product on the side stream too; the current stream waits for it
+  if (dm.shared_overlap) bld.mark_moe_overlap_from(first);
+  return y;
 }
 
 }  // namespace sim::detail

@@ -611,6 +611,36 @@ class Engine {
     }
   }
 
+  // moetp (issue 13): --moe-shared-expert-overlap. The shared experts' ops (Op::moe_overlap, their
+  // compute and their own TP collectives) run on SharedExpertMLP.stream while the dispatcher's
+  // all-to-alls of the same MoE layer run (token_dispatcher.py @ d98e8a64ddf3: fc1 after the
+  // tokens' all-to-all, fc2 inside token_combine's; in backward "probs A2A -> tokens A2A ->
+  // shared experts fc1"). Modeled per block and phase, whatever the order of the ops: a side op's
+  // time hides behind all-to-all time not yet overlapped, and all-to-all time behind side time
+  // not yet overlapped, so the pair costs max(side, all-to-all) instead of their sum. NCCL's
+  // slowing of the concurrent compute (kOverlapComputeSlowdown) is not applied here.
+  void moe_overlap(const Op& op, const OpCost& c, int64_t* compute, int64_t* comm) {
+    if (op.block != ov_block_ || phase_ != ov_phase_) {
+      ov_block_ = op.block, ov_phase_ = phase_;
+      ov_a2a_ = ov_side_ = 0;
+    }
+    if (op.moe_overlap) {
+      int64_t* parts[2] = {compute, comm};
+      for (int64_t* p : parts) {
+        const int64_t hide = std::min(*p, ov_a2a_);
+        ov_a2a_ -= hide;
+        *p -= hide;
+        ov_side_ += *p;  // on the clock, free for a later all-to-all to hide behind
+      }
+      return;
+    }
+    if (c.comm_kind != static_cast<uint8_t>(Collective::kAllToAll) || *comm <= 0) return;
+    const int64_t hide = std::min(*comm, ov_side_);
+    ov_side_ -= hide;
+    *comm -= hide;
+    ov_a2a_ += *comm;
+  }
+
   // Tensor-parallel collectives (Megatron-core), on the critical path.
   int64_t tp_ns(const OpCost& c) const {
     if (c.comm_kind == 0) return 0;
@@ -690,9 +720,10 @@ class Engine {
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    const int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns)  // feat: + the cp ring
-                         + cp_torch_ns(op, false, ns);                // feat2
-    const int64_t dur = contended(ns);
+    int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns)  // feat: + the cp ring
+                   + cp_torch_ns(op, false, ns);                // feat2
+    int64_t dur = contended(ns);
+    moe_overlap(op, op.fwd, &dur, &comm);  // moetp
     advance(id, dur, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
@@ -716,9 +747,11 @@ class Engine {
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
     dispatch(std::max<int64_t>(1, op.bwd.kernels));  // time3: per kernel, as in forward
-    const int64_t ns =
+    int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
-    advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns));  // feat(2)
+    int64_t comm = tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns);  // feat(2)
+    moe_overlap(op, op.bwd, &ns, &comm);  // moetp
+    advance(id, ns, comm);
     bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     if (op.fp8)  // cpfp8
@@ -871,6 +904,10 @@ class Engine {
   int64_t edp_ = 1, pending_expert_grad_ = 0, expert_buckets_ = 0, expert_gather_ = 0;
   CommGroup edp_group_;
   std::vector<int64_t> expert_grad_at_;
+  // moetp: --moe-shared-expert-overlap's open all-to-all and side-stream time (moe_overlap)
+  int32_t ov_block_ = -2;
+  Phase ov_phase_ = Phase::kForward;
+  int64_t ov_a2a_ = 0, ov_side_ = 0;
   int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;
   int64_t fwd_ready_ = 0, bwd_ready_ = 0;
   Phase phase_ = Phase::kForward;
