@@ -103,6 +103,28 @@ TEST_SUITE("moetp shared experts") {
     CHECK(scatters == 4);
   }
 
+  TEST_CASE("--moe-shared-expert-overlap in time: the all-to-all hides behind the shared experts") {
+    // tp 2, dp 2: the same shared-expert ops at --ep 1 (no all-to-all traffic) and --ep 2. The
+    // overlap changes the shared experts' own collectives the same way at both (one explicit
+    // gather instead of the TP linears'); only at --ep 2 does critical-path communication drop
+    // further, by the all-to-all time the shared experts' work covers.
+    auto run = [](int64_t ep, bool on) {
+      TrainSetup s = megatron(2);
+      s.dp = 2;
+      s.ep = ep;
+      s.moe_shared_expert_overlap = on;
+      return fixtures::run(with_shared(5632, true), s, "none");
+    };
+    const Result off1 = run(1, false), on1 = run(1, true), off2 = run(2, false), on2 = run(2, true);
+    const int64_t own = off1.comm_time_ns - on1.comm_time_ns;  // the gathers alone
+    const int64_t hidden = off2.comm_time_ns - on2.comm_time_ns - own;
+    CHECK(hidden > 0);
+    CHECK(on2.step_time_ns < off2.step_time_ns);
+    // at most the all-to-all's own time: ep 2's extra communication over ep 1's (balanced
+    // routing: the expert-TP collectives move as many rows at both)
+    CHECK(hidden <= off2.comm_time_ns - off1.comm_time_ns);
+  }
+
   TEST_CASE("parameters per rank: the shared expert's linears divided by tp, the gate whole") {
     const int64_t h = 4096, fs = 5632, L = 4;
     const TrainSetup s = megatron(2);
