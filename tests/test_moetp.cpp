@@ -198,15 +198,28 @@ TEST_SUITE("moetp mla") {
     CHECK(gathers == 4);
   }
 
-  TEST_CASE("DeepSeek-V2-Lite's shape at --tp 2: MLA, routed and shared experts build together") {
+  TEST_CASE("DeepSeek-V2-Lite's shape at --tp 2: MLA, routed and shared experts, to the byte") {
     ModelConfig m = mla_shaped(true);
     m.experts = 64;
     m.experts_per_token = 6;
     m.expert_ffn = 1408;
     m.shared_ffn = 2 * 1408;
     m.dense_layers = 1;
+    m.norm_topk = false;  // norm_topk_prob false: Megatron's --moe-router-pre-softmax
     TrainSetup s = megatron(2, 512);
     CHECK(where(m, s) == "(built)");
+    // The MoE block against the same block with the dense MLP (10944), both at --tp 2 --sp,
+    // N = 512, n = 256, etp = tp = 2, ep 1, k 6, E 64, expert width 1408, shared 2816:
+    //   routed (docs "Expert tensor parallelism", pre-softmax router): the input shard 2nh,
+    //   top-k indices 8nk, the fp32 softmax over E 4nE, permutation indices 8nk, and
+    //   R = etp n k rows of 2h + 6 (1408 / etp) + 2;
+    //   shared: 8 N 2816 / t; the dense MLP: 2nh + 8 N 10944 / t.
+    const int64_t N = 512, n = 256, k = 6, E = 64, h = 2048, R = 2 * n * k;
+    const int64_t moe = 2 * n * h + 16 * n * k + 4 * n * E + R * (2 * h + 6 * 1408 / 2 + 2) +
+                        8 * N * 2816 / 2;
+    const int64_t dense = 2 * n * h + 8 * N * 10944 / 2;
+    CHECK(moe - dense == 9'009'152);
+    CHECK(layer_bytes(m, s) - layer_bytes(mla_shaped(true), s) == moe - dense);
     s.sp = false;  // MoE with TP still needs SP (Megatron's MoELayer raises)
     CHECK(where(m, s) == "--sp");
     s = megatron(2, 512);
