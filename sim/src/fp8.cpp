@@ -119,8 +119,10 @@ void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t i
     // (float8_ops.py) makes the three layout copies counted in memory above, each a 1-byte read
     // and write: 2(nw + go + n_in) in 3 kernels. Under compile, a cast of an input another
     // Float8 linear of the block already cast (q, k, v; gate, up) is the same graph nodes,
-    // merged by AOTAutograd's fx_graph_cse (torch/_functorch/config.py cse = True): charged once
-    // (inductor.cpp fuse_block). Not timed: FSDP2's fp8 cast of each weight shard before the
+    // merged by fx_graph_cse in min_cut_rematerialization_partition (torch 1.13.1
+    // functorch/_src/partitioners.py:240, unconditional; torch 2 under `config.cse`): charged
+    // once (inductor.cpp fuse_block). harness/fp8_cast_cse.py shows it on torch 1.13 (CPU):
+    // three casts of one input, one abs and one max in the forward graph. Not timed: FSDP2's fp8 cast of each weight shard before the
     // all-gather (fsdp_utils.py fsdp_pre_all_gather; 5 B per shard element) and the step's
     // amax of the shards (precompute_float8_dynamic_scale_for_fsdp), 1/dp of a weight each.
     const int64_t per_elem = dm.compile ? kFp8CompiledCastBytesPerElem : 33;

@@ -266,11 +266,13 @@ BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
 }
 
 // --- time8 (issue 11): Inductor's kernel fusion, in time ---
-// Source: torch/_inductor/scheduler.py @ c28ba8e5 (Scheduler.fuse_nodes / can_fuse: pointwise and
-// reduction nodes that read what another writes are fused into one Triton kernel when the
-// fusion makes no cycle through a node that is not fused, `will_fusion_create_cycle`; extern
-// kernels -- aten.mm/addmm through cuBLAS (max_autotune off), SDPA's flash kernel, collectives --
-// are never fused, lowering.py `make_fallback` / `ExternKernel`). A fused kernel reads each of
+// Source: torch/_inductor/scheduler.py (read at pytorch/pytorch 001077cb, the version the search
+// index holds; c28ba8e5, the partitioner's commit above, could not be fetched here: the
+// repository is larger than a snapshot may be): Scheduler.get_possible_fusions pairs nodes that
+// use a common buffer, can_fuse admits pointwise and reduction nodes, and
+// will_fusion_create_cycle refuses a fusion that would make a path through another node run
+// both before and after the fused kernel; extern kernels (aten.mm/addmm through cuBLAS with
+// max_autotune off, SDPA's flash kernel, collectives) are not fused. A fused kernel reads each of
 // its inputs once and writes only the buffers something outside it reads (a later kernel, the
 // backward through the partition's saves, the next block); the rest stays in registers. The
 // backward graph is compiled the same way: the backward of a fused group is one kernel that
@@ -280,7 +282,8 @@ BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
 // gradient needs) is recomputed by one kernel before it (once per block: the latest reader runs
 // first). Modeled coarser than Inductor in two ways: a group is one kernel (a reduction whose
 // ranges differ from its consumer's is split there: a few launches more in a real run), and
-// ops that share only an input (horizontal fusion) are not fused.
+// ops that share only an input (horizontal fusion: get_possible_fusions pairs them too) are
+// not fused. Not measured: no GPU here, and torch 1.13's CPU Inductor is not torch 2's.
 bool fused_kind(const Op& op) {
   switch (op.kind) {
     case OpKind::kLayerNorm: case OpKind::kRmsNorm: case OpKind::kMask: case OpKind::kSoftmax:
