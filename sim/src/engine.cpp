@@ -591,6 +591,13 @@ class Engine {
     }
   }
 
+  // time8 (issue 11): host calls of one op: eager, one per kernel and at least one (a view is
+  // a Python call too); a compiled block's wrapper calls only the kernels Inductor made
+  // (sim/src/inductor.cpp fuse_block: an op fused into another's kernel has none)
+  int64_t host_ops(const Op& op, int64_t kernels) const {
+    return g_.compiled && op.block >= 0 ? kernels : std::max<int64_t>(1, kernels);
+  }
+
   // Contention (issue 11, time; sim/src/comm.hpp kOverlapComputeSlowdown): a kernel issued
   // while the data-parallel stream is busy runs slower for as long as the stream stays busy
   // (the stream is busy from now until dp_free_: a collective issued at the clock starts no
@@ -735,7 +742,7 @@ class Engine {
     sample(k, op.fwd_transient_bytes);
     fsdp_enter(op.block, recompute || forward_done_);
     // time3: one host dispatch per aten op, i.e. per kernel of an unfused op (host_dispatch_ns)
-    dispatch(std::max<int64_t>(1, op.fwd.kernels));
+    dispatch(host_ops(op, op.fwd.kernels));
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
@@ -765,7 +772,7 @@ class Engine {
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
-    dispatch(std::max<int64_t>(1, op.bwd.kernels));  // time3: per kernel, as in forward
+    dispatch(host_ops(op, op.bwd.kernels));  // time3: per kernel, as in forward
     int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
     int64_t comm = tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns);  // feat(2)
