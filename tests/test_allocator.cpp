@@ -42,7 +42,7 @@ TEST_CASE("1 B takes a 512 B block of a 2 MiB small segment") {
   CHECK(a.stats().reserved_bytes == 2 * MiB);
 }
 
-TEST_CASE("1 MiB + 1 B makes a 20 MiB segment; 11 MiB a 12 MiB one") {
+TEST_CASE("1 MiB + 1 B makes a 20 MiB segment, 11 MiB a 12 MiB one") {
   CachingAllocator a(kHuge, false);
   const int32_t h = a.allocate(MiB + 1);
   CHECK(a.block_bytes(h) == MiB + 512);

@@ -51,7 +51,7 @@ int64_t saved(const sim::Graph& g, int32_t block, std::string_view name) {
 }  // namespace
 
 TEST_SUITE("census12: decoder families after the census") {
-  TEST_CASE("OLMo 2's RMSNorm multiplies its weight in directly; Gemma's makes 1 + w") {
+  TEST_CASE("OLMo 2's RMSNorm multiplies its weight in directly, Gemma's makes 1 + w") {
     const sim::ModelConfig olmo = sim_io::load_model("olmo-2-7b", kDirs);
     CHECK(olmo.norm_weight_plain);
     const sim::Graph g = graph(olmo, 1, 64, sim::AttentionKind::kStandard);

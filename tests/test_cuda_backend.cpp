@@ -27,7 +27,7 @@ const char* const kStrategies[] = {"none",      "full",   "every:2", "sqrt",
 
 }  // namespace
 
-TEST_CASE("cuda backend: the CPU backend's peak, loss and gradients on a GPU; a clean refusal without one") {
+TEST_CASE("cuda backend: the CPU backend's peak, loss and gradients on a GPU, a clean refusal without one") {
   const std::string why = cuda_harness::device_unavailable();
   if (!why.empty()) {
     MESSAGE("no usable GPU: checking the refusal only (" << why << ")");

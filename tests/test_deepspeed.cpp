@@ -52,7 +52,7 @@ TrainSetup hf_dp(int zero, int64_t dp = 4) {
 
 }  // namespace
 
-TEST_CASE("deepspeed-bf16: hf under --dp takes it by default; autocast under --zero is refused") {
+TEST_CASE("deepspeed-bf16: hf under --dp takes it by default, autocast under --zero is refused") {
   const ModelConfig m = fixtures::tiny_llama();
   CHECK(resolve_setup(m, hf_dp(0)).precision == Precision::kDeepspeedBf16);
   CHECK(resolve_setup(m, hf_dp(3)).precision == Precision::kDeepspeedBf16);

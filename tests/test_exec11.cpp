@@ -152,7 +152,7 @@ ModelConfig tiny_mla(int64_t layers, int64_t q_lora) {
 
 }  // namespace
 
-TEST_CASE("exec11: MLA (eager) runs to the simulator's byte; its gradients match finite differences") {
+TEST_CASE("exec11: MLA (eager) runs to the simulator's byte, its gradients match finite differences") {
   for (const int64_t ql : {int64_t{0}, int64_t{6}})
     for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
       const std::string precision(name(pr));

@@ -465,7 +465,7 @@ TEST_CASE("executor: --impl nanogpt with SDPA and its slow path run to the simul
   CHECK(run.peak_bytes == simulate(m, s, dev, parse_strategy("none")).peak_requested_bytes);
 }
 
-TEST_CASE("executor: a token-classification head runs to the simulator's byte; the pooler is refused") {
+TEST_CASE("executor: a token-classification head runs to the simulator's byte, the pooler is refused") {
   // implhf (sim/src/blocks_heads.cpp): dropout, classifier h -> num_labels, cross entropy over
   // b*s rows of num_labels classes (kBatch draws the labels below num_labels: dim[2]).
   const Device dev = fixtures::executor_device();
@@ -504,7 +504,7 @@ TEST_CASE("executor: a token-classification head runs to the simulator's byte; t
 // exec10: the model is Falcon-7B's layout as the loader gives it (census12's ops: K and V index
 // copies, matmul's broadcast of the one K/V head, in-place scale and add, SDPA's math kernel),
 // under every precision regime the executor runs.
-TEST_CASE("executor: famdec -- a tiny Falcon runs to the simulator's byte; Gemma 2 is refused") {
+TEST_CASE("executor: famdec -- a tiny Falcon runs to the simulator's byte, Gemma 2 is refused") {
   const Device dev = fixtures::executor_device();
   const ModelConfig m = tiny_falcon();
   for (const AttentionKind att : {AttentionKind::kStandard, AttentionKind::kFlash})
@@ -553,7 +553,7 @@ TEST_CASE("executor: famdec -- a tiny Falcon runs to the simulator's byte; Gemma
                        Unsupported);
 }
 
-TEST_CASE("executor: MoE top-k below the expert count is refused (moe; exec12: its kernels exist)") {
+TEST_CASE("executor: MoE top-k below the expert count is refused (moe, exec12: its kernels exist)") {
   const Device dev = fixtures::executor_device();
   ModelConfig m = fixtures::tiny_llama();
   m.family = "mixtral";

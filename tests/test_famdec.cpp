@@ -119,7 +119,7 @@ TEST_SUITE("famdec: decoder families") {
     CHECK(sim::parameter_count(seq) == 1'011'781'632);
   }
 
-  TEST_CASE("falcon: MQA with one shared LayerNorm; both config generations") {
+  TEST_CASE("falcon: MQA with one shared LayerNorm, both config generations") {
     const sim::ModelConfig m = sim_io::load_model("falcon-7b", kDirs);
     CHECK(m.kv_heads == 1);
     CHECK(m.heads == 71);
@@ -150,7 +150,7 @@ TEST_SUITE("famdec: decoder families") {
               65024LL * 8192 + 2 * 8192);
   }
 
-  TEST_CASE("gemma: GeGLU, scaled embeddings, head_dim != h/a; gemma2: four norms, caps, windows") {
+  TEST_CASE("gemma: GeGLU, scaled embeddings, head_dim != h/a, gemma2: four norms, caps, windows") {
     const sim::ModelConfig g = sim_io::load_model("gemma-7b", kDirs);
     CHECK(g.gated_gelu);
     CHECK(g.mlp == sim::MlpKind::kSwiglu);
@@ -186,7 +186,7 @@ TEST_SUITE("famdec: decoder families") {
               262208LL * 2560 + 2560);
   }
 
-  TEST_CASE("phi3: fused qkv_proj and gate_up_proj; olmo2: q/k norms on the projections") {
+  TEST_CASE("phi3: fused qkv_proj and gate_up_proj, olmo2: q/k norms on the projections") {
     const sim::ModelConfig p = sim_io::load_model("phi-3-mini-4k", kDirs);
     CHECK(p.fused_qkv);
     CHECK(p.fused_gate_up);
@@ -273,7 +273,7 @@ TEST_SUITE("famdec: decoder families") {
     CHECK(saved_bytes(g, "rope q", 0) == 2 * 2 * 128 * 64 * 4);
   }
 
-  TEST_CASE("gemma 2: soft-capping saves its tanh; SDPA's masks; four norms per block") {
+  TEST_CASE("gemma 2: soft-capping saves its tanh, SDPA's masks, four norms per block") {
     const sim::Device dev = fixtures::h100();
     const sim::ModelConfig m = sim_io::load_model("gemma-2-9b", kDirs);
     const int64_t b = 1, s = 256;

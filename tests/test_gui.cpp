@@ -146,7 +146,7 @@ TEST_CASE("per-sample categories replay the engine's ledger exactly") {
 
 // polish: the set-up is resolved once per edit (apply_edits), not every frame, and the status line
 // and the set-up panel read that; the comparison carries MFU's peak and the fp8 figures.
-TEST_CASE("the resolved set-up is computed once per revision; the MFU peak reaches the comparison") {
+TEST_CASE("the resolved set-up is computed once per revision, the MFU peak reaches the comparison") {
   gui::AppState st = state_for("llama-3-8b", {"none"}, 1024);
   st.inputs.setup.impl = sim::Impl::kTorchtitan;
   st.inputs.setup.dp = 8;

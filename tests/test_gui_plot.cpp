@@ -27,7 +27,7 @@ TEST_CASE("axis maps values to pixels as px_min + scale * (v - lo)") {
   CHECK(y.to_value(y.to_px(37)) == doctest::Approx(37));
 }
 
-TEST_CASE("zoom keeps the value under the mouse; pan follows the drag; clamp stays inside") {
+TEST_CASE("zoom keeps the value under the mouse, pan follows the drag, clamp stays inside") {
   const Range r{0, 100};
   const Range z = zoom_about(r, 25, 2, 1e-9);
   CHECK(z.hi - z.lo == doctest::Approx(50));

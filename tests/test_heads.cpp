@@ -124,7 +124,7 @@ TEST_CASE("architectures: a head not modeled is refused with one line naming the
             .find("architectures") != std::string::npos);
 }
 
-TEST_CASE("sequence classification: no vocabulary-sized logits; the pooler's rows are b") {
+TEST_CASE("sequence classification: no vocabulary-sized logits, the pooler's rows are b") {
   const int64_t b = 8, s = 128, v = 30522, h = 768;
   const ModelConfig mlm = bert("");
   const ModelConfig cls = bert(R"(, "architectures": ["BertForSequenceClassification"],
@@ -166,7 +166,7 @@ TEST_CASE("token classification: the classifier's logits are b*s*num_labels, not
   CHECK(c.params == parameter_count(tok));
 }
 
-TEST_CASE("LlamaForSequenceClassification: no lm_head; the score on every token, no bias") {
+TEST_CASE("LlamaForSequenceClassification: no lm_head, the score on every token, no bias") {
   const std::string base =
       R"("model_type": "llama", "hidden_size": 256, "intermediate_size": 688,
          "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,

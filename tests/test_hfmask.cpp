@@ -116,7 +116,7 @@ TEST_CASE("hf LM loss: the forward holds the logits until it returns (not nanoGP
   CHECK(build_graph(m, nano, fixtures::h100()).forward_held.empty());
 }
 
-TEST_CASE("hf LM loss: GPT-2 copies the shifted logits and labels; no upcast outside autocast (exec10)") {
+TEST_CASE("hf LM loss: GPT-2 copies the shifted logits and labels, no upcast outside autocast (exec10)") {
   // modeling_gpt2.py @ c44b2d9976e8 GPT2LMHeadModel.forward: shift_logits = lm_logits[..., :-1,
   // :].contiguous() (b (s - 1) v in the logits' dtype), shift_labels = labels[..., 1:]
   // .contiguous() (int64 b (s - 1), saved by nll_loss), CrossEntropyLoss without .float().

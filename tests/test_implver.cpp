@@ -76,7 +76,7 @@ TEST_CASE("each optimizer kind's temporaries follow the resolved default") {
   CHECK(build_graph(gpt, slow, dev).optimizer_transient_bytes == 8 * gpt.vocab * gpt.hidden);
 }
 
-TEST_CASE("--impl NAME@VERSION: releases are rows; a bad one lists the valid ones") {
+TEST_CASE("--impl NAME@VERSION: releases are rows, a bad one lists the valid ones") {
   std::string err;
   auto c = parse_impl_choice("torchtitan@9dec370", &err);
   REQUIRE(c.has_value());

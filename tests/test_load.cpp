@@ -177,7 +177,7 @@ TEST_SUITE("load: shipped models") {
     }
   }
 
-  TEST_CASE("Llama 2 and 3: SwiGLU, RMSNorm, rope, untied, no biases; HF's parameter counts") {
+  TEST_CASE("Llama 2 and 3: SwiGLU, RMSNorm, rope, untied, no biases, HF's parameter counts") {
     struct Case {
       const char* name;
       int64_t layers, hidden, heads, kv_heads, ffn, vocab, positions, params;
@@ -274,7 +274,7 @@ TEST_SUITE("load: shipped models") {
     }
   }
 
-  TEST_CASE("a path loads as given; name is exactly what the user passed") {
+  TEST_CASE("a path loads as given, name is exactly what the user passed") {
     const std::string path = shipped("gpt2-small.json");
     const sim::ModelConfig m = sim_io::load_model(path, {});
     CHECK(m.name == path);
@@ -421,7 +421,7 @@ TEST_SUITE("load: HuggingFace variants") {
     CHECK(sim::parameter_count(m) == 7'241'732'096);
   }
 
-  TEST_CASE("qwen2: bias on q/k/v; Qwen2-7B's 7,615,616,512 parameters") {
+  TEST_CASE("qwen2: bias on q/k/v, Qwen2-7B's 7,615,616,512 parameters") {
     const auto m = sim_io::parse_model(
         R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "hidden_act": "silu",
             "hidden_size": 3584, "intermediate_size": 18944, "max_position_embeddings": 131072,

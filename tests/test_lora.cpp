@@ -478,7 +478,7 @@ TEST_CASE("context parallelism under torchtitan: torch's all-gather ring (feat2)
   }
 }
 
-TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights; torchao saves as bf16") {
+TEST_CASE("fp8 linears: TE saves the column-wise fp8 input and caches fp8 weights, torchao saves as bf16") {
   // tiny_llama widened so that the GEMMs, not the host, set the step time
   ModelConfig m = fixtures::wide_llama();
   const int64_t h = 2048, kv = 4 * 128, f = 5632;

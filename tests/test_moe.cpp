@@ -79,7 +79,7 @@ TEST_SUITE("moe") {
           }()) == moe(2341, k * N) - dense);
   }
 
-  TEST_CASE("activations scale with top-k, not with the number of experts; FLOPs with active ones") {
+  TEST_CASE("activations scale with top-k, not with the number of experts, FLOPs with active ones") {
     const TrainSetup t = setup(Impl::kHf, 1, 256);
     ModelConfig m = mixtral_shaped(true);
     const Result r8 = fixtures::run(m, t, "none");
@@ -103,7 +103,7 @@ TEST_SUITE("moe") {
     CHECK(layer_bytes(mixtral_shaped(true), t) == balanced);
   }
 
-  TEST_CASE("--ep divides the expert weights and their optimizer state; the rest is replicated") {
+  TEST_CASE("--ep divides the expert weights and their optimizer state, the rest is replicated") {
     const ModelConfig m = mixtral_shaped(true);
     TrainSetup t = setup(Impl::kMegatron, 1, 256);
     t.dp = 4;
@@ -209,7 +209,7 @@ TEST_SUITE("moe mla") {
           parameter_count(mla_shaped(true)));
   }
 
-  TEST_CASE("MLA's SDPA runs the memory-efficient kernel; eager MLA's outputs take v's head dim") {
+  TEST_CASE("MLA's SDPA runs the memory-efficient kernel, eager MLA's outputs take v's head dim") {
     // feat3: flash needs one head dim for q, k and v (sdp_utils check_head_dim_size_flash);
     // qk 192 != v 128 leaves the memory-efficient kernel, its logsumexp padded to 32 rows.
     const int64_t N = 100, a = 16, qd = 192, v = 128;

@@ -125,7 +125,7 @@ TEST_SUITE("moe load") {
   }
 
   // etp (issue 13): DeepSeek's router options, read for Megatron's router (blocks_moe_router.cpp)
-  TEST_CASE("DeepSeek's group-limited routing and scaling factor are read; bad groups refused") {
+  TEST_CASE("DeepSeek's group-limited routing and scaling factor are read, bad groups refused") {
     const std::string ds =
         R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
             "intermediate_size": 96, "vocab_size": 100, "max_position_embeddings": 256,

@@ -110,7 +110,7 @@ TEST_CASE("offload: a device buffer is not released before its copy to the host 
   CHECK(fast.activation_bytes_per_block[0] == 0);  // x0 is on the host at the end of forward
 }
 
-TEST_CASE("offload+full: block inputs wait on the host; recompute as full") {
+TEST_CASE("offload+full: block inputs wait on the host, recompute as full") {
   const int64_t n = 6;
   const Graph g = timed_chain(n);
   const Device d = unit_device(1e15);

@@ -118,7 +118,7 @@ TEST_CASE("Recompute FLOPs: full replays every block's forward, selective 4bs^2h
   CHECK(sel.recompute_flops == 96 * (4LL * 2048 * 2048 * 12288 / 8));
 }
 
-TEST_CASE("Paper profile: 18 bytes per parameter of persistent state; 6 + 12/d distributed") {
+TEST_CASE("Paper profile: 18 bytes per parameter of persistent state, 6 + 12/d distributed") {
   const ModelConfig m = fixtures::gpt3_175b();
   TrainSetup s = fixtures::paper(1, false);
   const Result r = fixtures::run(m, s, "none");

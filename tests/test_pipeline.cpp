@@ -34,7 +34,7 @@ struct Table5 {
 
 }  // namespace
 
-TEST_CASE("in flight: 1F1B holds min(N, p - i); interleaved adds (p - 1) / (pm)") {
+TEST_CASE("in flight: 1F1B holds min(N, p - i), interleaved adds (p - 1) / (pm)") {
   CHECK(in_flight(0, 8, 1, 64) == 8);
   CHECK(in_flight(7, 8, 1, 64) == 1);
   CHECK(in_flight(0, 8, 1, 3) == 3);  // fewer micro-batches than stages
@@ -89,7 +89,7 @@ TEST_CASE("first stage, interleaved: Eq. 6's factor 1 + (p-1)/(pm) on the layers
   CHECK(first.in_flight_bytes == 138 * layer + sbh * p / t + p * 8 * st.seq);
 }
 
-TEST_CASE("last stage keeps §4.3's output-layer terms; stages differ only outside the blocks") {
+TEST_CASE("last stage keeps §4.3's output-layer terms, stages differ only outside the blocks") {
   const ModelConfig m = fixtures::gpt3_175b();
   TrainSetup st = fixtures::paper(8, true);
   st.pp = 8;
@@ -109,7 +109,7 @@ TEST_CASE("last stage keeps §4.3's output-layer terms; stages differ only outsi
   CHECK(pr.summary.peak_allocated_bytes == pr.stages.front().result.peak_allocated_bytes);
 }
 
-TEST_CASE("one stage, one micro-batch is the plain step; N micro-batches accumulate gradients") {
+TEST_CASE("one stage, one micro-batch is the plain step, N micro-batches accumulate gradients") {
   TrainSetup st;
   st.micro_batch = 2;
   st.seq = 512;

@@ -179,7 +179,7 @@ TEST_CASE("pipeline planner: brute force over every plan of every stage") {
   CHECK(infeasible > 0);
 }
 
-TEST_CASE("pipeline planner: never worse than a fixed strategy on any stage; plans differ per stage") {
+TEST_CASE("pipeline planner: never worse than a fixed strategy on any stage, plans differ per stage") {
   const Device dev = fixtures::h100();
   ModelConfig m = fixtures::tiny_llama();
   m.layers = 16;
@@ -227,7 +227,7 @@ TEST_CASE("pipeline planner: never worse than a fixed strategy on any stage; pla
   CHECK(differs);  // stage 0 holds 4 micro-batches, the last one: their plans are not all alike
 }
 
-TEST_CASE("stage_strategies: a custom: spec over all blocks is split per stage; others apply alike") {
+TEST_CASE("stage_strategies: a custom: spec over all blocks is split per stage, others apply alike") {
   const std::vector<Strategy> local = stage_strategies(parse_strategy("custom:none@0-1+full@2-3"), 16, 4);
   REQUIRE(local.size() == 4);
   for (const Strategy& s : local) CHECK(s.canonical() == "custom:none@0-1+full@2-3");

@@ -46,7 +46,7 @@ TEST_CASE("chain, none: peak (n+2)B + 4 in the last block's backward") {
   for (int64_t v : r.activation_bytes_per_block) CHECK(v == B);
 }
 
-TEST_CASE("chain, full (non-reentrant): checkpoint inputs are the saves; recompute ties the peak") {
+TEST_CASE("chain, full (non-reentrant): checkpoint inputs are the saves, recompute ties the peak") {
   // Each block's only saved tensor is its input, which the checkpoint holds anyway: the forward
   // keeps the same bytes as `none`. Recomputing block n-1 allocates x(n) again (nothing after the
   // stop uses it, so it is freed at once): (n+2)B + 4, reached first in the recompute.

@@ -72,7 +72,7 @@ TEST_CASE("selective frees exactly the attention-score tensors") {
   }
 }
 
-TEST_CASE("flash attention: no s^2 term; selective frees only the fp32 logsumexp") {
+TEST_CASE("flash attention: no s^2 term, selective frees only the fp32 logsumexp") {
   const int64_t b = 4, s = 1024, h = 768, a = 12;
   TrainSetup t = setup(b, s, Precision::kBf16Amp);
   t.attention = AttentionKind::kFlash;
@@ -84,7 +84,7 @@ TEST_CASE("flash attention: no s^2 term; selective frees only the fp32 logsumexp
   CHECK(none.activation_bytes_per_layer == 38 * s * b * h + 4 * a * s * b + 16 * s * b);
 }
 
-TEST_CASE("full keeps each block's input only; sac:mm keeps the input and the matmul outputs") {
+TEST_CASE("full keeps each block's input only, sac:mm keeps the input and the matmul outputs") {
   const int64_t b = 4, s = 1024, h = 768;
   const TrainSetup t = setup(b, s, Precision::kBf16Amp);
   CHECK(fixtures::run(fixtures::gpt2_small(), t, "full").activation_bytes_per_layer == 4 * s * b * h);

@@ -57,7 +57,7 @@ TEST_SUITE("te_norm") {
     CHECK(r.activation_bytes_per_layer == layer);
   }
 
-  TEST_CASE("the TE norm op saves x, its weight and fp32 rsigma; ln_out is the linear's input") {
+  TEST_CASE("the TE norm op saves x, its weight and fp32 rsigma, ln_out is the linear's input") {
     const int64_t b = 1, s = 64, N = b * s, h = 256;
     const Graph g = build_graph(llama_mha(), megatron(b, s), fixtures::h100());
     const Op* norm = op_named(g, "norm1");
