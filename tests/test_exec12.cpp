@@ -37,30 +37,10 @@ int count(const Graph& g, Exec e) {
   return n;
 }
 
-// As test_exec11.cpp: the peak, its event and phase as the simulator has them, the step's end at
-// its baseline, a finite loss, gradients bitwise identical across strategies.
+// tests/executor_steps.hpp fixtures::runs_exact on the executor's device
 void runs_exact(const ModelConfig& m, const TrainSetup& s,
                 const std::vector<const char*>& strategies) {
-  const Device dev = fixtures::executor_device();
-  const Graph g = build_graph_exec(m, s, dev);
-  const executor::StepResult ref = execute(g, "none");
-  bool nonzero = false;
-  for (const auto& gr : ref.grads)
-    for (double x : gr) nonzero = nonzero || x != 0.0;
-  CHECK(nonzero);
-  for (const char* st : strategies) {
-    const std::string strategy = st;
-    CAPTURE(strategy);
-    const Result sim = simulate(m, s, dev, parse_strategy(st));
-    const executor::StepResult run = execute(g, st);
-    CHECK(run.peak_bytes == sim.peak_requested_bytes);
-    CHECK(run.peak_event_index == sim.peak_event_index);
-    CHECK(run.peak_phase == sim.peak_phase);
-    CHECK(run.end_bytes == run.baseline_bytes);
-    CHECK(std::isfinite(run.loss));
-    CHECK(run.loss == ref.loss);
-    CHECK(run.grad_bytes == ref.grad_bytes);
-  }
+  fixtures::runs_exact(m, s, fixtures::executor_device(), strategies);
 }
 
 ModelConfig gpt_gelu_new(int64_t layers = 5) {

@@ -83,6 +83,8 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kGatherWeight: in(1), in(2); break;  // IndexBackward0: top_x and the slots
     case Exec::kIndexAdd: in(2); break;          // IndexAddBackward0: top_x
     case Exec::kRowSum: case Exec::kOneHot: case Exec::kWhere: break;
+    // exec13: TE's rmsnorm_bwd reads x, gamma and the fp32 rsigma (save_for_backward)
+    case Exec::kTeRmsNorm: in(0), in(1), out(1); break;
   }
   return r;
 }

@@ -145,6 +145,10 @@ enum class Exec : uint8_t {
   kGatherWeight,  // w[top_x, slot] of w [n, k] (inputs 1, 2: one [ne, 2] storage); dim {ne, k}
   kIndexAdd,      // out.index_add_(0, top_x, y): out 0 is input 0's storage; dim {ne, h}
   // --- end exec12 ---
+  // --- exec13 (issues 10, 13): Transformer Engine's RMSNorm ---
+  kTeRmsNorm,  // TE rmsnorm_fwd: in x [rows, h], gamma [h]; out y (x's dtype), rsigma fp32 [rows];
+               // dim {rows, h}; backward reads x, gamma and rsigma (what the op saves)
+  // --- end exec13 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).
