@@ -103,3 +103,79 @@ TEST_CASE("exec13: Megatron's MLA runs its fused TE norms; its fused rope ops st
     CHECK(what.find("norm1") == std::string::npos);
   }
 }
+
+namespace {
+
+// A tiny Mixtral layout (as test_exec12.cpp's): `e` experts, top-`k`, SwiGLU experts of 12.
+ModelConfig tiny_mixtral(int64_t layers, int64_t e, int64_t k) {
+  ModelConfig m = fixtures::tiny_llama();
+  m.name = m.source = "tiny-mixtral";
+  m.family = "mixtral";
+  m.layers = layers;
+  m.hidden = 8, m.heads = 4, m.kv_heads = 2, m.head_dim = 2, m.ffn_hidden = 12, m.vocab = 11;
+  m.experts = e;
+  m.experts_per_token = k;
+  m.expert_ffn = 12;
+  m.norm_topk = true;
+  return m;
+}
+
+// The tokens per expert the graph's loop declares for the first MoE layer (its kWhere ops).
+std::vector<int64_t> declared(const Graph& g) {
+  for (size_t i = 0; i < g.args.size(); ++i)
+    if (g.args[i].exec == Exec::kTopK) return executor::forced_counts(g, static_cast<int32_t>(i));
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("exec13: top-k below the expert count runs to the byte with the graph's counts forced") {
+  struct C {
+    int64_t e, k;
+    double imbalance;
+    std::vector<int64_t> counts;  // of 16 tokens (b 2, s 8): expert_tokens' split, by hand
+  };
+  // balanced: n k / e each; 3 experts: round(32 / 3) = 11 on the first, 21 split 11 + 10;
+  // F 1.5 over 4 experts: round(1.5 x 8) = 12, the other 20 split 7 + 7 + 6
+  const C cases[] = {{4, 2, 1.0, {8, 8, 8, 8}},
+                     {3, 2, 1.0, {11, 11, 10}},
+                     {4, 2, 1.5, {12, 7, 7, 6}},
+                     {4, 1, 1.0, {4, 4, 4, 4}}};
+  for (const C& c : cases)
+    for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
+      const std::string precision(name(pr));
+      CAPTURE(c.e);
+      CAPTURE(c.k);
+      CAPTURE(c.imbalance);
+      CAPTURE(precision);
+      const ModelConfig m = tiny_mixtral(5, c.e, c.k);
+      TrainSetup s = small(Impl::kHf, pr, AttentionKind::kFlash);
+      s.moe_imbalance = c.imbalance;
+      const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+      CHECK(declared(g) == c.counts);
+      CHECK(count(g, Exec::kNone) == 0);
+      // the kWhere kernel fails the step if the router sent any other count to an expert
+      fixtures::runs_exact(m, s, fixtures::executor_device(),
+                           {"none", "full", "every:2", "selective", "sac:mm"});
+    }
+  // the gradients of the forced router (a fixed routing: smooth in every weight)
+  const ModelConfig m = tiny_mixtral(2, 4, 2);
+  TrainSetup s = small(Impl::kHf, Precision::kFp32, AttentionKind::kStandard);
+  s.seq = 4;
+  const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+  CHECK(declared(g) == std::vector<int64_t>{4, 4, 4, 4});
+  CHECK(finite_differences(g) > 500);
+}
+
+TEST_CASE("exec13: an imbalance no routing can make is refused in one line") {
+  // F 2.5 over 4 experts, top-2 of 16 tokens: round(2.5 x 8) = 20 tokens for one expert
+  const ModelConfig m = tiny_mixtral(2, 4, 2);
+  TrainSetup s = small(Impl::kHf, Precision::kFp32, AttentionKind::kFlash);
+  s.moe_imbalance = 2.5;
+  const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+  CHECK(declared(g)[0] == 20);
+  CHECK_THROWS_WITH_AS(execute(g, "none"),
+                       doctest::Contains("executing top-2 routing of 16 tokens with 20 on the "
+                                         "hottest expert"),
+                       Unsupported);
+}

@@ -143,7 +143,9 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   OpDraft t = o.draft(OpKind::kCopy, "router topk");
   t.op.math16 = false;
   t.exec = Exec::kTopK;  // exec12
-  t.dim = {n, e, k};
+  // exec13: dim[3] 1: the executor routes each expert the tokens this graph's loop sizes it for
+  // (expert_tokens, --moe-imbalance), not by the data (see Exec::kTopK)
+  t.dim = {n, e, k, 1};
   t.inputs.push_back({probs, GradRule::kNew});
   int32_t w = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
   int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "selected experts");

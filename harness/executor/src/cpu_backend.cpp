@@ -1300,9 +1300,20 @@ void CpuBackend::moe(const sim::OpArgs& a, bool bwd) {
       if (!bwd) {
         const Vec p = load(a.in[0]);
         Vec w(static_cast<size_t>(n * k)), idx(w.size());
+        // exec13: forced (dim[3] 1): token r's candidates are the k experts the graph's counts
+        // give it (executor.hpp forced_counts), ordered as topk orders its picks
+        std::vector<int64_t> slots;
+        if (d[3] == 1) {
+          const std::vector<int64_t> c = forced_counts(g_, op_);
+          for (int64_t j = 0; j < e; ++j) slots.insert(slots.end(), static_cast<size_t>(c[j]), j);
+        }
         for (int64_t r = 0; r < n; ++r) {
-          std::vector<int64_t> order(static_cast<size_t>(e));
-          for (int64_t j = 0; j < e; ++j) order[j] = j;
+          std::vector<int64_t> order;
+          if (d[3] == 1) {
+            for (int64_t j = 0; j < k; ++j) order.push_back(slots[static_cast<size_t>(r + j * n)]);
+          } else {
+            for (int64_t j = 0; j < e; ++j) order.push_back(j);
+          }
           std::stable_sort(order.begin(), order.end(),
                            [&](int64_t x, int64_t y) { return p[r * e + x] > p[r * e + y]; });
           for (int64_t j = 0; j < k; ++j) {

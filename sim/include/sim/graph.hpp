@@ -134,6 +134,9 @@ enum class Exec : uint8_t {
   // exec12: HF's router and loop over experts (sim/src/blocks_moe.cpp hf_router, hf_loop)
   kTopK,          // torch.topk(probs [n, e], k): out values [n, k] (input's dtype), int64 indices
                   // [n, k]; dim {n, e, k}; backward scatters into probs (saves the indices)
+                  // exec13: dim[3] 1: the experts are forced, not chosen by value: each expert j
+                  // gets the c_j tokens the kWhere ops after it declare (executor.hpp
+                  // forced_counts), the values are probs at those experts, largest first
   kRowSum,        // sum over the last dim, keepdim: [n, k] -> [n]; dim {n, k}
   kDivInPlace,    // x /= sum (input 1, [n]): out 0 is x's storage, out 1 the original x (saved with
                   // the sum); dim {n, k}
