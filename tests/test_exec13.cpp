@@ -179,3 +179,28 @@ TEST_CASE("exec13: an imbalance no routing can make is refused in one line") {
                                          "hottest expert"),
                        Unsupported);
 }
+
+TEST_CASE("exec13: Qwen2-MoE's shared expert behind its sigmoid gate runs to the byte") {
+  ModelConfig m = tiny_mixtral(5, 4, 2);
+  m.name = m.source = "tiny-qwen2-moe";
+  m.family = "qwen2_moe";
+  m.norm_topk = false;
+  m.shared_ffn = 10;
+  m.shared_gate = true;
+  for (const Precision pr : {Precision::kFp32, Precision::kBf16Amp, Precision::kBf16Mixed}) {
+    const std::string precision(name(pr));
+    CAPTURE(precision);
+    const TrainSetup s = small(Impl::kHf, pr, AttentionKind::kFlash);
+    const Graph g = build_graph_exec(m, s, fixtures::executor_device());
+    CHECK(count(g, Exec::kSigmoid) == m.layers);
+    CHECK(count(g, Exec::kGateMul) == m.layers);
+    CHECK(count(g, Exec::kNone) == 0);
+    fixtures::runs_exact(m, s, fixtures::executor_device(),
+                         {"none", "full", "every:2", "selective", "sac:mm"});
+  }
+  ModelConfig fd = m;
+  fd.layers = 2;
+  TrainSetup s = small(Impl::kHf, Precision::kFp32, AttentionKind::kStandard);
+  s.seq = 4;
+  CHECK(finite_differences(build_graph_exec(fd, s, fixtures::executor_device())) > 500);
+}

@@ -623,6 +623,38 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kWhere: case Exec::kGatherRows: case Exec::kGatherWeight: case Exec::kIndexAdd:
       return moe(a, bwd);
     case Exec::kTeRmsNorm: return te_rms_norm(a, bwd);  // exec13
+    case Exec::kSigmoid: {  // exec13: Qwen2-MoE's shared_expert_gate sigmoid
+      if (!bwd) {
+        Vec x = load(a.in[0]);
+        for (double& v : x) v = 1.0 / (1.0 + std::exp(-v));
+        return store(a.out[0], x);
+      }
+      const Vec y = saved(a.out[0]);
+      Vec dx = grad_out(a, 0);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= y[i] * (1.0 - y[i]);
+      return deliver(a, 0, dx);
+    }
+    case Exec::kGateMul: {  // exec13: sigmoid(gate) [N, 1] * shared_expert(x) [N, h]
+      const int64_t rows = d[0], h = d[1];
+      const bool g0 = a.in[0].mode != GradMode::kNone, g1 = a.in[1].mode != GradMode::kNone;
+      const Vec gt = !bwd ? load(a.in[0]) : g1 ? saved(a.in[0]) : Vec(static_cast<size_t>(rows), 0.0);
+      const Vec y = !bwd ? load(a.in[1]) : g0 ? saved(a.in[1]) : Vec(static_cast<size_t>(rows * h), 0.0);
+      if (!bwd) {
+        Vec z(y.size());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < h; ++c) z[r * h + c] = gt[r] * y[r * h + c];
+        return store(a.out[0], z);
+      }
+      const Vec dz = grad_out(a, 0);
+      Vec dg(static_cast<size_t>(rows), 0.0), dy(y.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < h; ++c) {
+          dg[r] += dz[r * h + c] * y[r * h + c];
+          dy[r * h + c] = dz[r * h + c] * gt[r];
+        }
+      deliver(a, 0, dg);
+      return deliver(a, 1, dy);
+    }
     case Exec::kHeld:  // exec11
       if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));
       return;

@@ -85,6 +85,11 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kRowSum: case Exec::kOneHot: case Exec::kWhere: break;
     // exec13: TE's rmsnorm_bwd reads x, gamma and the fp32 rsigma (save_for_backward)
     case Exec::kTeRmsNorm: in(0), in(1), out(1); break;
+    case Exec::kSigmoid: out(0); break;  // SigmoidBackward0: its result
+    case Exec::kGateMul:  // MulBackward0: each operand for the other's gradient
+      if (a.in[1].mode != sim::GradMode::kNone) in(0);
+      if (a.in[0].mode != sim::GradMode::kNone) in(1);
+      break;
   }
   return r;
 }

@@ -151,6 +151,9 @@ enum class Exec : uint8_t {
   // --- exec13 (issues 10, 13): Transformer Engine's RMSNorm ---
   kTeRmsNorm,  // TE rmsnorm_fwd: in x [rows, h], gamma [h]; out y (x's dtype), rsigma fp32 [rows];
                // dim {rows, h}; backward reads x, gamma and rsigma (what the op saves)
+  kSigmoid,    // y = sigmoid(x); backward from its result (derivatives.yaml sigmoid: result)
+  kGateMul,    // z[r, c] = g[r] y[r, c]: g [rows] (a [rows, 1] gate, input 0), y [rows, h]
+               // (input 1); dim {rows, h}; backward reads each operand for the other's gradient
   // --- end exec13 ---
 };
 
