@@ -79,7 +79,7 @@ TEST_CASE("exec13: TE's RMSNorm gradients match central finite differences (fp32
   CHECK(finite_differences(g) > 300);
 }
 
-TEST_CASE("exec13: Megatron's MLA runs its fused TE norms; its fused rope ops stay refused") {
+TEST_CASE("exec13: Megatron's MLA runs its fused TE norms, its fused rope ops stay refused") {
   ModelConfig m = fixtures::tiny_gqa_llama(2);
   m.name = m.source = "tiny-mla";
   m.family = "deepseek_v2";
