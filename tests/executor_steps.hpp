@@ -1,11 +1,14 @@
-// Shared by the executor tests (test_exec11, test_exec12, test_exec_lora6): one training step of
-// a graph under a strategy, and the finite-difference check of every parameter's gradient.
+// Shared by the executor tests (test_exec11, test_exec12, test_exec13, test_exec_lora6): one
+// training step of a graph under a strategy, the finite-difference check of every parameter's
+// gradient, and the comparison of a step with the simulator under each strategy.
 #pragma once
 
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "executor/executor.hpp"
 #include "sim/graph.hpp"
@@ -48,6 +51,32 @@ inline int64_t finite_differences(const sim::Graph& g) {
       ++checked;
     }
   return checked;
+}
+
+// exec13 (moved from test_exec12.cpp, where test_exec13.cpp needs it too): under each strategy,
+// the peak, its event and phase as the simulator has them, the step's end at its baseline, a
+// finite loss and gradients bitwise identical to `none`'s.
+inline void runs_exact(const sim::ModelConfig& m, const sim::TrainSetup& s, const sim::Device& dev,
+                       const std::vector<const char*>& strategies) {
+  const sim::Graph g = sim::build_graph_exec(m, s, dev);
+  const executor::StepResult ref = execute(g, "none");
+  bool nonzero = false;
+  for (const auto& gr : ref.grads)
+    for (double x : gr) nonzero = nonzero || x != 0.0;
+  CHECK(nonzero);
+  for (const char* st : strategies) {
+    const std::string strategy = st;
+    CAPTURE(strategy);
+    const sim::Result sim = sim::simulate(m, s, dev, sim::parse_strategy(st));
+    const executor::StepResult run = execute(g, st);
+    CHECK(run.peak_bytes == sim.peak_requested_bytes);
+    CHECK(run.peak_event_index == sim.peak_event_index);
+    CHECK(run.peak_phase == sim.peak_phase);
+    CHECK(run.end_bytes == run.baseline_bytes);
+    CHECK(std::isfinite(run.loss));
+    CHECK(run.loss == ref.loss);
+    CHECK(run.grad_bytes == ref.grad_bytes);
+  }
 }
 
 }  // namespace fixtures

@@ -37,30 +37,10 @@ int count(const Graph& g, Exec e) {
   return n;
 }
 
-// As test_exec11.cpp: the peak, its event and phase as the simulator has them, the step's end at
-// its baseline, a finite loss, gradients bitwise identical across strategies.
+// tests/executor_steps.hpp fixtures::runs_exact on the executor's device
 void runs_exact(const ModelConfig& m, const TrainSetup& s,
                 const std::vector<const char*>& strategies) {
-  const Device dev = fixtures::executor_device();
-  const Graph g = build_graph_exec(m, s, dev);
-  const executor::StepResult ref = execute(g, "none");
-  bool nonzero = false;
-  for (const auto& gr : ref.grads)
-    for (double x : gr) nonzero = nonzero || x != 0.0;
-  CHECK(nonzero);
-  for (const char* st : strategies) {
-    const std::string strategy = st;
-    CAPTURE(strategy);
-    const Result sim = simulate(m, s, dev, parse_strategy(st));
-    const executor::StepResult run = execute(g, st);
-    CHECK(run.peak_bytes == sim.peak_requested_bytes);
-    CHECK(run.peak_event_index == sim.peak_event_index);
-    CHECK(run.peak_phase == sim.peak_phase);
-    CHECK(run.end_bytes == run.baseline_bytes);
-    CHECK(std::isfinite(run.loss));
-    CHECK(run.loss == ref.loss);
-    CHECK(run.grad_bytes == ref.grad_bytes);
-  }
+  fixtures::runs_exact(m, s, fixtures::executor_device(), strategies);
 }
 
 ModelConfig gpt_gelu_new(int64_t layers = 5) {
@@ -258,8 +238,5 @@ TEST_CASE("exec12: HF's router and loop over experts run to the byte where routi
   s.seq = 4;
   const Graph g = build_graph_exec(m, s, fixtures::executor_device());
   CHECK(finite_differences(g) > 500);
-  // top-k below the expert count: the counts would follow the data, not the graph: refused
-  const Graph partial = build_graph_exec(tiny_mixtral(2, 4, 2), s, fixtures::executor_device());
-  CHECK_THROWS_WITH_AS(execute(partial, "none"),
-                       doctest::Contains("executing top-2 routing over 4 experts"), Unsupported);
+  // top-k below the expert count: test_exec13.cpp (exec13: the graph's counts forced)
 }

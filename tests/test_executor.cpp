@@ -553,7 +553,7 @@ TEST_CASE("executor: famdec -- a tiny Falcon runs to the simulator's byte, Gemma
                        Unsupported);
 }
 
-TEST_CASE("executor: MoE top-k below the expert count is refused (moe, exec12: its kernels exist)") {
+TEST_CASE("executor: MoE top-k below the expert count runs (exec13: the graph's counts forced)") {
   const Device dev = fixtures::executor_device();
   ModelConfig m = fixtures::tiny_llama();
   m.family = "mixtral";
@@ -567,9 +567,10 @@ TEST_CASE("executor: MoE top-k below the expert count is refused (moe, exec12: i
   s.precision = Precision::kFp32;
   s.attention = AttentionKind::kFlash;
   const Graph g = build_graph_exec(m, s, dev);
-  // exec12: HF's loop has kernels; top-2 of 4 experts routes by the data, refused as such
-  CHECK_THROWS_WITH_AS(execute(g, "none"), doctest::Contains("executing top-2 routing over 4"),
-                       Unsupported);
+  // exec12: HF's loop has kernels; exec13: top-2 of 4 experts runs with the counts the graph
+  // sizes its loop for forced (executor.hpp forced_counts; test_exec13.cpp)
+  const executor::StepResult r = execute(g, "none");
+  CHECK(r.peak_bytes == simulate(m, s, dev, parse_strategy("none")).peak_requested_bytes);
 }
 
 // exec10 (issue 10): GPT2LMHeadModel's shifted logits and labels copies, HF Llama's eager 4-D

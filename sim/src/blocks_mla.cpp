@@ -92,6 +92,8 @@ int32_t te_norm_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, in
   const int32_t w = bld.param(in_f, dm.param_dt, norm_name);
   OpDraft d = o.draft(OpKind::kRmsNorm, norm_name);
   d.op.math16 = false;
+  d.exec = Exec::kTeRmsNorm;  // exec13
+  d.dim = {rows, in_f};
   d.inputs.push_back({x, GradRule::kNew});
   d.inputs.push_back({w, GradRule::kNew});
   const int32_t ln_out = bld.fresh(bytes(mul(rows, in_f), tx.dtype), tx.dtype, "ln_out");

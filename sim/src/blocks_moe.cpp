@@ -143,7 +143,9 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   OpDraft t = o.draft(OpKind::kCopy, "router topk");
   t.op.math16 = false;
   t.exec = Exec::kTopK;  // exec12
-  t.dim = {n, e, k};
+  // exec13: dim[3] 1: the executor routes each expert the tokens this graph's loop sizes it for
+  // (expert_tokens, --moe-imbalance), not by the data (see Exec::kTopK)
+  t.dim = {n, e, k, 1};
   t.inputs.push_back({probs, GradRule::kNew});
   int32_t w = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
   int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "selected experts");
@@ -409,11 +411,12 @@ int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) 
     int32_t g = o.linear(x, dm.h, 1, false, Tp::kNone, "shared expert gate", "shared gate logit",
                          -1, LinearSite::kOther);  // lora6: nn.Linear(h, 1): all-linear adapts it
     // sigmoid saves its output (derivatives.yaml sigmoid: result)
+    const int64_t rows = numel_of(bld.tensor(g));
     int32_t s = op(bld, o, OpKind::kSilu, "shared gate sigmoid", {{g, GradRule::kNew}},
-                   numel_of(bld.tensor(g)), bld.tensor(g).dtype, {}, true);
+                   rows, bld.tensor(g).dtype, {}, true, Exec::kSigmoid);  // exec13
     const DType dt = promote(bld.tensor(s).dtype, bld.tensor(y).dtype);
     y = o.mul_op(s, y, bytes(numel_of(bld.tensor(y)), dt), dt, "shared gate *", "gated shared out",
-                 true, true, Exec::kNone, 0, 0);
+                 true, true, Exec::kGateMul, rows, dm.h);  // exec13: [N, 1] * [N, h]
   }
   return o.add(routed, y, "routed + shared");
 }

@@ -30,8 +30,8 @@
 // and rsigma); two backward (common/normalization/rmsnorm/rmsnorm_bwd_semi_cuda_kernel.cu: the
 // backward kernel writing dx and per-CTA partial dgamma, then rmsnorm_bwd_finalize_*_kernel).
 // Not modeled: that backward's dgamma_part workspace (ctas_per_col x hidden fp32, allocated by
-// the extension per call: common/normalization/common.cpp:153). No executor kernel
-// (Exec::kNone): the CPU harness refuses the op by name.
+// the extension per call: common/normalization/common.cpp:153). exec13: the CPU executor runs it
+// as Exec::kTeRmsNorm (harness/executor/src/cpu_backend.cpp te_rms_norm).
 #include "ops.hpp"
 
 namespace sim::detail {
@@ -45,7 +45,8 @@ int32_t te_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, cons
   const int32_t w = bld.param(width, dm.param_dt, name);
   OpDraft d = o.draft(OpKind::kRmsNorm, name);
   d.op.math16 = false;
-  d.exec = Exec::kNone;
+  d.exec = Exec::kTeRmsNorm;  // exec13
+  d.dim = {rows, width};
   d.inputs.push_back({xin, GradRule::kNew});
   d.inputs.push_back({w, GradRule::kNew});
   const int32_t ln_out = bld.fresh(tx.bytes, tx.dtype, "ln_out");  // in inputmat.dtype

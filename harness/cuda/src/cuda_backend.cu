@@ -1215,6 +1215,7 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kEqZero: case Exec::kMaskedFill: case Exec::kMemEfficient:  // (run_cuda)
     case Exec::kTopK: case Exec::kRowSum: case Exec::kDivInPlace: case Exec::kOneHot:
     case Exec::kWhere: case Exec::kGatherRows: case Exec::kGatherWeight: case Exec::kIndexAdd:
+    case Exec::kTeRmsNorm: case Exec::kSigmoid: case Exec::kGateMul:  // exec13: refused up front
       throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }

@@ -27,6 +27,9 @@ using detail::uniform;
 // Constants of the modelled layers (defaults of the libraries the op lists follow).
 constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm eps
 constexpr double kRmsNormEps = 1e-6;    // HF LlamaConfig rms_norm_eps
+// exec13: Megatron's TransformerConfig.layernorm_epsilon default (megatron/core/transformer/
+// transformer_config.py @ d98e8a64ddf3), what TENorm and TELayerNormColumnParallelLinear get
+constexpr double kTeNormEps = 1e-5;
 constexpr double kRopeTheta = 10000.0;  // HF LlamaConfig rope_theta (Llama 2)
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi): GPT-2's tanh GeLU (gelu_new)
 // exec11: bitsandbytes' NF4 code (functional.py get_4bit_type("nf4") @ 95f9af30)
@@ -307,6 +310,7 @@ class CpuBackend final : public Backend {
   void exec10(const sim::OpArgs& a, bool bwd);  // exec10: the kinds after kVocabCe
   void exec12(const sim::OpArgs& a, bool bwd);  // exec12: gelu_new's ops, nanoGPT's mask
   void moe(const sim::OpArgs& a, bool bwd);     // exec12: HF's router and loop over experts
+  void te_rms_norm(const sim::OpArgs& a, bool bwd);  // exec13: Transformer Engine's RMSNorm
   // exec10: torch.matmul's broadcast of K or V with fewer heads (expand + reshape): `x` has
   // x.size() / (tokens * hd) heads, the copy `heads`; and its backward, the sum back.
   static Vec broadcast_heads(const Vec& x, int64_t tokens, int64_t heads, int64_t hd) {
@@ -618,6 +622,39 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kTopK: case Exec::kRowSum: case Exec::kDivInPlace: case Exec::kOneHot:
     case Exec::kWhere: case Exec::kGatherRows: case Exec::kGatherWeight: case Exec::kIndexAdd:
       return moe(a, bwd);
+    case Exec::kTeRmsNorm: return te_rms_norm(a, bwd);  // exec13
+    case Exec::kSigmoid: {  // exec13: Qwen2-MoE's shared_expert_gate sigmoid
+      if (!bwd) {
+        Vec x = load(a.in[0]);
+        for (double& v : x) v = 1.0 / (1.0 + std::exp(-v));
+        return store(a.out[0], x);
+      }
+      const Vec y = saved(a.out[0]);
+      Vec dx = grad_out(a, 0);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= y[i] * (1.0 - y[i]);
+      return deliver(a, 0, dx);
+    }
+    case Exec::kGateMul: {  // exec13: sigmoid(gate) [N, 1] * shared_expert(x) [N, h]
+      const int64_t rows = d[0], h = d[1];
+      const bool g0 = a.in[0].mode != GradMode::kNone, g1 = a.in[1].mode != GradMode::kNone;
+      const Vec gt = !bwd ? load(a.in[0]) : g1 ? saved(a.in[0]) : Vec(static_cast<size_t>(rows), 0.0);
+      const Vec y = !bwd ? load(a.in[1]) : g0 ? saved(a.in[1]) : Vec(static_cast<size_t>(rows * h), 0.0);
+      if (!bwd) {
+        Vec z(y.size());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < h; ++c) z[r * h + c] = gt[r] * y[r * h + c];
+        return store(a.out[0], z);
+      }
+      const Vec dz = grad_out(a, 0);
+      Vec dg(static_cast<size_t>(rows), 0.0), dy(y.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < h; ++c) {
+          dg[r] += dz[r * h + c] * y[r * h + c];
+          dy[r * h + c] = dz[r * h + c] * gt[r];
+        }
+      deliver(a, 0, dg);
+      return deliver(a, 1, dy);
+    }
     case Exec::kHeld:  // exec11
       if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));
       return;
@@ -1295,9 +1332,20 @@ void CpuBackend::moe(const sim::OpArgs& a, bool bwd) {
       if (!bwd) {
         const Vec p = load(a.in[0]);
         Vec w(static_cast<size_t>(n * k)), idx(w.size());
+        // exec13: forced (dim[3] 1): token r's candidates are the k experts the graph's counts
+        // give it (executor.hpp forced_counts), ordered as topk orders its picks
+        std::vector<int64_t> slots;
+        if (d[3] == 1) {
+          const std::vector<int64_t> c = forced_counts(g_, op_);
+          for (int64_t j = 0; j < e; ++j) slots.insert(slots.end(), static_cast<size_t>(c[j]), j);
+        }
         for (int64_t r = 0; r < n; ++r) {
-          std::vector<int64_t> order(static_cast<size_t>(e));
-          for (int64_t j = 0; j < e; ++j) order[j] = j;
+          std::vector<int64_t> order;
+          if (d[3] == 1) {
+            for (int64_t j = 0; j < k; ++j) order.push_back(slots[static_cast<size_t>(r + j * n)]);
+          } else {
+            for (int64_t j = 0; j < e; ++j) order.push_back(j);
+          }
           std::stable_sort(order.begin(), order.end(),
                            [&](int64_t x, int64_t y) { return p[r * e + x] > p[r * e + y]; });
           for (int64_t j = 0; j < k; ++j) {
@@ -1427,6 +1475,44 @@ void CpuBackend::moe(const sim::OpArgs& a, bool bwd) {
     }
     default: throw ExecutionError("executor: moe reached with another kind");
   }
+}
+
+// exec13 (issue 10): Transformer Engine's RMSNorm (NVIDIA/TransformerEngine @ d0067d0da6cb,
+// common/normalization/rmsnorm/rmsnorm_fwd_kernels.cuh and rmsnorm_bwd_kernels.cuh, zero-centred
+// gamma off): in fp32, rsigma = rsqrt(mean(x^2) + eps), y = x rsigma gamma; rsigma is written as
+// fp32 [rows] (what the op saves beside x and gamma). Backward from the saved rsigma, as the bwd
+// kernel does: y_hat = x rsigma, dgamma = sum_rows dy y_hat,
+// dx = rsigma (dy gamma - y_hat mean(dy gamma y_hat)).
+void CpuBackend::te_rms_norm(const sim::OpArgs& a, bool bwd) {
+  const int64_t rows = a.dim[0], h = a.dim[1];
+  const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]), w = bwd ? saved(a.in[1]) : load(a.in[1]);
+  if (!bwd) {
+    Vec rs(static_cast<size_t>(rows)), y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < h; ++c) ss += x[r * h + c] * x[r * h + c];
+      // as stored (fp32), so the output and the backward use the same rsigma
+      rs[r] = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(h) + kTeNormEps));
+      for (int64_t c = 0; c < h; ++c) y[r * h + c] = x[r * h + c] * rs[r] * w[c];
+    }
+    store(a.out[0], y);
+    return store(a.out[1], rs);
+  }
+  const Vec rs = saved(a.out[1]), dy = grad_out(a, 0);
+  Vec dx(x.size()), dw(w.size(), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0;
+    for (int64_t c = 0; c < h; ++c) {
+      const double yh = x[r * h + c] * rs[r];
+      dw[c] += dy[r * h + c] * yh;
+      m += dy[r * h + c] * w[c] * yh;
+    }
+    m /= static_cast<double>(h);
+    for (int64_t c = 0; c < h; ++c)
+      dx[r * h + c] = rs[r] * (dy[r * h + c] * w[c] - x[r * h + c] * rs[r] * m);
+  }
+  deliver(a, 0, dx);
+  deliver(a, 1, dw);
 }
 
 }  // namespace

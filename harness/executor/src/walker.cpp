@@ -83,8 +83,27 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kGatherWeight: in(1), in(2); break;  // IndexBackward0: top_x and the slots
     case Exec::kIndexAdd: in(2); break;          // IndexAddBackward0: top_x
     case Exec::kRowSum: case Exec::kOneHot: case Exec::kWhere: break;
+    // exec13: TE's rmsnorm_bwd reads x, gamma and the fp32 rsigma (save_for_backward)
+    case Exec::kTeRmsNorm: in(0), in(1), out(1); break;
+    case Exec::kSigmoid: out(0); break;  // SigmoidBackward0: its result
+    case Exec::kGateMul:  // MulBackward0: each operand for the other's gradient
+      if (a.in[1].mode != sim::GradMode::kNone) in(0);
+      if (a.in[0].mode != sim::GradMode::kNone) in(1);
+      break;
   }
   return r;
+}
+
+std::vector<int64_t> forced_counts(const Graph& g, int32_t topk_op) {
+  const sim::OpArgs& t = g.args[static_cast<size_t>(topk_op)];
+  std::vector<int64_t> c(static_cast<size_t>(t.dim[1]), 0);
+  for (size_t i = static_cast<size_t>(topk_op) + 1; i < g.args.size(); ++i) {
+    const sim::OpArgs& a = g.args[i];
+    if (a.exec == Exec::kTopK) break;
+    if (a.exec == Exec::kWhere && a.dim[2] >= 0 && a.dim[2] < t.dim[1])
+      c[static_cast<size_t>(a.dim[2])] = a.dim[3];
+  }
+  return c;
 }
 
 namespace {
@@ -560,15 +579,23 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
   // a configuration lacks.
   // exec12: HF's loop sizes each expert's gathered tokens by the simulator's assumed counts
   // (sim/src/blocks_moe.cpp expert_tokens, --moe-imbalance); a real top-k routes by the data.
-  // Only top-k over every expert (k == e) gives every expert all n tokens whatever the data.
-  for (const sim::OpArgs& a : graph.args)
-    if (a.exec == Exec::kTopK && a.dim[2] < a.dim[1])
-      throw sim::Unsupported("--model", "experts_per_token",
-                             "executing top-" + std::to_string(a.dim[2]) + " routing over " +
-                                 std::to_string(a.dim[1]) +
-                                 " experts (the graph sizes each expert's tokens by "
-                                 "--moe-imbalance's assumed counts, a real top-k routes by the "
-                                 "data; only k equal to the expert count fixes them)");
+  // exec13: the executor forces those counts (forced_counts); it cannot where they are not a
+  // routing: an expert with more than the n tokens, or counts not summing to n k.
+  for (size_t i = 0; i < graph.args.size(); ++i) {
+    const sim::OpArgs& a = graph.args[i];
+    if (a.exec != Exec::kTopK || a.dim[3] != 1) continue;
+    const std::vector<int64_t> c = forced_counts(graph, static_cast<int32_t>(i));
+    int64_t sum = 0, most = 0;
+    for (int64_t x : c) sum += x, most = std::max(most, x);
+    if (most > a.dim[0] || sum != a.dim[0] * a.dim[2])
+      throw sim::Unsupported("--moe-imbalance", "moe_imbalance",
+                             "executing top-" + std::to_string(a.dim[2]) + " routing of " +
+                                 std::to_string(a.dim[0]) + " tokens with " +
+                                 std::to_string(most) + " on the hottest expert and " +
+                                 std::to_string(sum) +
+                                 " in all (the executor forces the graph's counts per expert, "
+                                 "which must be a routing: at most one per token and expert)");
+  }
   std::vector<std::string> missing;
   for (size_t i = 0; i < graph.args.size(); ++i)
     if (graph.args[i].exec == Exec::kNone &&

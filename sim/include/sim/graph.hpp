@@ -134,6 +134,9 @@ enum class Exec : uint8_t {
   // exec12: HF's router and loop over experts (sim/src/blocks_moe.cpp hf_router, hf_loop)
   kTopK,          // torch.topk(probs [n, e], k): out values [n, k] (input's dtype), int64 indices
                   // [n, k]; dim {n, e, k}; backward scatters into probs (saves the indices)
+                  // exec13: dim[3] 1: the experts are forced, not chosen by value: each expert j
+                  // gets the c_j tokens the kWhere ops after it declare (executor.hpp
+                  // forced_counts), the values are probs at those experts, largest first
   kRowSum,        // sum over the last dim, keepdim: [n, k] -> [n]; dim {n, k}
   kDivInPlace,    // x /= sum (input 1, [n]): out 0 is x's storage, out 1 the original x (saved with
                   // the sum); dim {n, k}
@@ -145,6 +148,13 @@ enum class Exec : uint8_t {
   kGatherWeight,  // w[top_x, slot] of w [n, k] (inputs 1, 2: one [ne, 2] storage); dim {ne, k}
   kIndexAdd,      // out.index_add_(0, top_x, y): out 0 is input 0's storage; dim {ne, h}
   // --- end exec12 ---
+  // --- exec13 (issues 10, 13): Transformer Engine's RMSNorm ---
+  kTeRmsNorm,  // TE rmsnorm_fwd: in x [rows, h], gamma [h]; out y (x's dtype), rsigma fp32 [rows];
+               // dim {rows, h}; backward reads x, gamma and rsigma (what the op saves)
+  kSigmoid,    // y = sigmoid(x); backward from its result (derivatives.yaml sigmoid: result)
+  kGateMul,    // z[r, c] = g[r] y[r, c]: g [rows] (a [rows, 1] gate, input 0), y [rows, h]
+               // (input 1); dim {rows, h}; backward reads each operand for the other's gradient
+  // --- end exec13 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).

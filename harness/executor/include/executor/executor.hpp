@@ -79,6 +79,17 @@ std::unique_ptr<Backend> make_cpu_backend(const sim::Graph& graph, const StepOpt
 // The forward tensors op `op`'s backward kernel reads (storages; outputs' gradients excluded).
 std::vector<int32_t> backward_reads(const sim::Graph& graph, int32_t op);
 
+// exec13 (issue 13): the tokens per expert a kTopK op with dim[3] == 1 (HF's router) routes
+// when forced: c_j = the n_e of the kWhere op of expert j among the ops after it and before the
+// next kTopK (0 where the loop skips the expert), i.e. the counts the simulator's graph sizes
+// HF's loop for (sim/src/blocks_moe.cpp expert_tokens: balanced, or --moe-imbalance's hottest
+// expert). A real torch.topk routes by the data and would make other counts: the executor makes
+// the graph's counts happen so that every gather, expert and index_add_ holds the bytes the
+// simulator declares. The assignment (cpu_backend.cpp forced_topk): the experts listed c_j times
+// each in order, token t taking entries t, t + n, ..., t + (k - 1) n (k distinct experts when
+// every c_j <= n).
+std::vector<int64_t> forced_counts(const sim::Graph& graph, int32_t topk_op);
+
 // Runs one step. Throws ExecutionError on any disagreement; sim::Unsupported for graphs the
 // executor cannot run (no Graph::args: use sim::build_graph_exec; tensor or data parallelism).
 StepResult run_step(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
