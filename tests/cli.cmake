@@ -1021,3 +1021,24 @@ test "$(wc -l < err3.txt)" -eq 1
 grep -q -- '--ds-max-live' err1.txt
 grep -q -- '--ds-reduce-bucket' err2.txt
 ]=])
+
+# feat13 (issue 13): --etp is a sweep list like --tp (the fastest set-up axis); its key column
+# holds each row's value; the valley takes one value and names --etp when given two.
+actsim_cli_test(feat13_etp_sweep [=[
+"$1" sweep --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --dp 2 --ep 2 --etp 1,2 --format csv > out.csv
+test "$(wc -l < out.csv)" -eq 3
+col() { head -n 1 out.csv | tr ',' '\n' | grep -n "^$1\$" | cut -d: -f1; }
+test "$(sed -n 2p out.csv | cut -d, -f"$(col etp)")" = 1
+test "$(sed -n 3p out.csv | cut -d, -f"$(col etp)")" = 2
+# both rows simulate (no error), and etp 2 splits each expert's weights: a lower peak
+p1=$(sed -n 2p out.csv | cut -d, -f"$(col peak_allocated_bytes)")
+p2=$(sed -n 3p out.csv | cut -d, -f"$(col peak_allocated_bytes)")
+test -n "$p1"
+test -n "$p2"
+test "$p2" -lt "$p1"
+rc=0
+"$1" valley --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --etp 1,2 > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+test ! -s out.txt
+grep -q "^actsim: error: --etp: 1,2: valley simulates one configuration" err.txt
+]=])

@@ -132,7 +132,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "(default 0, Megatron's: no aux loss)");
   add("--etp", f.etp,  // etp (issue 13)
       "MoE (megatron): expert-tensor-parallel ranks, Megatron's --expert-tensor-parallel-size: "
-      "each expert's width split over them (default: --tp, as Megatron)");
+      "each expert's width split over them (default: --tp, as Megatron); a list is swept");
   add("--gpus-per-node", f.gpus_per_node,
       "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
@@ -145,7 +145,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "start:stop[:step] with an additive step or a multiplicative xN, and sizes take k = 1024\n"
       "and M = 1024^2: --seq 1k:32k:x2 is 1024, 2048, ..., 32768. Lists make the cartesian\n"
       "product: model outermost, then device, strategy, profile, impl, precision, attention, dropout,\n"
-      "batch, seq, tp, sp, dp, zero, optimizer, allocator (fastest).");
+      "batch, seq, tp, sp, dp, zero, optimizer, allocator, ep, lora-rank, cp, fp8, etp (fastest).");
 }
 
 Axes parse_axes(const CommonFlags& f) {
@@ -231,7 +231,8 @@ Axes parse_axes(const CommonFlags& f) {
     if (ac.size() != 1)
       throw sim::ConfigError("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "takes one value, not a list");
     a.moe_aux_loss_coeff = ac.front();
-    if (!f.etp.empty()) a.etp = one(f.etp, "--etp", 1);  // etp (issue 13)
+    // etp (issue 13); feat13: a list (swept like --tp); not given: {0}, --tp per point
+    if (!f.etp.empty()) a.etps = parse_int_axis(f.etp, "--etp", false, 1);
   }
   if (!f.reentrant.empty()) a.reentrant = one_switch(f.reentrant, "--reentrant");
   // feat (issue 13): context parallelism, LoRA / QLoRA
