@@ -126,7 +126,8 @@ TEST_CASE("the CSV header is the v1 contract") {
       "moe_aux_loss_coeff",                               // mla5 (issue 13)
       "etp",                                             // etp (issue 13)
       "cross_entropy_loss_fusion",                        // te_norm (issue 10)
-      "deterministic"};                                   // time7 (issue 11)
+      "deterministic",                                    // time7 (issue 11)
+      "lora_dropout"};                                    // feat13 (issue 13)
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 

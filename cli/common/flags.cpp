@@ -67,6 +67,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
                  "QLoRA: frozen linears in 4-bit NF4 (bitsandbytes); on or off; alone means on")
       ->expected(0, 1)
       ->group("Model and setup");
+  add("--lora-dropout", f.lora_dropout,  // feat13 (issue 13)
+      "PEFT's lora_dropout: nn.Dropout(P) on each adapter's input (a 1-byte mask and the dropped "
+      "copy kept per adapted linear); 0, PEFT's default: none");
   add("--cp", f.cp,
       "context-parallel ranks (ring attention: megatron, torchtitan); the sequence must divide "
       "into 2 x cp chunks when causal");
@@ -145,7 +148,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "start:stop[:step] with an additive step or a multiplicative xN, and sizes take k = 1024\n"
       "and M = 1024^2: --seq 1k:32k:x2 is 1024, 2048, ..., 32768. Lists make the cartesian\n"
       "product: model outermost, then device, strategy, profile, impl, precision, attention, dropout,\n"
-      "batch, seq, tp, sp, dp, zero, optimizer, allocator, ep, lora-rank, cp, fp8, etp (fastest).");
+      "batch, seq, tp, sp, dp, zero, optimizer, allocator, ep, lora-rank, cp, fp8, etp, lora-dropout\n(fastest).");
 }
 
 Axes parse_axes(const CommonFlags& f) {
@@ -249,6 +252,7 @@ Axes parse_axes(const CommonFlags& f) {
     a.lora_targets = *t;
   }
   a.qlora = one_switch(f.qlora, "--qlora");
+  a.lora_dropouts = parse_real_axis(f.lora_dropout, "--lora-dropout");  // feat13: checked per row
   a.padding = one_switch(f.padding, "--padding");  // hfimpl
   {  // time5 (issue 11)
     const std::optional<sim::NormKernel> k = sim::parse_norm_kernel(f.norm_kernel);

@@ -69,6 +69,7 @@ struct CommonFlags {
       ds_max_reuse_distance;
   // --- end ds3 ---
   std::string deterministic = "off";     // time7 (issue 11): --deterministic on|off (one value)
+  std::string lora_dropout = "0";        // feat13 (issue 13): --lora-dropout (a list)
 };
 
 // Which of the common flags a verb takes.
@@ -134,6 +135,7 @@ struct Axes {
           ds_max_live = -1, ds_max_reuse_distance = -1;
   // --- end ds3 ---
   bool deterministic = false;     // time7 (issue 11): --deterministic (one value)
+  std::vector<double> lora_dropouts{0.0};  // feat13 (issue 13): --lora-dropout (a list, swept)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

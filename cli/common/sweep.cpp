@@ -30,7 +30,7 @@ std::vector<int64_t> setup_radices(const Axes& a) {
           n(a.optimizers), n(a.allocators),
           // feat2 (issue 13): the swept feature lists, innermost
           n(a.eps), n(a.lora_ranks), n(a.cps), n(a.fp8s),
-          n(a.etps)};  // feat13: --etp, the fastest
+          n(a.etps), n(a.lora_dropouts)};  // feat13: --etp, --lora-dropout, the fastest
 }
 
 int64_t setup_count(const Axes& a) {
@@ -65,6 +65,7 @@ void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) 
   one(a.allocators.size(), "--allocator", f.allocator);
   one(a.eps.size(), "--ep", f.ep);  // feat2
   one(a.etps.size(), "--etp", f.etp);  // feat13
+  one(a.lora_dropouts.size(), "--lora-dropout", f.lora_dropout);
   one(a.lora_ranks.size(), "--lora-rank", f.lora_rank);
   one(a.cps.size(), "--cp", f.cp);
   one(a.fp8s.size(), "--fp8", f.fp8);
@@ -105,7 +106,8 @@ Point point_at(const Axes& a, int64_t index) {
     return axis[i];
   };
   sim::TrainSetup& t = p.setup;
-  t.etp = digit(a.etps);  // feat13: --etp, the fastest
+  t.lora_dropout = digit(a.lora_dropouts);  // feat13: --lora-dropout, the fastest
+  t.etp = digit(a.etps);  // feat13: --etp
   t.fp8 = digit(a.fp8s);  // feat2: the swept feature lists
   t.cp = digit(a.cps);
   t.lora_rank = digit(a.lora_ranks);

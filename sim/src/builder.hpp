@@ -231,6 +231,7 @@ struct Dims {
   // --- te_norm (issue 10) ---
   bool ce_loss_fusion = false;  // Megatron's --cross-entropy-loss-fusion (build_head)
   // --- end te_norm ---
+  double lora_dropout = 0.0;  // feat13 (issue 13): PEFT's lora_dropout (sim/src/lora.cpp)
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -288,7 +288,13 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   // _cast_input_dtype(x, lora_A.weight.dtype): the plain layer casts x to the adapter's dtype;
   // bnb's Linear4bit layer does not under autocast (requires_conversion = not autocast).
   if (!quant || !dm.amp) xa = o.cast(x, adapter_dt, "lora input cast", "lora input cast");
-  // lora_dropout: nn.Identity (LoraConfig lora_dropout = 0.0, the default)
+  // lora_dropout: nn.Identity at 0.0 (LoraConfig's default: Ops::dropout makes no op); feat13:
+  // nn.Dropout(p) above it (update_layer @ 5d602fdb), on the input already cast to the adapter's
+  // dtype: native_dropout keeps a 1-byte bool mask per element (saved; census
+  // "llama-lora-dropout-*") and makes the dropped copy, which lora_A saves for its weight
+  // gradient in place of the input (under autocast its 16-bit cast instead; the copy is then a
+  // transient)
+  xa = o.dropout(xa, dm.lora_dropout, "lora dropout");
   const int32_t a = po.linear(xa, in_f, dm.lora_rank, false, Ops::Tp::kNone, "lora_A", "lora_A out");
   const int32_t bo = po.linear(a, dm.lora_rank, out_f, false, Ops::Tp::kNone, "lora_B", "lora_B out");
   bld.freeze_params = true;
@@ -325,8 +331,14 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     if (s.qlora) throw ConfigError("--qlora", "qlora", "QLoRA trains LoRA adapters: it needs --lora-rank");
     if (s.lora_targets != 0)
       throw ConfigError("--lora-targets", "lora_targets", "needs --lora-rank");
+    if (s.lora_dropout != 0.0)  // feat13
+      throw ConfigError("--lora-dropout", "lora_dropout", "needs --lora-rank");
     return;
   }
+  // feat13: LoraConfig.lora_dropout feeds nn.Dropout(p=lora_dropout), which takes [0, 1]; p = 1
+  // drops every element (the adapters learn nothing): refused as --dropout is
+  if (!(s.lora_dropout >= 0.0 && s.lora_dropout < 1.0))
+    throw ConfigError("--lora-dropout", "lora_dropout", "must be a probability in [0, 1)");
   const std::string impl(spec.name);
   if (!spec.lora)
     throw NotInCode("--lora-rank", "lora_rank",
