@@ -150,3 +150,25 @@ TEST_CASE("lora dropout refusals: one line naming --lora-dropout") {
   t.lora_rank = 0;  // dropout without adapters
   CHECK(where(t) == "--lora-dropout");
 }
+
+TEST_CASE("PEFT target_parameters: parsed and printed, refused where no 3-D experts exist") {
+  // experts.gate_up_proj / experts.down_proj: DeepseekV2Experts' 3-D parameters (refused under
+  // deepseek_v2 as not modeled yet: tests/cli.cmake feat13_target_parameters); all-linear never
+  // includes them
+  const std::optional<uint32_t> t = parse_lora_targets("q,experts.gate_up_proj+experts.down_proj");
+  REQUIRE(t.has_value());
+  CHECK((*t & kLoraAllLinear) == kLoraQ);
+  CHECK(lora_targets_name(*t) == "q+experts.gate_up_proj+experts.down_proj");
+  CHECK_FALSE(parse_lora_targets("experts.up_proj"));
+  const ModelConfig llama = fixtures::tiny_llama();
+  TrainSetup s = llama_lora(std::nullopt, 0.0);
+  s.lora_targets = *parse_lora_targets("experts.down_proj");
+  try {
+    (void)fixtures::run(llama, s, "none");
+    FAIL("a dense model has no expert parameters");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.where()) == "--lora-targets");
+    CHECK(std::string(e.what()).find("experts.down_proj names no parameter in llama") !=
+          std::string::npos);
+  }
+}

@@ -248,7 +248,7 @@ Axes parse_axes(const CommonFlags& f) {
     if (!t)
       throw sim::ConfigError("--lora-targets", f.lora_targets,
                              "expected a comma list of q, k, v, o, gate, up, down, q_a, q_b, kv_a, "
-                             "kv_b, gate_up, or all-linear");
+                             "kv_b, gate_up, experts.gate_up_proj, experts.down_proj, or all-linear");
     a.lora_targets = *t;
   }
   a.qlora = one_switch(f.qlora, "--qlora");
