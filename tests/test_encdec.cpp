@@ -226,7 +226,7 @@ TEST_SUITE("famenc: T5 and ViT graphs") {
     const sim::ModelConfig m = load("t5-small");
     sim::TrainSetup t = setup(1, 64);
     t.attention = sim::AttentionKind::kFlash;
-    CHECK_THROWS_AS(sim::resolve_setup(m, t), sim::Unsupported);
+    CHECK_THROWS_AS(sim::resolve_setup(m, t), sim::NotInCode);  // feat13: the refusal is NotInCode since ce6cbe4
     const sim::ModelConfig gpt = load("gpt2-small");
     sim::TrainSetup g = setup(1, 64);
     g.target_seq = 8;
