@@ -47,7 +47,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # time7 (issue 11): Megatron's --deterministic-mode (on/off)
               "deterministic",
               # moetp (issue 13): Megatron's --moe-shared-expert-overlap (on/off)
-              "moe_shared_expert_overlap"])
+              "moe_shared_expert_overlap",
+              # feat13 (issue 13): PEFT's lora_dropout (0: none)
+              "lora_dropout"])
 
 
 def csv_field(v):

@@ -55,6 +55,8 @@ QWEN2MOE = dict(LLAMA, family="qwen2_moe", e=4, k=2, fe=40, f=40, norm_topk=Fals
 # (Mixtral's nn.Linear experts: one adapter per expert) and Qwen2-MoE's shared expert's.
 MIXTRAL_LORA = dict(MIXTRAL, lora=3, lora_targets="q,v,gate,up,down")
 QWEN2MOE_LORA = dict(QWEN2MOE, lora=3, lora_targets="q,v,gate,up,down")
+# feat13 (issue 13): PEFT's lora_dropout = 0.1, an nn.Dropout on each adapter's input
+LLAMA_LORA_DROPOUT = dict(LLAMA_LORA, lora_dropout=0.1)
 
 DTYPE_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
                torch.bool: "bool", torch.int64: "int64",
@@ -540,6 +542,10 @@ def lora_linear(C, P, name, key, x, wkey=None):
     la, lb = P["lora_A_" + key], P["lora_B_" + key]
     with C.op("lora input cast", x) as r:
         xa = r.out(x.to(la.dtype))  # x itself when the dtypes agree (no op)
+    # feat13: lora_dropout > 0 is nn.Dropout(p) on the cast input (update_layer @ 5d602fdb);
+    # 0 is nn.Identity (no op)
+    if P.get("lora_dropout", 0) > 0:
+        xa = dropout(C, "lora dropout", xa, P["lora_dropout"])
     with C.op("lora_A", xa) as r:
         ya = r.out(F.linear(xa, la))
     with C.op("lora_B", ya) as r:
@@ -1534,6 +1540,7 @@ def make_params(C, dims, dtype):
                 P[key].requires_grad_(False)
         r_ = dims["lora"]
         P["lora_scaling"] = 8 / r_  # LoraConfig lora_alpha 8, scaling = lora_alpha / r
+        P["lora_dropout"] = dims.get("lora_dropout", 0)  # feat13: LoraConfig.lora_dropout
         # nn.Linear(in, r, bias=False) and (r, out), trainable, in fp32 whatever the base's
         # dtype: get_peft_model(autocast_adapter_dtype=True) upcasts bf16 adapters
         # (peft tuners_utils.py cast_adapter_dtype @ 5d602fdb)
@@ -1668,7 +1675,7 @@ def run_case(dims, regime, p, hf_layout=False):
         "dropout": p,
         "dims": {k: dims[k] for k in ("b", "s", "h", "a", "g", "d", "f", "v", "e", "k", "fe",
                                       "shared", "norm_topk", "lora", "rot", "window",
-                                      "lora_targets") if k in dims},
+                                      "lora_targets", "lora_dropout") if k in dims},
         "block": C.ops[:n_block],
         "loss": C.ops[n_block:n_loss],
     }
@@ -1711,6 +1718,9 @@ CASES = [  # name, dims, regime, dropout, HF GPT-2 layout
     ("mixtral-lora-fp32", MIXTRAL_LORA, "fp32", 0.0, False),              # lora6
     ("mixtral-lora-bf16-mixed", MIXTRAL_LORA, "bf16-mixed", 0.0, False),  # lora6
     ("qwen2moe-lora-fp32", QWEN2MOE_LORA, "fp32", 0.0, False),            # lora6
+    ("llama-lora-dropout-fp32", LLAMA_LORA_DROPOUT, "fp32", 0.0, False),          # feat13
+    ("llama-lora-dropout-bf16-mixed", LLAMA_LORA_DROPOUT, "bf16-mixed", 0.0, False),  # feat13
+    ("llama-lora-dropout-cpu-autocast", LLAMA_LORA_DROPOUT, "cpu-autocast", 0.0, False),  # feat13
     # implhf: the classification heads' ops (on the GPT-2 census block; the loss part is held
     # against --impl hf)
     ("gpt2-tokcls-fp32", dict(GPT, head="token-classification", num_labels=3), "fp32", 0.1,

@@ -456,7 +456,8 @@ def measure(args):
                  etp=1,  # etp (issue 13)
                  cross_entropy_loss_fusion="off",  # te_norm (issue 10)
                  deterministic="off",  # time7
-                 moe_shared_expert_overlap="off")  # moetp (issue 13)
+                 moe_shared_expert_overlap="off",  # moetp (issue 13)
+                 lora_dropout=0)  # feat13: the realcode runs have no adapter dropout
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

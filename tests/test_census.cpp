@@ -239,6 +239,8 @@ TrainSetup census_setup(const json& c) {
     s.lora_targets = kLoraQ | kLoraV;
     if (c.at("dims").contains("lora_targets"))  // lora6: the experts' adapters too
       s.lora_targets = *parse_lora_targets(c.at("dims").at("lora_targets").get<std::string>());
+    if (c.at("dims").contains("lora_dropout"))  // feat13: PEFT's lora_dropout
+      s.lora_dropout = c.at("dims").at("lora_dropout").get<double>();
   }
   return s;
 }

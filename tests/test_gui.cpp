@@ -291,6 +291,14 @@ TEST_CASE("fit map axes: powers of two, additive steps, ZeRO by one, clamping an
   }
   CHECK(gui::knob_value_label(FitKnob::kSeq, 16384) == "16k");
   CHECK(gui::knob_value_label(FitKnob::kMicroBatch, 16384) == "16384");
+  // feat13 (issue 13): --etp is a fit map axis as tp is; unset (0) reads as --tp
+  const std::optional<gui::FitAxis> etp = gui::parse_fit_axis("etp:1:8");
+  REQUIRE(etp.has_value());
+  CHECK(etp->knob == FitKnob::kEtp);
+  CHECK(gui::axis_values(*etp) == std::vector<int64_t>{1, 2, 4, 8});
+  sim::TrainSetup unset;
+  unset.tp = 4;
+  CHECK(gui::knob_value(unset, FitKnob::kEtp) == 4);
   // Choosing the other axis's knob swaps the two.
   gui::FitAxis x = gui::default_axis(FitKnob::kMicroBatch), y{FitKnob::kSeq, 1024, 4096, 0};
   gui::choose_knob(x, y, FitKnob::kTp);

@@ -67,6 +67,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
                  "QLoRA: frozen linears in 4-bit NF4 (bitsandbytes); on or off; alone means on")
       ->expected(0, 1)
       ->group("Model and setup");
+  add("--lora-dropout", f.lora_dropout,  // feat13 (issue 13)
+      "PEFT's lora_dropout: nn.Dropout(P) on each adapter's input (a 1-byte mask and the dropped "
+      "copy kept per adapted linear); 0, PEFT's default: none");
   add("--cp", f.cp,
       "context-parallel ranks (ring attention: megatron, torchtitan); the sequence must divide "
       "into 2 x cp chunks when causal");
@@ -137,7 +140,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "(default 0, Megatron's: no aux loss)");
   add("--etp", f.etp,  // etp (issue 13)
       "MoE (megatron): expert-tensor-parallel ranks, Megatron's --expert-tensor-parallel-size: "
-      "each expert's width split over them (default: --tp, as Megatron)");
+      "each expert's width split over them (default: --tp, as Megatron); a list is swept");
   add("--gpus-per-node", f.gpus_per_node,
       "GPUs per node joined by NVLink; groups spanning nodes use the device's network bandwidth");
   if (options.output) {
@@ -150,7 +153,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "start:stop[:step] with an additive step or a multiplicative xN, and sizes take k = 1024\n"
       "and M = 1024^2: --seq 1k:32k:x2 is 1024, 2048, ..., 32768. Lists make the cartesian\n"
       "product: model outermost, then device, strategy, profile, impl, precision, attention, dropout,\n"
-      "batch, seq, tp, sp, dp, zero, optimizer, allocator (fastest).");
+      "batch, seq, tp, sp, dp, zero, optimizer, allocator, ep, lora-rank, cp, fp8, etp, lora-dropout\n(fastest).");
 }
 
 Axes parse_axes(const CommonFlags& f) {
@@ -236,7 +239,8 @@ Axes parse_axes(const CommonFlags& f) {
     if (ac.size() != 1)
       throw sim::ConfigError("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "takes one value, not a list");
     a.moe_aux_loss_coeff = ac.front();
-    if (!f.etp.empty()) a.etp = one(f.etp, "--etp", 1);  // etp (issue 13)
+    // etp (issue 13); feat13: a list (swept like --tp); not given: {0}, --tp per point
+    if (!f.etp.empty()) a.etps = parse_int_axis(f.etp, "--etp", false, 1);
   }
   if (!f.reentrant.empty()) a.reentrant = one_switch(f.reentrant, "--reentrant");
   // feat (issue 13): context parallelism, LoRA / QLoRA
@@ -249,10 +253,11 @@ Axes parse_axes(const CommonFlags& f) {
     if (!t)
       throw sim::ConfigError("--lora-targets", f.lora_targets,
                              "expected a comma list of q, k, v, o, gate, up, down, q_a, q_b, kv_a, "
-                             "kv_b, gate_up, or all-linear");
+                             "kv_b, gate_up, experts.gate_up_proj, experts.down_proj, or all-linear");
     a.lora_targets = *t;
   }
   a.qlora = one_switch(f.qlora, "--qlora");
+  a.lora_dropouts = parse_real_axis(f.lora_dropout, "--lora-dropout");  // feat13: checked per row
   a.padding = one_switch(f.padding, "--padding");  // hfimpl
   {  // time5 (issue 11)
     const std::optional<sim::NormKernel> k = sim::parse_norm_kernel(f.norm_kernel);

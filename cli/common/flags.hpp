@@ -46,7 +46,7 @@ struct CommonFlags {
   std::string moe_imbalance = "1";     // --moe-imbalance: hottest expert's tokens / mean
   std::string moe_capacity;            // --moe-capacity: capacity factor; empty: dropless
   std::string moe_aux_loss_coeff = "0";  // mla5: --moe-aux-loss-coeff (one value)
-  std::string etp;                     // etp (issue 13): --etp (one value); empty: --tp
+  std::string etp;                     // etp (issue 13): --etp (feat13: a list); empty: --tp
   // --- feat (issue 13) ---
   std::string lora_rank = "0";         // --lora-rank (a list); 0: full fine-tuning
   std::string lora_targets;            // --lora-targets (one value); empty: PEFT's default
@@ -70,6 +70,7 @@ struct CommonFlags {
   // --- end ds3 ---
   std::string deterministic = "off";     // time7 (issue 11): --deterministic on|off (one value)
   std::string moe_shared_expert_overlap = "off";  // moetp (issue 13): one value
+  std::string lora_dropout = "0";        // feat13 (issue 13): --lora-dropout (a list)
 };
 
 // Which of the common flags a verb takes.
@@ -115,7 +116,8 @@ struct Axes {
   double moe_imbalance = 1.0;
   std::optional<double> moe_capacity;
   double moe_aux_loss_coeff = 0.0;  // mla5: --moe-aux-loss-coeff
-  int64_t etp = 0;  // etp (issue 13): --etp; 0: --tp (Megatron's default)
+  // etp (issue 13): --etp; 0: --tp (Megatron's default). feat13: a list, swept with --ep
+  std::vector<int64_t> etps{0};
   // --- feat (issue 13): --lora-rank, --cp and --fp8 are lists (swept, the innermost set-up
   // axes with --ep; feat2), the others one value each for the whole sweep ---
   std::vector<int64_t> lora_ranks{0};
@@ -135,6 +137,7 @@ struct Axes {
   // --- end ds3 ---
   bool deterministic = false;     // time7 (issue 11): --deterministic (one value)
   bool moe_shared_expert_overlap = false;  // moetp (issue 13): one value
+  std::vector<double> lora_dropouts{0.0};  // feat13 (issue 13): --lora-dropout (a list, swept)
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

@@ -29,7 +29,8 @@ std::vector<int64_t> setup_radices(const Axes& a) {
           n(a.seqs),     n(a.tps),        n(a.sps),        n(a.dps),      n(a.zeros),
           n(a.optimizers), n(a.allocators),
           // feat2 (issue 13): the swept feature lists, innermost
-          n(a.eps), n(a.lora_ranks), n(a.cps), n(a.fp8s)};
+          n(a.eps), n(a.lora_ranks), n(a.cps), n(a.fp8s),
+          n(a.etps), n(a.lora_dropouts)};  // feat13: --etp, --lora-dropout, the fastest
 }
 
 int64_t setup_count(const Axes& a) {
@@ -63,6 +64,8 @@ void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) 
   one(a.optimizers.size(), "--optimizer", f.optimizer);
   one(a.allocators.size(), "--allocator", f.allocator);
   one(a.eps.size(), "--ep", f.ep);  // feat2
+  one(a.etps.size(), "--etp", f.etp);  // feat13
+  one(a.lora_dropouts.size(), "--lora-dropout", f.lora_dropout);
   one(a.lora_ranks.size(), "--lora-rank", f.lora_rank);
   one(a.cps.size(), "--cp", f.cp);
   one(a.fp8s.size(), "--fp8", f.fp8);
@@ -103,7 +106,9 @@ Point point_at(const Axes& a, int64_t index) {
     return axis[i];
   };
   sim::TrainSetup& t = p.setup;
-  t.fp8 = digit(a.fp8s);  // feat2: the swept feature lists, fastest
+  t.lora_dropout = digit(a.lora_dropouts);  // feat13: --lora-dropout, the fastest
+  t.etp = digit(a.etps);  // feat13: --etp
+  t.fp8 = digit(a.fp8s);  // feat2: the swept feature lists
   t.cp = digit(a.cps);
   t.lora_rank = digit(a.lora_ranks);
   t.ep = digit(a.eps);
@@ -136,7 +141,6 @@ Point point_at(const Axes& a, int64_t index) {
   t.moe_imbalance = a.moe_imbalance;
   t.moe_capacity = a.moe_capacity;
   t.moe_aux_loss_coeff = a.moe_aux_loss_coeff;  // mla5
-  t.etp = a.etp;  // etp (issue 13)
   t.cross_entropy_loss_fusion = a.cross_entropy_loss_fusion;  // te_norm (issue 10)
   t.lora_targets = a.lora_targets;
   t.qlora = a.qlora;

@@ -104,9 +104,13 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          // moetp (issue 13): Megatron's --moe-shared-expert-overlap
          (s.moe_shared_expert_overlap ? std::string("; shared experts overlapped with the dispatcher")
                                       : std::string()) +
-         (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
+         (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
-                                        s.qlora ? ", QLoRA (NF4 base)" : "")
+                                        s.qlora ? ", QLoRA (NF4 base)" : "",
+                                        // feat13: PEFT's lora_dropout
+                                        s.lora_dropout > 0.0
+                                            ? fmt::format(", lora_dropout {}", s.lora_dropout)
+                                            : std::string())
                           : std::string());
 }
 

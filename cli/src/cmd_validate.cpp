@@ -266,6 +266,15 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "moe_shared_expert_overlap", "'" + v + "' is not on or off");
       s.moe_shared_expert_overlap = v == "on";
     }
+    if (const std::string v = optional("lora_dropout"); !v.empty()) {  // feat13 (issue 13)
+      try {
+        size_t used = 0;
+        s.lora_dropout = std::stod(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        throw sim::ConfigError(where, "lora_dropout", "'" + v + "' is not a number");
+      }
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -40,7 +40,7 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
                  "matched tensor by tensor in the comparison");
   std::string fit_x = "b", fit_y = "s";
   app.add_option("--fit-x", fit_x,
-                 "fit map columns: KNOB[:LO:HI[:STEP]], KNOB b|s|tp|dp|zero, powers of two "
+                 "fit map columns: KNOB[:LO:HI[:STEP]], KNOB b|s|tp|dp|zero|etp, powers of two "
                  "without STEP (e.g. tp:1:64, b:1:8:1)")
       ->capture_default_str()->group("Headless");
   app.add_option("--fit-y", fit_y, "fit map rows, as --fit-x (e.g. s:512:16k)")
@@ -64,8 +64,8 @@ std::optional<int> parse_args(int argc, char** argv, GuiArgs& out) {
     if (!v) throw sim::ConfigError("--view", view, "expected valley, memory, timeline, fitmap or compare");
     out.view = *v;
     const auto fx = gui::parse_fit_axis(fit_x), fy = gui::parse_fit_axis(fit_y);
-    if (!fx) throw sim::ConfigError("--fit-x", fit_x, "expected KNOB[:LO:HI[:STEP]] with KNOB b, s, tp, dp or zero");
-    if (!fy) throw sim::ConfigError("--fit-y", fit_y, "expected KNOB[:LO:HI[:STEP]] with KNOB b, s, tp, dp or zero");
+    if (!fx) throw sim::ConfigError("--fit-x", fit_x, "expected KNOB[:LO:HI[:STEP]] with KNOB b, s, tp, dp, zero or etp");
+    if (!fy) throw sim::ConfigError("--fit-y", fit_y, "expected KNOB[:LO:HI[:STEP]] with KNOB b, s, tp, dp, zero or etp");
     if (fx->knob == fy->knob) throw sim::ConfigError("--fit-y", fit_y, "must vary another knob than --fit-x");
     out.fit_x = *fx;
     out.fit_y = *fy;

@@ -12,6 +12,7 @@ const char* knob_name(FitKnob k) {
     case FitKnob::kTp: return "tensor parallel";
     case FitKnob::kDp: return "data parallel";
     case FitKnob::kZero: return "ZeRO stage";
+    case FitKnob::kEtp: return "expert tensor parallel";  // feat13
     case FitKnob::kCount: break;
   }
   return "?";
@@ -24,6 +25,7 @@ const char* knob_short(FitKnob k) {
     case FitKnob::kTp: return "tp";
     case FitKnob::kDp: return "dp";
     case FitKnob::kZero: return "ZeRO";
+    case FitKnob::kEtp: return "etp";  // feat13
     case FitKnob::kCount: break;
   }
   return "?";
@@ -36,6 +38,7 @@ int64_t knob_max(FitKnob k) {
     case FitKnob::kMicroBatch: return 1024;
     case FitKnob::kSeq: return int64_t{1} << 20;
     case FitKnob::kTp: return 1024;
+    case FitKnob::kEtp: return 1024;  // feat13
     case FitKnob::kDp: return int64_t{1} << 16;
     case FitKnob::kZero: return 3;
     case FitKnob::kCount: break;
@@ -52,6 +55,7 @@ int64_t knob_value(const sim::TrainSetup& s, FitKnob k) {
     case FitKnob::kTp: return s.tp;
     case FitKnob::kDp: return s.dp;
     case FitKnob::kZero: return s.zero;
+    case FitKnob::kEtp: return sim::resolved_etp(s);  // feat13: unset (0) is --tp
     case FitKnob::kCount: break;
   }
   return 0;
@@ -64,6 +68,7 @@ void set_knob(sim::TrainSetup& s, FitKnob k, int64_t v) {
     case FitKnob::kTp: s.tp = v; break;
     case FitKnob::kDp: s.dp = v; break;
     case FitKnob::kZero: s.zero = static_cast<int>(v); break;
+    case FitKnob::kEtp: s.etp = v; break;  // feat13
     case FitKnob::kCount: break;
   }
 }
@@ -75,6 +80,7 @@ FitAxis default_axis(FitKnob k) {
     case FitKnob::kTp: return {k, 1, 64, 0};
     case FitKnob::kDp: return {k, 1, 64, 0};
     case FitKnob::kZero: return {k, 0, 3, 1};
+    case FitKnob::kEtp: return {k, 1, 64, 0};  // feat13
     case FitKnob::kCount: break;
   }
   return {};
@@ -151,7 +157,7 @@ std::optional<FitAxis> parse_fit_axis(std::string_view text) {
   static constexpr std::pair<std::string_view, FitKnob> kNames[] = {
       {"b", FitKnob::kMicroBatch}, {"batch", FitKnob::kMicroBatch}, {"s", FitKnob::kSeq},
       {"seq", FitKnob::kSeq},      {"tp", FitKnob::kTp},            {"dp", FitKnob::kDp},
-      {"zero", FitKnob::kZero}};
+      {"zero", FitKnob::kZero},    {"etp", FitKnob::kEtp}};  // feat13: etp
   std::optional<FitKnob> knob;
   for (const auto& [name, k] : kNames)
     if (parts[0] == name) knob = k;

@@ -12,10 +12,11 @@
 
 namespace gui {
 
-enum class FitKnob : uint8_t { kMicroBatch, kSeq, kTp, kDp, kZero, kCount };
+// feat13 (issue 13): kEtp, the expert-tensor-parallel ranks (--etp), as tp is swept
+enum class FitKnob : uint8_t { kMicroBatch, kSeq, kTp, kDp, kZero, kEtp, kCount };
 
 const char* knob_name(FitKnob k);   // "micro-batch", "sequence length", "tensor parallel", ...
-const char* knob_short(FitKnob k);  // "b", "s", "tp", "dp", "ZeRO": cell captions
+const char* knob_short(FitKnob k);  // "b", "s", "tp", "dp", "ZeRO", "etp": cell captions
 int64_t knob_min(FitKnob k);        // least value the set-up accepts (1; ZeRO 0)
 int64_t knob_max(FitKnob k);        // greatest value an axis offers
 bool knob_pow2(FitKnob k);          // whether powers of two suit it (all but ZeRO)
@@ -47,7 +48,7 @@ void choose_knob(FitAxis& a, FitAxis& other, FitKnob k);
 
 std::string knob_value_label(FitKnob k, int64_t v);  // "16k" for sequence 16384, else the number
 
-// "KNOB[:LO:HI[:STEP]]" as the --fit-x/--fit-y flags take it: KNOB one of b, s, tp, dp, zero
+// "KNOB[:LO:HI[:STEP]]" as the --fit-x/--fit-y flags take it: KNOB one of b, s, tp, dp, zero, etp
 // (or batch, seq); LO and HI integers (a k suffix: x1024); STEP additive, omitted for powers of
 // two (ZeRO: 1). Without a range, the knob's default_axis. nullopt when malformed.
 std::optional<FitAxis> parse_fit_axis(std::string_view text);

@@ -45,7 +45,10 @@ void status_line(const AppState& st) {
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +
-             (s.qlora ? ", QLoRA (NF4 base)" : "");
+             (s.qlora ? ", QLoRA (NF4 base)" : "") +
+             (s.lora_dropout > 0.0  // feat13: PEFT's lora_dropout
+                  ? ", lora_dropout " + std::to_string(s.lora_dropout).substr(0, 4)
+                  : std::string());
   ImGui::Text("%s on %s:  micro-batch %lld, seq %lld%s, tp %lld%s, dp %lld, ZeRO %d, %s%s, %s%s",
               st.inputs.model_label.c_str(), st.inputs.device_label.c_str(),
               static_cast<long long>(s.micro_batch), static_cast<long long>(s.seq), tseq.c_str(),

@@ -186,6 +186,8 @@ bool setup_panel(AppState& st) {
   if (s.lora_rank > 0) {
     form_label("QLoRA (4-bit)");
     changed |= ImGui::Checkbox("##qlora", &s.qlora);
+    // feat13 (issue 13): PEFT's lora_dropout (0: nn.Identity, PEFT's default)
+    changed |= edit_real("LoRA dropout", s.lora_dropout, 0.0, 0.99, "%.2f");
     // feat3: --lora-targets (0: PEFT's default for the family, resolved by resolve_setup; a
     // target naming no module is an error naming --lora-targets, shown like any other)
     form_label("LoRA targets");
@@ -215,8 +217,8 @@ bool setup_panel(AppState& st) {
         }
       }
     }
-  } else if (s.qlora || s.lora_targets != 0) {
-    s.qlora = false, s.lora_targets = 0, changed = true;
+  } else if (s.qlora || s.lora_targets != 0 || s.lora_dropout != 0.0) {
+    s.qlora = false, s.lora_targets = 0, s.lora_dropout = 0.0, changed = true;  // feat13: dropout
   }
   // hfimpl (issue 10): a padding attention mask (--padding; refused outside --impl hf, shown as
   // any other error)

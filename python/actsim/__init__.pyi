@@ -45,6 +45,7 @@ def run(
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
+    lora_dropout: _Value = ...,  # feat13 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -92,6 +93,7 @@ def sweep(
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
+    lora_dropout: _Value = ...,  # feat13 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -137,6 +139,7 @@ def plan(
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
+    lora_dropout: _Value = ...,  # feat13 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -178,6 +181,7 @@ def valley(
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
+    lora_dropout: _Value = ...,  # feat13 (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

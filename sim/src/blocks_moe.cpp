@@ -111,6 +111,48 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
              LinearSite::kDown);
 }
 
+// feat13 (issue 13): DeepseekV2Moe.route_tokens_to_experts with topk_method
+// "group_limited_greedy" (transformers src/transformers/models/deepseek_v2/
+// modeling_deepseek_v2.py @ 0233e509531a), between the fp32 softmax `scores` [N, E] and the top-k,
+// for N tokens, E experts, G = n_group groups, T = topk_group:
+//   group_scores = scores.view(N, G, -1).max(dim=-1).values  fp32 [N, G], int64 indices [N, G]
+//   group_idx = torch.topk(group_scores, k=T, sorted=False)[1]  int64 [N, T] (its fp32 values
+//                                                                 die with the statement)
+//   group_mask = torch.zeros_like(group_scores); group_mask.scatter_(1, group_idx, 1)  fp32 [N, G]
+//   score_mask = group_mask.unsqueeze(-1).expand(N, G, E / G).reshape(N, -1)  fp32 [N, E], a copy
+//   tmp_scores = scores.masked_fill(~score_mask.bool(), 0.0)  .bool() [N, E] (freed after ~),
+//                                                              ~ bool [N, E], fp32 [N, E] out
+// Saved for backward: masked_fill's bool mask (MaskedFillBackward0: `mask`), N E bytes. The max
+// and the group top-k belong to a graph whose output (the group top-k's values) is dropped at
+// once; their nodes, and the max's indices, die when group_scores does. Every local above lives
+// until route_tokens_to_experts returns, after the top-k: the mask op holds all of them at its
+// peak (the ~ made while .bool() is alive): 4NG + 8NG + 8NT + 4NG + 4NE + NE besides its NE
+// output; masked_fill and the top-k then run with 16NG + 8NT + 4NE still alive (*temps).
+// Returns tmp_scores.
+int32_t hf_group_limited(Builder& bld, Ops& o, const Dims& dm, int32_t scores, int64_t n,
+                         int64_t* temps) {
+  const ModelConfig& m = *dm.model;
+  const int64_t e = m.experts, g = m.router_groups, t = m.router_group_topk;
+  *temps = mul(n, 16 * g + 8 * t + 4 * e);
+  OpDraft gm = o.draft(OpKind::kCopy, "router group mask");
+  gm.op.math16 = false;
+  gm.inputs.push_back({scores, GradRule::kNone});  // no gradient flows back through the mask
+  const int32_t mask = bld.fresh(bytes(mul(n, e), DType::kBool), DType::kBool, "router group mask");
+  gm.outputs.push_back(mask);
+  gm.op.fwd_transient_bytes = *temps + mul(n, e);
+  bld.add_op(std::move(gm));
+  OpDraft mf = o.draft(OpKind::kMul, "router masked_fill");
+  mf.op.math16 = false;
+  mf.inputs.push_back({scores, GradRule::kNew});
+  mf.inputs.push_back({mask, GradRule::kNone});
+  const int32_t masked = bld.fresh(bytes(mul(n, e), DType::kF32), DType::kF32, "masked scores");
+  mf.outputs.push_back(masked);
+  mf.saves = {mask};
+  mf.op.fwd_transient_bytes = *temps;
+  bld.add_op(std::move(mf));
+  return masked;
+}
+
 // The router of HF's blocks: gate logits, softmax in fp32, top-k (and the renormalization).
 // Returns the routing weights [N, k] in the hidden states' dtype; *sel the selected experts.
 int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* sel) {
@@ -139,6 +181,9 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   int32_t l32 = o.cast(logits, DType::kF32, "router logits to fp32", "router logits fp32");
   int32_t probs = op(bld, o, OpKind::kSoftmax, "router softmax", {{l32, GradRule::kNew}},
                      mul(n, e), DType::kF32, {}, true, Exec::kSoftmax, {n, e, 0});
+  // feat13 (issue 13): DeepSeek-V2's topk_method "group_limited_greedy" (hf_group_limited)
+  int64_t group_temps = 0;
+  if (deepseek && m.router_groups > 0) probs = hf_group_limited(bld, o, dm, probs, n, &group_temps);
   // torch.topk: values and int64 indices; TopkBackward0 saves the indices (census, torch 1.13)
   OpDraft t = o.draft(OpKind::kCopy, "router topk");
   t.op.math16 = false;
@@ -146,6 +191,7 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   // exec13: dim[3] 1: the executor routes each expert the tokens this graph's loop sizes it for
   // (expert_tokens, --moe-imbalance), not by the data (see Exec::kTopK)
   t.dim = {n, e, k, 1};
+  t.op.fwd_transient_bytes = group_temps;  // feat13: the group routing's tensors, still alive
   t.inputs.push_back({probs, GradRule::kNew});
   int32_t w = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routing weights");
   int32_t idx = bld.fresh(bytes(mul(n, k), DType::kI64), DType::kI64, "selected experts");

@@ -240,6 +240,7 @@ struct Dims {
   // --- moetp (issue 13): --moe-shared-expert-overlap (blocks_moetp.cpp) ---
   bool shared_overlap = false;
   // --- end moetp ---
+  double lora_dropout = 0.0;  // feat13 (issue 13): PEFT's lora_dropout (sim/src/lora.cpp)
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

@@ -517,6 +517,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.lora_rank = s.lora_rank;
   dm.lora_targets = s.lora_targets;
   dm.qlora = s.qlora;
+  dm.lora_dropout = s.lora_dropout;  // feat13
   return dm;
 }
 

@@ -32,6 +32,15 @@
 #include "sim/setup.hpp"
 
 namespace sim {
+namespace {
+// feat13 (issue 13): PEFT's `target_parameters` (LoraConfig; tuners/lora/layer.py @ 5d602fdb
+// ParamWrapper) naming the 3-D expert parameters of transformers' DeepseekV2Experts
+// (`experts.gate_up_proj` [E, 2f, h], `experts.down_proj` [E, h, f]; modeling_deepseek_v2.py @
+// 0233e509531a). Bits above kLoraAllLinear: all-linear never includes them (PEFT's all-linear
+// matches nn.Linear modules only). Parsed and printed so that resolve_lora refuses them in one
+// line (below); no builder reads them.
+constexpr uint32_t kLoraParamGateUp = 8192, kLoraParamDown = 16384;
+}  // namespace
 
 std::optional<uint32_t> parse_lora_targets(std::string_view s) {
   if (s == "all-linear") return kLoraAllLinear;
@@ -52,6 +61,8 @@ std::optional<uint32_t> parse_lora_targets(std::string_view s) {
     else if (item == "kv_a") bit = kLoraKvA;
     else if (item == "kv_b") bit = kLoraKvB;
     else if (item == "gate_up") bit = kLoraGateUp;
+    else if (item == "experts.gate_up_proj") bit = kLoraParamGateUp;  // feat13
+    else if (item == "experts.down_proj") bit = kLoraParamDown;
     if (bit == 0) return std::nullopt;
     mask |= bit;
     if (comma == std::string_view::npos) break;
@@ -67,6 +78,9 @@ std::string lora_targets_name(uint32_t mask) {
                          "q_a", "q_b", "kv_a", "kv_b", "gate_up"};  // lora6: the last five
   for (int i = 0; i < 12; ++i)
     if (mask & (1u << i)) out += (out.empty() ? "" : "+") + std::string(names[i]);
+  // feat13: PEFT target_parameters
+  if (mask & kLoraParamGateUp) out += (out.empty() ? "" : "+") + std::string("experts.gate_up_proj");
+  if (mask & kLoraParamDown) out += (out.empty() ? "" : "+") + std::string("experts.down_proj");
   return out;
 }
 
@@ -288,7 +302,13 @@ int32_t lora_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64
   // _cast_input_dtype(x, lora_A.weight.dtype): the plain layer casts x to the adapter's dtype;
   // bnb's Linear4bit layer does not under autocast (requires_conversion = not autocast).
   if (!quant || !dm.amp) xa = o.cast(x, adapter_dt, "lora input cast", "lora input cast");
-  // lora_dropout: nn.Identity (LoraConfig lora_dropout = 0.0, the default)
+  // lora_dropout: nn.Identity at 0.0 (LoraConfig's default: Ops::dropout makes no op); feat13:
+  // nn.Dropout(p) above it (update_layer @ 5d602fdb), on the input already cast to the adapter's
+  // dtype: native_dropout keeps a 1-byte bool mask per element (saved; census
+  // "llama-lora-dropout-*") and makes the dropped copy, which lora_A saves for its weight
+  // gradient in place of the input (under autocast its 16-bit cast instead; the copy is then a
+  // transient)
+  xa = o.dropout(xa, dm.lora_dropout, "lora dropout");
   const int32_t a = po.linear(xa, in_f, dm.lora_rank, false, Ops::Tp::kNone, "lora_A", "lora_A out");
   const int32_t bo = po.linear(a, dm.lora_rank, out_f, false, Ops::Tp::kNone, "lora_B", "lora_B out");
   bld.freeze_params = true;
@@ -325,8 +345,14 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
     if (s.qlora) throw ConfigError("--qlora", "qlora", "QLoRA trains LoRA adapters: it needs --lora-rank");
     if (s.lora_targets != 0)
       throw ConfigError("--lora-targets", "lora_targets", "needs --lora-rank");
+    if (s.lora_dropout != 0.0)  // feat13
+      throw ConfigError("--lora-dropout", "lora_dropout", "needs --lora-rank");
     return;
   }
+  // feat13: LoraConfig.lora_dropout feeds nn.Dropout(p=lora_dropout), which takes [0, 1]; p = 1
+  // drops every element (the adapters learn nothing): refused as --dropout is
+  if (!(s.lora_dropout >= 0.0 && s.lora_dropout < 1.0))
+    throw ConfigError("--lora-dropout", "lora_dropout", "must be a probability in [0, 1)");
   const std::string impl(spec.name);
   if (!spec.lora)
     throw NotInCode("--lora-rank", "lora_rank",
@@ -383,6 +409,30 @@ void resolve_lora(const ModelConfig& model, const ImplSpec& spec, TrainSetup& s)
                             "or all-linear)");
   }
   const uint32_t t = s.lora_targets;
+  // feat13 (issue 13): PEFT's target_parameters. DeepSeek-V2 under transformers stores its routed
+  // experts as 3-D parameters (DeepseekV2Experts); the MoE families of the code read (Mixtral,
+  // Qwen2-MoE) keep nn.Linear experts, which target_modules reach (gate, up, down).
+  if (t & (kLoraParamGateUp | kLoraParamDown)) {
+    const std::string name =
+        (t & kLoraParamGateUp) ? "experts.gate_up_proj" : "experts.down_proj";
+    if (!(is_moe(model) && model.family == "deepseek_v2"))
+      throw ConfigError("--lora-targets", "lora_targets",
+                        name + " names no parameter in " + model.family +
+                            (is_moe(model) ? ": its experts are nn.Linear modules (gate, up, down)"
+                                           : ": it has no routed experts"));
+    // ParamWrapper (layer.py @ 5d602fdb) raises on lora_dropout != 0
+    if (s.lora_dropout != 0.0)
+      throw NotInCode("--lora-dropout", "lora_dropout",
+                      "lora_dropout with target_parameters (PEFT's ParamWrapper raises: dropout "
+                      "cannot be factored out of the merged weight)");
+    // _activate_lora: get_delta_weight's einsum of lora_B and lora_A ([E, out, in] * scaling),
+    // registered as a parametrization W + delta under parametrize.cached(): a whole merged copy
+    // of each targeted 3-D weight per layer, kept by the experts' F.linear until backward, and a
+    // full-size weight gradient in backward. Not built yet.
+    throw Unsupported("--lora-targets", "lora_targets",
+                      name + " (PEFT target_parameters: ParamWrapper's merged W + delta of the "
+                             "3-D expert weights, kept per layer to backward)");
+  }
   if (t == kLoraAllLinear) return;  // all-linear: every linear the model has (the head aside)
   // lora6: a name that reaches no module of the model is refused in one line (PEFT matches
   // target_modules by exact suffix after a dot, tuners_utils.py check_target_module_exists

@@ -179,6 +179,11 @@ struct TrainSetup {
   // (sim/src/blocks_moetp.cpp). Only megatron has the knob; needs shared experts.
   bool moe_shared_expert_overlap = false;
   // --- end moetp ---
+  // --- feat13 (issue 13): --lora-dropout P, PEFT's LoraConfig.lora_dropout (default 0.0, an
+  // nn.Identity): P > 0 puts an nn.Dropout(p=P) on each adapter's input (peft tuners/lora/layer.py
+  // @ 5d602fdb update_layer; sim/src/lora.cpp). Needs --lora-rank.
+  double lora_dropout = 0.0;
+  // --- end feat13 ---
 };
 
 // etp (issue 13): the expert-tensor-parallel size simulated: --etp, else --tp (Megatron's default)

@@ -92,7 +92,10 @@ std::vector<std::string> make_columns() {
         "deterministic",
         // moetp (issue 13): Megatron's --moe-shared-expert-overlap (on/off; a key column,
         // appended)
-        "moe_shared_expert_overlap"})
+        "moe_shared_expert_overlap",
+        // feat13 (issue 13): PEFT's lora_dropout (--lora-dropout; a key column, appended; 0
+        // without LoRA or without dropout)
+        "lora_dropout"})
     c.emplace_back(name);
   return c;
 }
@@ -175,8 +178,9 @@ std::string csv_row(const Row& row) {
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
   // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
-  // te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap
-  constexpr int kAfterError = 39;
+  // te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap;
+  // feat13: lora_dropout
+  constexpr int kAfterError = 40;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -288,6 +292,7 @@ std::string csv_row(const Row& row) {
   w.text(s.cross_entropy_loss_fusion ? "on" : "off");  // te_norm (issue 10)
   w.text(s.deterministic ? "on" : "off");  // time7 (issue 11)
   w.text(s.moe_shared_expert_overlap ? "on" : "off");  // moetp (issue 13)
+  w.number(s.lora_dropout);  // feat13 (issue 13): the shortest decimal (0, 0.05, 0.1)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

@@ -47,6 +47,7 @@ std::string result_json(const Row& row) {
   j["lora_rank"] = s.lora_rank;  // feat
   j["lora_targets"] = sim::lora_targets_name(s.lora_targets);
   j["qlora"] = s.qlora;
+  j["lora_dropout"] = s.lora_dropout;  // feat13 (issue 13)
   j["padding"] = s.padding;  // hfimpl
   j["norm_kernel"] = std::string(sim::name(s.norm_kernel));  // time5 (issue 11)
   j["compile"] = s.compile;  // fp8sac (issue 10)
