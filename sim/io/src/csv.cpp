@@ -89,7 +89,13 @@ std::vector<std::string> make_columns() {
         "cross_entropy_loss_fusion",
         // time7 (issue 11): Megatron's --deterministic-mode (--deterministic on|off; a key
         // column, appended)
-        "deterministic"})
+        "deterministic",
+        // ds3b (issue 10): the DeepSpeed ZeRO knobs of deepspeed-bf16 (--ds-reduce-bucket,
+        // --ds-prefetch-bucket, --ds-persistence-threshold, --ds-max-live,
+        // --ds-max-reuse-distance; elements; key columns, appended; empty: not given, the HF
+        // Trainer's "auto" or DeepSpeed's default)
+        "ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold", "ds_max_live",
+        "ds_max_reuse_distance"})
     c.emplace_back(name);
   return c;
 }
@@ -172,8 +178,8 @@ std::string csv_row(const Row& row) {
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
   // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
-  // te_norm: cross_entropy_loss_fusion; time7: deterministic
-  constexpr int kAfterError = 38;
+  // te_norm: cross_entropy_loss_fusion; time7: deterministic; ds3b: the five ds_* knobs
+  constexpr int kAfterError = 43;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -284,6 +290,12 @@ std::string csv_row(const Row& row) {
   w.integer(sim::resolved_etp(s));   // etp (issue 13)
   w.text(s.cross_entropy_loss_fusion ? "on" : "off");  // te_norm (issue 10)
   w.text(s.deterministic ? "on" : "off");  // time7 (issue 11)
+  // ds3b (issue 10): the --ds-* knobs as given (empty: the default)
+  for (int64_t v : {s.ds_reduce_bucket, s.ds_prefetch_bucket, s.ds_persistence_threshold,
+                    s.ds_max_live, s.ds_max_reuse_distance}) {
+    if (v >= 0) w.integer(v);
+    else w.empty(1);
+  }
   buf.push_back('\n');
   return fmt::to_string(buf);
 }
