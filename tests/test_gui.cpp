@@ -22,6 +22,7 @@
 #include "phases.hpp"
 #include "session.hpp"
 #include "sim/impl.hpp"
+#include "sim/planner.hpp"
 #include "sim/valley.hpp"
 #include "snapshot_overlay.hpp"
 #include "sim_io/load.hpp"
@@ -207,6 +208,24 @@ TEST_CASE("comparison rows sort by any column and export as CSV schema v1") {
   for (char c : csv) lines += c == '\n';
   CHECK(lines == 4);
   CHECK(csv.find(",selective,") != std::string::npos);
+}
+
+TEST_CASE("budget: in the comparison CSV is the plan made, as actsim run writes it") {
+  gui::AppState probe = state_for("gpt2-small", {"none", "full"});
+  gui::apply_edits(probe);
+  gui::resimulate(probe, 1e9);
+  const int64_t budget = (probe.runs[0].data->result.peak_allocated_bytes +
+                          probe.runs[1].data->result.peak_allocated_bytes) / 2;
+  gui::AppState st = state_for("gpt2-small", {"budget:" + std::to_string(budget)});
+  gui::apply_edits(st);
+  gui::resimulate(st, 1e9);
+  REQUIRE(st.runs[0].data);
+  const sim::BudgetPlan plan = sim::plan_budget(*st.graph, st.inputs.device, budget);
+  CHECK(st.runs[0].data->planned == plan.strategy.canonical());
+  CHECK(plan.strategy.canonical().rfind("budget:", 0) != 0);
+  const std::string csv = gui::compare_csv(st);
+  CHECK(csv.find(plan.strategy.canonical()) != std::string::npos);
+  CHECK(csv.find("budget:") == std::string::npos);
 }
 
 TEST_CASE("the worker's valley and fit map agree with the simulator") {

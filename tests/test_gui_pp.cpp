@@ -104,6 +104,25 @@ TEST_CASE("gui_pp: pp 2 and 4 micro-batches: the shown peak is simulate_pipeline
     }
     CHECK(st.runs[0].data->stash_offset == (stage == 0 ? refs[0].stages[0].stash_bytes : 0));
   }
+  // The stage field alone (as the set-up panel edits it) shows the pipelines already simulated
+  // at the new stage: nothing is simulated again, and the views match the same references.
+  std::vector<const sim::PipelineResult*> simulated;
+  for (const gui::Run& r : st.runs) simulated.push_back(r.data->pipeline.get());
+  const uint64_t revision = st.revision;
+  for (int64_t stage : {0, -1, 1}) {
+    CAPTURE(stage);
+    st.inputs.stage_shown = stage;
+    ++st.stage_revision;
+    gui::update(st, worker, 1e9);
+    CHECK(st.revision == revision);
+    CHECK(st.stats.resimulated == 0);
+    CHECK(st.stats.restaged == static_cast<int>(specs.size()));
+    for (size_t i = 0; i < specs.size(); ++i) {
+      CAPTURE(specs[i]);
+      CHECK(st.runs[i].data->pipeline.get() == simulated[i]);
+      check_against(st, i, refs[i], stage);
+    }
+  }
   // The valley and the fit map simulate stage-less runs: nothing was requested of the worker.
   CHECK(st.valley == nullptr);
   CHECK(st.fitmap == nullptr);
@@ -132,6 +151,10 @@ TEST_CASE("gui_pp: budget: under a pipeline is planned per stage (plan_pipeline)
   for (size_t s = 0; s < 2; ++s)
     CHECK(d.stage_plans[s].rfind(plan.stages[s].strategy.canonical(), 0) == 0);
   CHECK(gui::curve_peak_bytes(d) <= budget);
+  // The comparison CSV names the plan made, as `actsim run --pp` writes it, not budget:<bytes>.
+  const std::string csv = gui::compare_csv(st);
+  CHECK(csv.find(plan.strategy.canonical()) != std::string::npos);
+  CHECK(csv.find("budget:") == std::string::npos);
 }
 
 TEST_CASE("gui_pp: pipelines draw every view (1F1B / interleaved / accumulation only / caching allocator) stacked and hovered") {

@@ -86,7 +86,10 @@ std::string compare_csv(const AppState& st) {
     row.row_index = index++;
     row.key.model = st.inputs.model_label;
     row.key.device = st.inputs.device_label;
-    row.key.strategy = e.strategy ? e.strategy->canonical() : e.spec;
+    // budget: writes the plan it made, as `actsim run` does (budget:<bytes> names no plan).
+    row.key.strategy = run.data && !run.data->planned.empty() ? run.data->planned
+                       : e.strategy                           ? e.strategy->canonical()
+                                                              : e.spec;
     row.key.setup = st.inputs.setup;
     if (run.data) row.result = step_result(*run.data);  // gui_pp: the pipeline's summary
     else row.error = run.error.empty() ? "not simulated yet" : run.error;

@@ -176,8 +176,10 @@ bool setup_panel(AppState& st) {
                     ? 0
                     : static_cast<int>(st.inputs.stage_shown) + 1;
     if (edit_choice("stage shown", shown, views)) {
+      // Which stage the views show: the pipelines already simulated are shown again at the
+      // stage (update.cpp resimulate), so this is not an edit of what is simulated.
       st.inputs.stage_shown = shown - 1;
-      changed = true;
+      ++st.stage_revision;
     }
   }
   // moe: expert parallelism and routing of MoE models (--ep, --moe-imbalance, --moe-capacity;

@@ -72,6 +72,10 @@ struct RunData {
   int64_t stage = 0;         // the stage shown
   int64_t stash_offset = 0;  // stages[stage].in_flight_bytes - stages[stage].stash_bytes
   std::vector<std::string> stage_plans;  // budget: each stage's plan ("custom:... (DP)")
+  std::vector<sim::Strategy> per_stage;  // the strategy each stage ran (stage_strategies / plan)
+  // budget: the planned strategy's canonical spec (the custom: spec over all blocks that
+  // `actsim run` writes as the row's strategy); empty for every other strategy.
+  std::string planned;
 };
 
 // Memory by category at every timeline sample (see categories.hpp); computed on demand.
@@ -81,6 +85,7 @@ struct CategorySeries {
 
 struct Run {
   uint64_t revision = 0;                         // inputs revision it was made for; 0: none yet
+  uint64_t stage_revision = 0;                   // AppState::stage_revision it shows
   std::shared_ptr<const RunData> data;           // null until simulated or on error
   std::string error;                             // why data is null (config error)
   std::shared_ptr<const CategorySeries> categories;  // of `data`, when stacked mode asked
@@ -135,12 +140,14 @@ struct FrameStats {
   double resimulate_ms = 0;  // re-simulation done this frame
   int resimulated = 0;       // strategies re-simulated this frame
   int pending = 0;           // strategies still stale after this frame
+  int restaged = 0;          // pipeline runs shown at another stage, not simulated again
 };
 
 struct AppState {
   Catalog catalog;
   Inputs inputs;
-  uint64_t revision = 1;           // bumped on every edit of `inputs`
+  uint64_t revision = 1;           // bumped on every edit of `inputs` but the stage shown
+  uint64_t stage_revision = 0;     // bumped when only Inputs::stage_shown changed
   uint64_t parsed_revision = 0;    // strategies parsed and graph built for this revision
   std::shared_ptr<const sim::Graph> graph;
   std::string graph_error;         // model/setup/device error of this revision

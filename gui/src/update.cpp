@@ -38,9 +38,13 @@ std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> gr
   const auto t0 = Clock::now();
   auto d = std::make_shared<RunData>();
   // budget: shows the planner's plan (sim/planner.hpp), simulated like any other.
-  d->plan = strategy.kind == sim::StrategyKind::kBudget
-                ? sim::plan_budget(*graph, device, strategy.k).plan
-                : sim::resolve(strategy, graph->n_blocks);
+  if (strategy.kind == sim::StrategyKind::kBudget) {
+    sim::BudgetPlan planned = sim::plan_budget(*graph, device, strategy.k);
+    d->plan = std::move(planned.plan);
+    d->planned = planned.strategy.canonical();  // as cmd_run.cpp writes the row's strategy
+  } else {
+    d->plan = sim::resolve(strategy, graph->n_blocks);
+  }
   sim::SimOptions options;
   options.record_timeline = true;
   d->result = sim::simulate_plan(*graph, d->plan, device, options);
@@ -53,38 +57,65 @@ std::shared_ptr<const RunData> simulate_run(std::shared_ptr<const sim::Graph> gr
 // --- gui_pp: pipelines ---
 bool is_pipeline(const sim::TrainSetup& setup) { return setup.pp > 1 || setup.microbatches > 1; }
 
+namespace {
+
+// The shown stage of a pipeline run whose `pipeline` and `per_stage` are filled: the stage's graph
+// (sim::build_stage_graph), plan and result, and the stash band.
+void show_stage(RunData& d, const sim::ModelConfig& model, const sim::TrainSetup& setup,
+                const sim::Device& device, int64_t stage) {
+  const sim::PipelineResult& pipe = *d.pipeline;
+  const int64_t p = static_cast<int64_t>(pipe.stages.size());
+  d.stage = stage >= 0 && stage < p ? stage : pipe.worst;
+  const sim::StageResult& sr = pipe.stages[static_cast<size_t>(d.stage)];
+  auto graph = std::make_shared<sim::Graph>();
+  sim::build_stage_graph(model, setup, device, d.stage, *graph);
+  d.plan = sim::resolve(d.per_stage[static_cast<size_t>(d.stage)], graph->n_blocks);
+  d.result = sr.result;  // peaks with the in-flight stash added; the timeline without it
+  d.stash_offset = sr.in_flight_bytes - sr.stash_bytes;
+  d.graph = std::move(graph);
+  for (auto& lane : d.lanes) lane.clear();
+  index_spans(d);
+}
+
+}  // namespace
+
 std::shared_ptr<const RunData> simulate_pipeline_run(const sim::ModelConfig& model,
                                                      const sim::TrainSetup& setup,
                                                      const sim::Device& device,
                                                      const sim::Strategy& strategy, int64_t stage) {
   const auto t0 = Clock::now();
   auto d = std::make_shared<RunData>();
-  std::vector<sim::Strategy> per_stage;
   if (strategy.kind == sim::StrategyKind::kBudget) {
     // As `actsim plan --pp` (cli/src/cmd_plan_pipeline.cpp): each stage planned under its
     // in-flight stash and verified by simulate_pipeline; simulated again here for the timelines.
     const sim::PipelinePlan plan = sim::plan_pipeline(model, setup, device, strategy.k);
-    per_stage = plan.per_stage;
+    d->per_stage = plan.per_stage;
+    d->planned = plan.strategy.canonical();  // as cmd_run.cpp writes `run --pp`'s strategy
     for (const sim::StagePlan& sp : plan.stages)
       d->stage_plans.push_back(sp.strategy.canonical() + "  (" + sp.source + ")");
   } else {
-    per_stage = sim::stage_strategies(strategy, model.layers, setup.pp);
+    d->per_stage = sim::stage_strategies(strategy, model.layers, setup.pp);
   }
   sim::SimOptions options;
   options.record_timeline = true;
-  auto pipe = std::make_shared<sim::PipelineResult>(
-      sim::simulate_pipeline(model, setup, device, per_stage, options));
-  const int64_t p = static_cast<int64_t>(pipe->stages.size());
-  d->stage = stage >= 0 && stage < p ? stage : pipe->worst;
-  const sim::StageResult& sr = pipe->stages[static_cast<size_t>(d->stage)];
-  auto graph = std::make_shared<sim::Graph>();
-  sim::build_stage_graph(model, setup, device, d->stage, *graph);
-  d->plan = sim::resolve(per_stage[static_cast<size_t>(d->stage)], graph->n_blocks);
-  d->result = sr.result;  // peaks with the in-flight stash added; the timeline without it
-  d->stash_offset = sr.in_flight_bytes - sr.stash_bytes;
-  d->graph = std::move(graph);
-  d->pipeline = std::move(pipe);
-  index_spans(*d);
+  d->pipeline = std::make_shared<const sim::PipelineResult>(
+      sim::simulate_pipeline(model, setup, device, d->per_stage, options));
+  show_stage(*d, model, setup, device, stage);
+  d->simulate_ms = ms_since(t0);
+  return d;
+}
+
+std::shared_ptr<const RunData> restage_pipeline_run(const RunData& run,
+                                                    const sim::ModelConfig& model,
+                                                    const sim::TrainSetup& setup,
+                                                    const sim::Device& device, int64_t stage) {
+  const auto t0 = Clock::now();
+  auto d = std::make_shared<RunData>();
+  d->pipeline = run.pipeline;
+  d->per_stage = run.per_stage;
+  d->stage_plans = run.stage_plans;
+  d->planned = run.planned;
+  show_stage(*d, model, setup, device, stage);
   d->simulate_ms = ms_since(t0);
   return d;
 }
@@ -147,13 +178,32 @@ void resimulate(AppState& st, double budget_ms) {
   st.stats = {};
   for (size_t i = 0; i < st.runs.size(); ++i) {
     Run& run = st.runs[i];
-    if (run.revision == st.revision) continue;
+    if (run.revision == st.revision) {
+      // Only the stage shown changed: the pipeline already simulated is shown at the new stage
+      // (its graph built again), not simulated again.
+      if (run.stage_revision != st.stage_revision) {
+        run.stage_revision = st.stage_revision;
+        if (run.data && run.data->pipeline) {
+          run.categories.reset();
+          try {
+            run.data = restage_pipeline_run(*run.data, st.inputs.model, st.inputs.setup,
+                                            st.inputs.device, st.inputs.stage_shown);
+          } catch (const sim::ConfigError& err) {
+            run.data.reset();
+            run.error = err.what();
+          }
+          ++st.stats.restaged;
+        }
+      }
+      continue;
+    }
     if (st.stats.resimulated > 0 && ms_since(t0) >= budget_ms) {
       ++st.stats.pending;
       continue;
     }
     const StrategyEntry& e = st.inputs.strategies[i];
     run.revision = st.revision;
+    run.stage_revision = st.stage_revision;
     run.categories.reset();
     run.error.clear();
     if (!st.graph) {

@@ -31,6 +31,13 @@ std::shared_ptr<const RunData> simulate_pipeline_run(const sim::ModelConfig& mod
                                                      const sim::Device& device,
                                                      const sim::Strategy& strategy, int64_t stage);
 
+// The same pipeline run shown at another stage: its PipelineResult and per-stage strategies kept
+// (nothing simulated again), the stage's graph built and its plan resolved. Throws sim::ConfigError.
+std::shared_ptr<const RunData> restage_pipeline_run(const RunData& run,
+                                                    const sim::ModelConfig& model,
+                                                    const sim::TrainSetup& setup,
+                                                    const sim::Device& device, int64_t stage);
+
 // The whole step's result: the pipeline's summary (worst stage's memory; time, FLOPs and
 // throughput of all micro-batches and the bubble), else the run's own.
 const sim::Result& step_result(const RunData& run);

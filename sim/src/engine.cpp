@@ -618,6 +618,25 @@ class Engine {
     if (g_.cp <= 1 || op.cp_gather_bytes <= 0) return 0;
     const int64_t step = compute_ns / g_.cp;
     const int64_t gather = comm_ns(Collective::kAllGather, op.cp_gather_bytes, cp_group_, dev_);
+    // --- cptime (issue 11): under torch.compile the ring is traced into the block's graph
+    // (torchtitan 9dec370 apply_compile: torch.compile(block, fullgraph=True); the CP dispatcher's
+    // _sdpa_handler and _sdpa_backward_handler run under AOTAutograd's tracing). A functional
+    // collective traced there is waited at once: torch/distributed/_functional_collectives.py
+    // `_maybe_wrap_tensor`, "if _are_we_tracing(): return wait_tensor(self)" (the module's
+    // docstring: "wait_tensor() op is immediately called"; _attention.py's `_maybe_wait`: "When
+    // tracing the code, the result tensor is not an AsyncCollectiveTensor, so we cannot call
+    // wait()"), and Inductor moves waits only under `reorder_for_compute_comm_overlap`, False by
+    // default (torch/_inductor/config.py); torchtitan 9dec370 sets only `_micro_pipeline_tp`
+    // (async TP). So the K, V all-gather and every step's dK, dV permute run exposed.
+    if (g_.compiled) {
+      int64_t t = gather;
+      if (backward && op.cp_dkv_bytes > 0)
+        t = checked_add(t, checked_mul(g_.cp, comm_ns(Collective::kSendRecv, op.cp_dkv_bytes,
+                                                      cp_group_, dev_), "step_time_ns"),
+                        "step_time_ns");
+      return t;
+    }
+    // --- end cptime ---
     int64_t t = std::max<int64_t>(0, gather - step);
     if (backward && op.cp_dkv_bytes > 0) {
       const int64_t dkv = comm_ns(Collective::kSendRecv, op.cp_dkv_bytes, cp_group_, dev_);
