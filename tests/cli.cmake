@@ -1021,3 +1021,21 @@ test "$(wc -l < err3.txt)" -eq 1
 grep -q -- '--ds-max-live' err1.txt
 grep -q -- '--ds-reduce-bucket' err2.txt
 ]=])
+
+# ds3b (issue 10): DeepSpeed's --ds-* knobs are key columns (appended; empty when not given),
+# JSON fields (null when not given), and `actsim validate` re-simulates a row with them: a
+# published row whose peak is the simulated one with --ds-prefetch-bucket 0 validates at 0 %.
+actsim_cli_test(ds3b_ds_columns [=[
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$1" run --model llama-3-8b --seq 256 --dp 8 --zero 3 --ds-prefetch-bucket 0 --ds-max-live 300000000 --allocator caching --format csv > k.csv
+test "$(col k.csv ds_prefetch_bucket)" = 0
+test "$(col k.csv ds_max_live)" = 300000000
+test "$(col k.csv ds_reduce_bucket)" = ""
+test "$(col k.csv ds_max_reuse_distance)" = ""
+"$1" run --model llama-3-8b --seq 256 --dp 8 --zero 3 --format json | grep -q '"ds_prefetch_bucket": null'
+"$1" run --model llama-3-8b --seq 256 --dp 8 --zero 3 --allocator caching --format csv > auto.csv
+test "$(col auto.csv peak_reserved_bytes)" != "$(col k.csv peak_reserved_bytes)"
+sed 's/^1,sim,/1,published,/' k.csv > pub.csv
+"$1" validate pub.csv --tolerance 0 > v.txt
+grep -q '^1 rows, 1 within the tolerance of 0 %' v.txt || { cat v.txt; exit 1; }
+]=])
