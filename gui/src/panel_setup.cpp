@@ -151,15 +151,15 @@ bool setup_panel(AppState& st) {
         changed |= edit_i64(edit, v, 0, int64_t{1} << 50);
       }
     };
-    knob("DS reduce bucket", "auto##dsrb", "  reduce_bucket_size", s.ds_reduce_bucket,
+    knob("DS reduce bucket", "auto##dsrb", "  reduce elements", s.ds_reduce_bucket,
          500'000'000, "hidden^2", 1);
-    knob("DS prefetch bucket", "auto##dspb", "  prefetch_bucket_size", s.ds_prefetch_bucket,
+    knob("DS prefetch bucket", "auto##dspb", "  prefetch elements", s.ds_prefetch_bucket,
          50'000'000, "0.9 hidden^2", 3);
-    knob("DS persistence", "auto##dspt", "  param_persistence_thr.", s.ds_persistence_threshold,
+    knob("DS persistence", "auto##dspt", "  persist elements", s.ds_persistence_threshold,
          100'000, "10 hidden", 3);
-    knob("DS max live", "default##dsml", "  max_live_parameters", s.ds_max_live, 1'000'000'000,
+    knob("DS max live", "default##dsml", "  max live elements", s.ds_max_live, 1'000'000'000,
          "1e9", 3);
-    knob("DS reuse distance", "default##dsrd", "  max_reuse_distance", s.ds_max_reuse_distance,
+    knob("DS reuse distance", "default##dsrd", "  reuse elements", s.ds_max_reuse_distance,
          1'000'000'000, "1e9", 3);
   }
   // gui_pp: pipeline parallelism (--pp, --vpp, --num-microbatches): with pp > 1 or more than one

@@ -303,7 +303,9 @@ DeepspeedStep add_deepspeed_state(Graph& g, const ModelConfig& model, const Trai
   // after backward, engine.py buffered_allreduce_fallback all-reduces the flat gradients in
   // buckets of MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements, cast to bf16; stages 1 and 2 reduce
   // IPG buckets of reduce_bucket_size bf16 elements. Gradients travel in bf16
-  // (communication_data_type, engine.py: the bf16 model's dtype).
+  // (communication_data_type, engine.py: the bf16 model's dtype). Stage 3 (ds3b): the
+  // coordinator's per-module gathers and the IPG reduce-scatters above (Graph::ds3_steps,
+  // ds3_reduce_bucket_bytes; engine.cpp ds3_enter, ds3_reduce), overlapped.
   if (s.zero <= 2) {
     g.dp_reduce_blocking = true;
     g.dp_bucket_bytes = s.zero == 0 ? int64_t{2} * 500'000'000 : bucket_bytes;
