@@ -46,6 +46,8 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "cross_entropy_loss_fusion",  # te_norm (issue 10)
               # time7 (issue 11): Megatron's --deterministic-mode (on/off)
               "deterministic",
+              # moetp (issue 13): Megatron's --moe-shared-expert-overlap (on/off)
+              "moe_shared_expert_overlap",
               # ds3b (issue 10): DeepSpeed's ZeRO knobs (--ds-*; empty: not given)
               "ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold",
               "ds_max_live", "ds_max_reuse_distance"])

@@ -456,6 +456,7 @@ def measure(args):
                  etp=1,  # etp (issue 13)
                  cross_entropy_loss_fusion="off",  # te_norm (issue 10)
                  deterministic="off",  # time7
+                 moe_shared_expert_overlap="off",  # moetp (issue 13)
                  # ds3b (issue 10): no DeepSpeed here, its --ds-* key columns stay empty
                  ds_reduce_bucket="", ds_prefetch_bucket="", ds_persistence_threshold="",
                  ds_max_live="", ds_max_reuse_distance="")

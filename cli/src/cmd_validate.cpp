@@ -261,6 +261,11 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "deterministic", "'" + v + "' is not on or off");
       s.deterministic = v == "on";
     }
+    if (const std::string v = optional("moe_shared_expert_overlap"); !v.empty()) {  // moetp
+      if (v != "on" && v != "off")
+        throw sim::ConfigError(where, "moe_shared_expert_overlap", "'" + v + "' is not on or off");
+      s.moe_shared_expert_overlap = v == "on";
+    }
     // ds3b (issue 10): DeepSpeed's --ds-* knobs (elements); absent or empty: not given (-1)
     s.ds_reduce_bucket = optional_integer("ds_reduce_bucket", -1);
     s.ds_prefetch_bucket = optional_integer("ds_prefetch_bucket", -1);

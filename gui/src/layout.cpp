@@ -42,6 +42,7 @@ void status_line(const AppState& st) {
   if (s.compile) extra += ", torch.compile";
   if (!s.grad_accum_fusion) extra += ", no grad-accum fusion";
   if (s.cross_entropy_loss_fusion) extra += ", fused cross entropy";  // te_norm (issue 10)
+  if (s.moe_shared_expert_overlap) extra += ", shared experts overlapped";  // moetp (issue 13)
   // ds3b (issue 10): the DeepSpeed knobs set (elements), as the --ds-* flags name them
   for (auto [v, name] : {std::pair{s.ds_reduce_bucket, "ds-reduce-bucket"},
                          std::pair{s.ds_prefetch_bucket, "ds-prefetch-bucket"},

@@ -90,6 +90,9 @@ std::vector<std::string> make_columns() {
         // time7 (issue 11): Megatron's --deterministic-mode (--deterministic on|off; a key
         // column, appended)
         "deterministic",
+        // moetp (issue 13): Megatron's --moe-shared-expert-overlap (on/off; a key column,
+        // appended)
+        "moe_shared_expert_overlap",
         // ds3b (issue 10): the DeepSpeed ZeRO knobs of deepspeed-bf16 (--ds-reduce-bucket,
         // --ds-prefetch-bucket, --ds-persistence-threshold, --ds-max-live,
         // --ds-max-reuse-distance; elements; key columns, appended; empty: not given, the HF
@@ -178,8 +181,9 @@ std::string csv_row(const Row& row) {
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
   // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
-  // te_norm: cross_entropy_loss_fusion; time7: deterministic; ds3b: the five ds_* knobs
-  constexpr int kAfterError = 43;
+  // te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap;
+  // ds3b: the five ds_* knobs
+  constexpr int kAfterError = 44;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -290,6 +294,7 @@ std::string csv_row(const Row& row) {
   w.integer(sim::resolved_etp(s));   // etp (issue 13)
   w.text(s.cross_entropy_loss_fusion ? "on" : "off");  // te_norm (issue 10)
   w.text(s.deterministic ? "on" : "off");  // time7 (issue 11)
+  w.text(s.moe_shared_expert_overlap ? "on" : "off");  // moetp (issue 13)
   // ds3b (issue 10): the --ds-* knobs as given (empty: the default)
   for (int64_t v : {s.ds_reduce_bucket, s.ds_prefetch_bucket, s.ds_persistence_threshold,
                     s.ds_max_live, s.ds_max_reuse_distance}) {
