@@ -49,7 +49,10 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               # moetp (issue 13): Megatron's --moe-shared-expert-overlap (on/off)
               "moe_shared_expert_overlap",
               # feat13 (issue 13): PEFT's lora_dropout (0: none)
-              "lora_dropout"])
+              "lora_dropout",
+              # ds3b (issue 10): DeepSpeed's ZeRO knobs (--ds-*; empty: not given)
+              "ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold",
+              "ds_max_live", "ds_max_reuse_distance"])
 
 
 def csv_field(v):

@@ -457,7 +457,10 @@ def measure(args):
                  cross_entropy_loss_fusion="off",  # te_norm (issue 10)
                  deterministic="off",  # time7
                  moe_shared_expert_overlap="off",  # moetp (issue 13)
-                 lora_dropout=0)  # feat13: the realcode runs have no adapter dropout
+                 lora_dropout=0,  # feat13: the realcode runs have no adapter dropout
+                 # ds3b (issue 10): no DeepSpeed here, its --ds-* key columns stay empty
+                 ds_reduce_bucket="", ds_prefetch_bucket="", ds_persistence_threshold="",
+                 ds_max_live="", ds_max_reuse_distance="")
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

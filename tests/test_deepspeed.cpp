@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "../sim/src/comm.hpp"  // ds3b: the collectives' time, as the engine sums them
 #include "fixtures.hpp"
 #include "sim/error.hpp"
+#include "sim/simulate.hpp"
 
 using namespace sim;
 
@@ -248,4 +250,120 @@ TEST_CASE("deepspeed-bf16: gradients reduced in bf16, on the compute stream belo
   CHECK(ds.dp_comm_ns > 0);
   CHECK(ds.dp_comm_exposed_ns == ds.dp_comm_ns);
   CHECK(tdp.dp_comm_exposed_ns < tdp.dp_comm_ns);
+}
+
+// ds3b (issue 10/11): stage 3's communication as DeepSpeed v0.16.2 issues it
+// (partitioned_param_coordinator.py fetch_sub_module; stage3.py
+// reduce_independent_p_g_buckets_and_remove_grads), replayed per module step.
+namespace {
+
+int64_t gathered_in(const Graph& g, bool backward) {
+  int64_t n = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const int32_t t = backward ? g.ds3_bwd_step[i] : g.ds3_fwd_step[i];
+    if (t >= 0) n += g.ds3_steps[t].fetch_bytes + g.ds3_steps[t].prefetch_bytes;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("ds3b: no prefetch, no reuse: each module gathers its own parameters, in both passes") {
+  // The tiny Llama's trace: embedding, 4 x (input norm, q, k, v, o, post norm, gate, up, down),
+  // final norm, lm_head = 39 module steps forward and 39 backward. Released after every module,
+  // each pass gathers the 3,280,896 partitioned parameters once, bf16: 6,561,792 B; the 9 norms
+  // are persisted (nothing to gather or wait for).
+  TrainSetup t = hf_dp(3);
+  t.ds_prefetch_bucket = 0;
+  t.ds_max_reuse_distance = 0;
+  const Graph g = build_graph(fixtures::tiny_llama(), t, fixtures::h100());
+  REQUIRE(g.ds3_steps.size() == 78);
+  CHECK(gathered_in(g, false) == 2 * 3'280'896);
+  CHECK(gathered_in(g, true) == 2 * 3'280'896);
+  int waits_none = 0;
+  for (size_t s = 0; s < g.ds3_steps.size(); ++s) {
+    const Graph::Ds3Step& st = g.ds3_steps[s];
+    CHECK(st.prefetch_bytes == 0);
+    if (st.fetch_bytes > 0) {
+      CHECK(st.wait_event == 2 * static_cast<int32_t>(s));  // its own gather
+    } else {
+      ++waits_none;
+      CHECK(st.wait_event == -1);
+    }
+  }
+  CHECK(waits_none == 18);
+  CHECK(g.ds3_reduce_bucket_bytes == kBucket);
+}
+
+TEST_CASE("ds3b: default knobs: every parameter gathered once, by the forward's prefetches") {
+  // 3.3 M parameters are within stage3_max_reuse_distance (1e9): nothing is released between a
+  // module's forward and its backward, so the backward gathers nothing; the forward's fetches
+  // and prefetches bring each partitioned parameter exactly once.
+  const Graph g = build_graph(fixtures::tiny_llama(), hf_dp(3), fixtures::h100());
+  CHECK(gathered_in(g, false) == 2 * 3'280'896);
+  CHECK(gathered_in(g, true) == 0);
+  int64_t prefetched = 0;
+  for (const Graph::Ds3Step& st : g.ds3_steps) prefetched += st.prefetch_bytes;
+  CHECK(prefetched > 0);
+  // the first module (the embeddings) cannot have been prefetched: fetched, and waited for
+  int32_t first = -1;  // the op of step 0
+  for (size_t i = 0; i < g.ops.size() && first < 0; ++i)
+    if (g.ds3_fwd_step[i] == 0) first = static_cast<int32_t>(i);
+  REQUIRE(first >= 0);
+  CHECK(std::string(g.ops[first].name).find("embed") != std::string::npos);
+  CHECK(g.ds3_steps[0].fetch_bytes == 2 * 256'000);
+  CHECK(g.ds3_steps[0].wait_event == 0);
+}
+
+TEST_CASE("ds3b: the step's data-parallel traffic is the replay's all-gathers and the buckets") {
+  // reduce_bucket_size 1e9: all 3,283,200 bf16 gradients in one reduce-scatter at the
+  // backward's end (the epilogue); every gather event timed on its own, as issued
+  const ModelConfig m = fixtures::tiny_llama();
+  const Device d = fixtures::h100();
+  TrainSetup t = hf_dp(3);
+  t.ds_reduce_bucket = 1'000'000'000;
+  const Graph g = build_graph(m, t, d);
+  const Result r = simulate(m, t, d, parse_strategy("none"));
+  const CommGroup dp = comm_group(4, 1, 8);
+  auto ns = [&](Collective c, int64_t bytes) {
+    return static_cast<int64_t>(collective_seconds(c, bytes, dp, d) * 1e9 + 0.5);
+  };
+  int64_t want = ns(Collective::kReduceScatter, 2 * kN);
+  for (const Graph::Ds3Step& st : g.ds3_steps) {
+    if (st.fetch_bytes > 0) want += ns(Collective::kAllGather, st.fetch_bytes);
+    if (st.prefetch_bytes > 0) want += ns(Collective::kAllGather, st.prefetch_bytes);
+  }
+  CHECK(r.dp_comm_ns == want);
+  CHECK(r.dp_buckets == 1);
+}
+
+TEST_CASE("ds3b: gradients reduce-scattered in reduce_bucket_size buckets, as stage3.py fills them") {
+  // Backward order of the gradients (elements): lm_head 256,000, final norm 256, then per block
+  // down, up, gate 176,128 each, post norm 256, o 65,536, v 16,384, k 16,384, q 65,536, input
+  // norm 256, and the embeddings 256,000. A gradient that would overflow a non-empty bucket of
+  // h^2 = 65,536 elements sends it first: lm_head | norm | down | up | gate | post norm | o |
+  // v k | q | input norm | (x 4 blocks) ... | embeddings, flushed by the epilogue:
+  // 1 + 4 x 8 + 1 + 1 = 35 reduce-scatters.
+  const ModelConfig m = fixtures::tiny_llama();
+  CHECK(fixtures::run(m, hf_dp(3), "none").dp_buckets == 35);
+  // a bucket of one element: one reduce-scatter per module with gradients, 2 + 4 x 9 + 1 = 39
+  TrainSetup one = hf_dp(3);
+  one.ds_reduce_bucket = 1;
+  CHECK(fixtures::run(m, one, "none").dp_buckets == 39);
+}
+
+TEST_CASE("ds3b: the prefetch hides the all-gathers that fetching on demand exposes") {
+  // at sequence 4096 a module's matmul outlasts its gather: fetched ahead, nothing waits
+  const ModelConfig m = fixtures::llama7b_width();
+  TrainSetup t = hf_dp(3, 8);
+  t.seq = 4096;
+  TrainSetup none = t;
+  none.ds_prefetch_bucket = 0;
+  const Result demand = fixtures::run(m, none, "none");
+  const Result ahead = fixtures::run(m, t, "none");
+  REQUIRE(demand.comm_wait_ns > 0);
+  // on demand, every module waits for its own gather (the whole forward's traffic at least)
+  CHECK(demand.comm_wait_ns > demand.dp_comm_ns / 3);
+  CHECK(ahead.comm_wait_ns < demand.comm_wait_ns / 10);  // 7.4 ms -> 0.1 ms when written
+  CHECK(ahead.step_time_ns < demand.step_time_ns);
 }

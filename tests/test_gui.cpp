@@ -820,3 +820,36 @@ TEST_CASE("moe: a MoE model (Mixtral-8x7B) simulates and draws every view") {
   }
   for (const gui::Run& r : st.runs) CHECK(r.data);
 }
+
+// ds3b (issue 10): DeepSpeed's --ds-* knobs through the GUI's set-up (the fields are drawn under
+// the deepspeed-bf16 regime): a knob set reaches the simulation; one the stage does not take
+// is refused with the flag's one line, and the views still draw.
+TEST_CASE("ds3b: the DeepSpeed knobs under hf --dp 8 --zero 3 reach the simulation and draw") {
+  gui::Windowless ui(1600, 1000);
+  gui::AppState st = state_for("llama-2-7b", {"none"}, 2048);
+  st.inputs.setup.dp = 8;
+  st.inputs.setup.zero = 3;
+  st.inputs.setup.zero_default = false;
+  ++st.revision;
+  gui::Worker worker;
+  for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+  REQUIRE(st.graph_error.empty());
+  REQUIRE(st.runs[0].data);
+  CHECK(sim::resolved_precision(st.resolved_setup) == sim::Precision::kDeepspeedBf16);
+  const int64_t auto_peak = st.runs[0].data->result.peak_allocated_bytes;
+  st.inputs.setup.ds_prefetch_bucket = 0;
+  st.inputs.setup.ds_max_reuse_distance = 0;
+  ++st.revision;
+  for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+  REQUIRE(st.runs[0].data);
+  const sim::Result direct = sim::simulate(st.inputs.model, st.inputs.setup, st.inputs.device,
+                                           sim::parse_strategy("none"));
+  CHECK(st.runs[0].data->result.peak_allocated_bytes == direct.peak_allocated_bytes);
+  CHECK(direct.peak_allocated_bytes < auto_peak);  // nothing kept or prefetched
+  CHECK(ui.vertices() > 1000);
+  st.inputs.setup.zero = 0;  // the stage-3 knobs below stage 3: one line naming the flag
+  ++st.revision;
+  for (int f = 0; f < 3; ++f) ui.frame(st, worker);
+  CHECK(st.graph_error.find("--ds-") != std::string::npos);
+  CHECK(ui.vertices() > 100);
+}

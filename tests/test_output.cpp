@@ -102,7 +102,7 @@ TEST_CASE("the CSV header is the v1 contract") {
       "optimizer", "allocator", "layers", "params", "params_per_rank", "peak_allocated_bytes",
       "peak_time_ns", "peak_phase", "activation_bytes_per_layer", "activation_peak_bytes",
       "weights_bytes", "grads_bytes", "optimizer_bytes", "workspace_bytes"};
-  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 59);  // famenc 1, moe 2, feat 5, implver 1, hfimpl 1, time5 1, fp8sac 1, time6 1, polish 3, mla5 1, etp 1, te_norm 1, time7 1, moetp 1, feat13 1
+  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 64);  // famenc 1, moe 2, feat 5, implver 1, hfimpl 1, time5 1, fp8sac 1, time6 1, polish 3, mla5 1, etp 1, te_norm 1, time7 1, moetp 1, feat13 1, ds3b 5
   for (std::size_t i = 0; i < key.size(); ++i) CHECK(cols[i] == key[i]);
   for (int c = 0; c < sim::kCategoryCount; ++c) {
     CHECK(cols[key.size() + static_cast<std::size_t>(c)] ==
@@ -128,7 +128,9 @@ TEST_CASE("the CSV header is the v1 contract") {
       "cross_entropy_loss_fusion",                        // te_norm (issue 10)
       "deterministic",                                    // time7 (issue 11)
       "moe_shared_expert_overlap",                       // moetp (issue 13)
-      "lora_dropout"};                                    // feat13 (issue 13)
+      "lora_dropout",                                    // feat13 (issue 13)
+      "ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold",  // ds3b (issue 10)
+      "ds_max_live", "ds_max_reuse_distance"};
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 
@@ -193,6 +195,40 @@ TEST_CASE("set knobs and awkward names are written as the flags take them") {
   CHECK(f[column("dropout")] == "0.1");
   CHECK(f[column("sp")] == "on");
   CHECK(f[column("precision")] == "fp32");
+}
+
+TEST_CASE("ds3b: the --ds-* knobs are key columns, empty when not given") {
+  sim_io::Row row = sample_row();
+  auto fields = [&] {
+    const std::string line = sim_io::csv_row(row);
+    return split_csv(line.substr(0, line.size() - 1));
+  };
+  auto f = fields();
+  REQUIRE(f.size() == sim_io::csv_columns().size());
+  for (const char* c : {"ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold",
+                        "ds_max_live", "ds_max_reuse_distance"})
+    CHECK(f[column(c)] == "");
+  row.key.setup.ds_reduce_bucket = 500'000'000;
+  row.key.setup.ds_prefetch_bucket = 0;
+  row.key.setup.ds_persistence_threshold = 100'000;
+  row.key.setup.ds_max_live = 300'000'000;
+  row.key.setup.ds_max_reuse_distance = 7;
+  f = fields();
+  REQUIRE(f.size() == sim_io::csv_columns().size());
+  CHECK(f[column("ds_reduce_bucket")] == "500000000");
+  CHECK(f[column("ds_prefetch_bucket")] == "0");
+  CHECK(f[column("ds_persistence_threshold")] == "100000");
+  CHECK(f[column("ds_max_live")] == "300000000");
+  CHECK(f[column("ds_max_reuse_distance")] == "7");
+  // the last five fields of the row, in that order
+  CHECK(f[f.size() - 5] == "500000000");
+  CHECK(f.back() == "7");
+  // an error row keeps them (they are key columns)
+  row.result.reset();
+  row.error = "x";
+  f = fields();
+  REQUIRE(f.size() == sim_io::csv_columns().size());
+  CHECK(f[column("ds_max_live")] == "300000000");
 }
 
 TEST_CASE("an error row keeps its key, leaves the figures empty and quotes the message") {

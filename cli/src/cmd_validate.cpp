@@ -275,6 +275,12 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "lora_dropout", "'" + v + "' is not a number");
       }
     }
+    // ds3b (issue 10): DeepSpeed's --ds-* knobs (elements); absent or empty: not given (-1)
+    s.ds_reduce_bucket = optional_integer("ds_reduce_bucket", -1);
+    s.ds_prefetch_bucket = optional_integer("ds_prefetch_bucket", -1);
+    s.ds_persistence_threshold = optional_integer("ds_persistence_threshold", -1);
+    s.ds_max_live = optional_integer("ds_max_live", -1);
+    s.ds_max_reuse_distance = optional_integer("ds_max_reuse_distance", -1);
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

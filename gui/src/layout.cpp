@@ -1,6 +1,7 @@
 // The window's layout: config panels in a scrolling column on the left; on the right a status
 // line and one tab per view. The only place that bumps the inputs' revision.
 #include <string>
+#include <utility>
 
 #include <imgui.h>
 
@@ -42,6 +43,13 @@ void status_line(const AppState& st) {
   if (!s.grad_accum_fusion) extra += ", no grad-accum fusion";
   if (s.cross_entropy_loss_fusion) extra += ", fused cross entropy";  // te_norm (issue 10)
   if (s.moe_shared_expert_overlap) extra += ", shared experts overlapped";  // moetp (issue 13)
+  // ds3b (issue 10): the DeepSpeed knobs set (elements), as the --ds-* flags name them
+  for (auto [v, name] : {std::pair{s.ds_reduce_bucket, "ds-reduce-bucket"},
+                         std::pair{s.ds_prefetch_bucket, "ds-prefetch-bucket"},
+                         std::pair{s.ds_persistence_threshold, "ds-persistence-threshold"},
+                         std::pair{s.ds_max_live, "ds-max-live"},
+                         std::pair{s.ds_max_reuse_distance, "ds-max-reuse-distance"}})
+    if (v >= 0) extra += ", " + std::string(name) + " " + std::to_string(v);
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +

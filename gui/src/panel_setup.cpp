@@ -126,6 +126,42 @@ bool setup_panel(AppState& st) {
   // when it does not resolve, the set-up's error is shown with the others
   if (s.zero_default && st.resolved_revision == st.revision && st.resolved_setup.zero != s.zero)
     ImGui::TextDisabled("  ZeRO %d: the implementation's default", st.resolved_setup.zero);
+  // ds3b (issue 10): DeepSpeed's zero_optimization knobs (--ds-*, elements), shown only when
+  // the set-up resolves to the deepspeed-bf16 regime (the HF Trainer under DeepSpeed), the
+  // stage-3 ones at ZeRO 3 and the reduce bucket from ZeRO 1; each "auto" (-1: the HF
+  // Trainer's "auto" value, or DeepSpeed's default) until the box is unticked. A knob set stays
+  // shown wherever the set-up goes (it is then refused in one line naming it, and can be reset).
+  {
+    const bool ds = st.resolved_revision == st.revision &&
+                    sim::resolved_precision(st.resolved_setup) == sim::Precision::kDeepspeedBf16;
+    const int zero = ds ? st.resolved_setup.zero : -1;
+    auto knob = [&](const char* label, const char* box, const char* edit, int64_t& v,
+                    int64_t start, const char* dflt, int from_stage) {
+      if (zero < from_stage && v < 0) return;
+      form_label(label);
+      bool dflt_on = v < 0;
+      if (ImGui::Checkbox(box, &dflt_on)) {
+        v = dflt_on ? -1 : start;
+        changed = true;
+      }
+      if (dflt_on) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", dflt);
+      } else {
+        changed |= edit_i64(edit, v, 0, int64_t{1} << 50);
+      }
+    };
+    knob("DS reduce bucket", "auto##dsrb", "  reduce elements", s.ds_reduce_bucket,
+         500'000'000, "hidden^2", 1);
+    knob("DS prefetch bucket", "auto##dspb", "  prefetch elements", s.ds_prefetch_bucket,
+         50'000'000, "0.9 hidden^2", 3);
+    knob("DS persistence", "auto##dspt", "  persist elements", s.ds_persistence_threshold,
+         100'000, "10 hidden", 3);
+    knob("DS max live", "default##dsml", "  max live elements", s.ds_max_live, 1'000'000'000,
+         "1e9", 3);
+    knob("DS reuse distance", "default##dsrd", "  reuse elements", s.ds_max_reuse_distance,
+         1'000'000'000, "1e9", 3);
+  }
   // gui_pp: pipeline parallelism (--pp, --vpp, --num-microbatches): with pp > 1 or more than one
   // micro-batch each strategy is simulated per stage (sim::simulate_pipeline), and the views show
   // one stage (bad combinations are an error naming the flag, shown like any other)

@@ -60,7 +60,10 @@ DsKnobs ds3_knobs(const ModelConfig& model, const TrainSetup& s) {
 //    modules after this one (params_traversed, counted over every module's parameters).
 // Persisted parameters (ds_persist) are gathered for good and not counted here (their whole
 // storage stays in the graph). The maximum is sampled once each module's gathers are issued.
-int64_t ds3_gathered_peak(const Graph& g, const std::vector<int32_t>& sharded,
+// ds3b: the same replay fills g.ds3_steps, ds3_fwd_step and ds3_bwd_step, the all-gathers each
+// module step issues (its own fetch, then, after waiting for its parameters, the prefetch) and
+// the last gather it waits for, which engine.cpp times on the data-parallel stream.
+int64_t ds3_gathered_peak(Graph& g, const std::vector<int32_t>& sharded,
                           const std::vector<int64_t>& full_numel,
                           const std::vector<int64_t>& full_bytes, const DsKnobs& k) {
   const char* f = "persistent bytes";
@@ -70,19 +73,22 @@ int64_t ds3_gathered_peak(const Graph& g, const std::vector<int32_t>& sharded,
   // ds_id), flattened into `order` (the parameter queue: __param_order)
   std::vector<int32_t> order, step_begin;
   std::vector<int32_t> scratch;
-  auto add_step = [&](const Op& op) {
+  g.ds3_fwd_step.assign(g.ops.size(), -1);  // ds3b
+  g.ds3_bwd_step.assign(g.ops.size(), -1);
+  auto add_step = [&](const Op& op, std::vector<int32_t>& step_of_op) {
     scratch.clear();
     for (const int32_t* s = g.begin(op.persistent_reads); s != g.end(op.persistent_reads); ++s)
       if (index[static_cast<size_t>(*s)] >= 0) scratch.push_back(index[static_cast<size_t>(*s)]);
     if (scratch.empty()) return;
     std::sort(scratch.begin(), scratch.end());
     scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+    step_of_op[static_cast<size_t>(&op - g.ops.data())] = static_cast<int32_t>(step_begin.size());
     step_begin.push_back(static_cast<int32_t>(order.size()));
     order.insert(order.end(), scratch.begin(), scratch.end());
   };
-  for (const Op& op : g.ops) add_step(op);
+  for (const Op& op : g.ops) add_step(op, g.ds3_fwd_step);
   for (size_t i = g.ops.size(); i-- > 0;)
-    if (g.ops[i].has_backward) add_step(g.ops[i]);
+    if (g.ops[i].has_backward) add_step(g.ops[i], g.ds3_bwd_step);
   const int32_t steps = static_cast<int32_t>(step_begin.size());
   step_begin.push_back(static_cast<int32_t>(order.size()));
   std::vector<int32_t> step_of(order.size());
@@ -107,19 +113,33 @@ int64_t ds3_gathered_peak(const Graph& g, const std::vector<int32_t>& sharded,
   for (size_t i = 0; i < sharded.size(); ++i)
     if (full_numel[i] <= k.persistence) persist[i] = avail[i] = 1, n_avail += full_numel[i];
   size_t q = 0;  // the queue's front
+  // ds3b: per parameter, the event that last gathered it (2t: step t's fetch, 2t + 1: its
+  // prefetch); per step, the bytes each event gathers
+  std::vector<int32_t> event_of(sharded.size(), -1);
+  g.ds3_steps.assign(static_cast<size_t>(steps), Graph::Ds3Step{});
+  int64_t* gathered = nullptr;  // the bytes of the event being issued
+  int32_t event = -1;
   auto gather = [&](int32_t p) {
     avail[p] = 1;
     n_avail = checked_add(n_avail, full_numel[p], f);
     live = checked_add(live, full_bytes[p], f);
+    *gathered = checked_add(*gathered, full_bytes[p], f);  // ds3b
+    event_of[p] = event;
   };
   for (int32_t t = 0; t < steps; ++t) {
     const int32_t b = step_begin[t], e_end = step_begin[t + 1];
+    Graph::Ds3Step& ev = g.ds3_steps[static_cast<size_t>(t)];  // ds3b
+    gathered = &ev.fetch_bytes;
+    event = 2 * t;
     int64_t not_fetched = 0;
     for (int32_t e = b; e < e_end; ++e) {
       const int32_t p = order[e];
       if (!avail[p]) gather(p);
       if (recent[p] < t) ++not_fetched;
+      if (!persist[p]) ev.wait_event = std::max(ev.wait_event, event_of[p]);  // ds3b
     }
+    gathered = &ev.prefetch_bytes;  // ds3b: issued after the wait (fetch_sub_module)
+    event = 2 * t + 1;
     for (int64_t popped = 0; q < order.size() && popped < not_fetched; ++popped, ++q)
       recent[order[q]] = step_of[q];
     if (k.prefetch_bucket > 0) {
@@ -230,6 +250,11 @@ DeepspeedStep add_deepspeed_state(Graph& g, const ModelConfig& model, const Trai
     g.grads_bytes = checked_mul(2, partition, f);
     add(g.grads_bytes, Category::kGrads, "grad_partitions_flat_buffer (bf16 partition)");
     add(bucket_bytes, Category::kComm, "ZeRO-3 IPG bucket (bf16, reduce_bucket_size)");
+    // ds3b: stage3.py reduce_independent_p_g_buckets_and_remove_grads: each gradient, as
+    // autograd makes it, joins the IPG bucket; one that would overflow a non-empty bucket first
+    // reduce-scatters it (__reduce_and_partition_ipg_grads, on reduce_and_partition_stream:
+    // overlap_comm is True at stage 3); the epilogue reduces the rest and synchronizes the stream
+    g.ds3_reduce_bucket_bytes = std::max<int64_t>(bucket_bytes, 1);
     // _prepare_fp32_grad_for_sub_group: flatten(averaged_gradients).to(fp32), the optimizer's
     // .grad of the sub-group being stepped, freed after it (_release_sub_group)
     step.with_optimizer = checked_mul(4, std::min(partition, kSubGroupSize), f);
@@ -278,7 +303,9 @@ DeepspeedStep add_deepspeed_state(Graph& g, const ModelConfig& model, const Trai
   // after backward, engine.py buffered_allreduce_fallback all-reduces the flat gradients in
   // buckets of MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements, cast to bf16; stages 1 and 2 reduce
   // IPG buckets of reduce_bucket_size bf16 elements. Gradients travel in bf16
-  // (communication_data_type, engine.py: the bf16 model's dtype).
+  // (communication_data_type, engine.py: the bf16 model's dtype). Stage 3 (ds3b): the
+  // coordinator's per-module gathers and the IPG reduce-scatters above (Graph::ds3_steps,
+  // ds3_reduce_bucket_bytes; engine.cpp ds3_enter, ds3_reduce), overlapped.
   if (s.zero <= 2) {
     g.dp_reduce_blocking = true;
     g.dp_bucket_bytes = s.zero == 0 ? int64_t{2} * 500'000'000 : bucket_bytes;

@@ -373,7 +373,9 @@ class Engine {
     grad_at_.clear();
     block_gather_.clear();
     block_grad_.clear();
+    ds3_done_.clear();
     if (g_.dp <= 1 && edp_ <= 1) return;
+    if (g_.zero >= 3 && g_.dp > 1) ds3_done_.assign(2 * g_.ds3_steps.size(), 0);  // ds3b
     grad_at_.assign(g_.ops.size(), 0);
     block_gather_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);  // last: outside the blocks
     block_grad_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);
@@ -494,6 +496,7 @@ class Engine {
   // and reduced with it.
   void fsdp_enter(int32_t block, bool backward) {
     if (g_.zero < 3 || g_.dp <= 1 || block_gather_.empty()) return;
+    if (!g_.ds3_steps.empty()) return;  // ds3b: DeepSpeed's per-module gathers (ds3_enter)
     if (block < 0) return;
     int32_t& cur = backward ? bwd_block_ : fwd_block_;
     if (block == cur) return;
@@ -549,10 +552,37 @@ class Engine {
     res_.grad_reduce_bytes += bytes;  // moetp
   }
 
+  // ds3b (issue 10/11): DeepSpeed ZeRO-3 (deepspeed-bf16), as partitioned_param_coordinator.py
+  // @ v0.16.2 (b344c04d) fetch_sub_module issues it per module step of its trace (the replay in
+  // sim/src/deepspeed.cpp): the module's not-available parameters all-gathered on the allgather
+  // stream, the compute stream waiting for every gather that brought one of its parameters
+  // (current_stream().wait_stream(allgather_stream)), then the prefetch all-gathered behind
+  // them. Recomputed forwards gather nothing here (not modeled: their parameters are taken as
+  // gathered).
+  void ds3_enter(int32_t step) {
+    if (step < 0 || g_.dp <= 1) return;
+    const Graph::Ds3Step& st = g_.ds3_steps[static_cast<size_t>(step)];
+    const size_t e = 2 * static_cast<size_t>(step);
+    if (st.fetch_bytes > 0)
+      ds3_done_[e] = dp_collective(Collective::kAllGather, st.fetch_bytes, clock_);
+    if (st.wait_event >= 0) wait_until(ds3_done_[static_cast<size_t>(st.wait_event)], false);
+    if (st.prefetch_bytes > 0)
+      ds3_done_[e + 1] = dp_collective(Collective::kAllGather, st.prefetch_bytes, clock_);
+  }
+  // ds3b: stage3.py reduce_independent_p_g_buckets_and_remove_grads, per op's gradients (bf16):
+  // a gradient that would overflow a non-empty IPG bucket of reduce_bucket_size first sends the
+  // bucket's reduce-scatter (overlap_comm: the compute stream does not wait).
+  void ds3_reduce(int32_t id) {
+    const int64_t b = grad_at_[static_cast<size_t>(id)];
+    if (b <= 0) return;
+    if (pending_grad_ > 0 && pending_grad_ + b > g_.ds3_reduce_bucket_bytes) flush_bucket();
+    pending_grad_ += b;
+  }
+
   // Before the optimizer: the last gradients are reduced and the step waits for the stream.
   void finish_grads() {
     if (grad_at_.empty()) return;
-    if (g_.zero >= 3) {
+    if (g_.zero >= 3 && g_.ds3_steps.empty()) {  // ds3b: DeepSpeed's IPG buckets below
       if (bwd_block_ >= 0) reduce_block(bwd_block_);
       bwd_block_ = -1;
     } else {
@@ -741,6 +771,7 @@ class Engine {
     }
     sample(k, op.fwd_transient_bytes);
     fsdp_enter(op.block, recompute || forward_done_);
+    if (!recompute && !forward_done_ && !ds3_done_.empty()) ds3_enter(g_.ds3_fwd_step[id]);  // ds3b
     // time3: one host dispatch per aten op, i.e. per kernel of an unfused op (host_dispatch_ns)
     dispatch(host_ops(op, op.fwd.kernels));
     // A recomputed op costs what its forward cost: computed once per run.
@@ -772,6 +803,7 @@ class Engine {
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
+    if (!ds3_done_.empty()) ds3_enter(g_.ds3_bwd_step[id]);  // ds3b
     dispatch(host_ops(op, op.bwd.kernels));  // time3: per kernel, as in forward
     int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
@@ -779,6 +811,7 @@ class Engine {
     moe_overlap(op, op.bwd, &ns, &comm);  // moetp
     advance(id, ns, comm);
     bucket_grads(id);
+    if (!ds3_done_.empty()) ds3_reduce(id);  // ds3b
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     if (op.fp8)  // cpfp8
       res_.fp8_model_flops = checked_add(res_.fp8_model_flops, op.bwd.flops, "fp8_model_flops");
@@ -936,6 +969,7 @@ class Engine {
   int64_t ov_a2a_ = 0, ov_side_ = 0;
   int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;
   int64_t fwd_ready_ = 0, bwd_ready_ = 0;
+  std::vector<int64_t> ds3_done_;  // ds3b: per gather event (Graph::Ds3Step), when it completes
   Phase phase_ = Phase::kForward;
   int32_t cur_op_ = -1, peak_op_ = -1;
   bool forward_done_ = false;

@@ -380,6 +380,19 @@ struct Graph {
   // (sim/src/inductor.cpp), not eager autograd's: a backward reads tensors it recomputes ---
   bool compiled = false;
   int64_t etp = 1;  // etp (issue 13): expert-tensor-parallel ranks (OpCost::comm_group 1)
+  // --- ds3b (issue 10/11): DeepSpeed ZeRO-3's communication as its coordinator issues it
+  // (sim/src/deepspeed.cpp ds3_replay; engine.cpp ds3_enter, ds3_reduce). One entry per module
+  // step of the trace (forward order, then backward); events 2t (step t's fetch) and 2t + 1
+  // (its prefetch), issued in that order on the data-parallel stream ---
+  struct Ds3Step {
+    int64_t fetch_bytes = 0;     // bf16 bytes all-gathered for the module itself
+    int64_t prefetch_bytes = 0;  // bf16 bytes all-gathered ahead, after the module's wait
+    int32_t wait_event = -1;     // the last event that gathered one of its parameters (-1: none)
+  };
+  std::vector<Ds3Step> ds3_steps;
+  std::vector<int32_t> ds3_fwd_step, ds3_bwd_step;  // per op: its step in forward / backward, -1
+  int64_t ds3_reduce_bucket_bytes = 0;  // > 0: stage 3 reduce-scatters IPG buckets of this size
+  // --- end ds3b ---
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

@@ -95,7 +95,13 @@ std::vector<std::string> make_columns() {
         "moe_shared_expert_overlap",
         // feat13 (issue 13): PEFT's lora_dropout (--lora-dropout; a key column, appended; 0
         // without LoRA or without dropout)
-        "lora_dropout"})
+        "lora_dropout",
+        // ds3b (issue 10): the DeepSpeed ZeRO knobs of deepspeed-bf16 (--ds-reduce-bucket,
+        // --ds-prefetch-bucket, --ds-persistence-threshold, --ds-max-live,
+        // --ds-max-reuse-distance; elements; key columns, appended; empty: not given, the HF
+        // Trainer's "auto" or DeepSpeed's default)
+        "ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold", "ds_max_live",
+        "ds_max_reuse_distance"})
     c.emplace_back(name);
   return c;
 }
@@ -179,8 +185,8 @@ std::string csv_row(const Row& row) {
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
   // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
   // te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap;
-  // feat13: lora_dropout
-  constexpr int kAfterError = 40;
+  // feat13: lora_dropout; ds3b: the five ds_* knobs
+  constexpr int kAfterError = 45;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -293,6 +299,12 @@ std::string csv_row(const Row& row) {
   w.text(s.deterministic ? "on" : "off");  // time7 (issue 11)
   w.text(s.moe_shared_expert_overlap ? "on" : "off");  // moetp (issue 13)
   w.number(s.lora_dropout);  // feat13 (issue 13): the shortest decimal (0, 0.05, 0.1)
+  // ds3b (issue 10): the --ds-* knobs as given (empty: the default)
+  for (int64_t v : {s.ds_reduce_bucket, s.ds_prefetch_bucket, s.ds_persistence_threshold,
+                    s.ds_max_live, s.ds_max_reuse_distance}) {
+    if (v >= 0) w.integer(v);
+    else w.empty(1);
+  }
   buf.push_back('\n');
   return fmt::to_string(buf);
 }
