@@ -730,7 +730,15 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   g.optimizer_multi_tensor = optim != Optimizer::kAdamLoop;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
-  const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
+  int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
+  // --- tece (issue 10): Megatron's --deterministic-mode sets CUBLAS_WORKSPACE_CONFIG=:4096:8
+  // unless the launcher set it (megatron/training/determinism.py @ d98e8a64dd:27-31,
+  // apply_determinism_env's setdefault), and PyTorch sizes its workspace from that variable on
+  // every GPU (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: the sum of
+  // size_KiB x count over the ":SIZE:COUNT" pairs): 8 x 4096 KiB = 32 MiB, where the device
+  // file's figure is PyTorch's default for its architecture (8,519,680 B on an A100). ---
+  if (cublas > 0 && s.deterministic) cublas = int64_t{8} * 4096 * 1024;
+  // --- end tece ---
   if (cublas > 0) add(cublas, Category::kWorkspace, "cuBLAS workspace");
   g.workspace_bytes = cublas + buffers;  // and Megatron's global memory buffer (graph_blocks.cpp)
   int64_t comm = 0;
