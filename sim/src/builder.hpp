@@ -79,6 +79,10 @@ struct OpDraft {
   // time3 (issue 11): bytes its kernels move through intermediates of their own (an unfused op's
   // kernels write tensors the next of them reads back), beyond its inputs, outputs and saves
   int64_t fwd_inner_bytes = 0, bwd_inner_bytes = 0;
+  // tece (issue 10): a Transformer Engine op with no executor kernel of its own (TE's RMSNorm)
+  // that allocates its outputs and gradients through at::empty: --deterministic's NaN fill
+  // (graph_builder.cpp, time7) covers it as it covers the TE ops it knows by Exec kind
+  bool te_alloc = false;
 };
 
 struct Param {
@@ -231,6 +235,10 @@ struct Dims {
   // --- te_norm (issue 10) ---
   bool ce_loss_fusion = false;  // Megatron's --cross-entropy-loss-fusion (build_head)
   // --- end te_norm ---
+  // --- tece (issue 10): the device's compute capability x10 (Device::sm_arch), for the occupancy
+  // of Transformer Engine's norm backward kernels (sim/src/norm_te.cpp) ---
+  int sm_arch = 90;
+  // --- end tece ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

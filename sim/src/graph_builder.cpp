@@ -335,7 +335,8 @@ void Builder::finalize() {
     // cuBLAS's workspaces.
     if (deterministic_fill &&
         ((drafts_[i].exec == Exec::kLinear && op.site != LinearSite::kLmHead) ||
-         drafts_[i].exec == Exec::kFlash || drafts_[i].exec == Exec::kLayerNorm)) {
+         drafts_[i].exec == Exec::kFlash || drafts_[i].exec == Exec::kLayerNorm ||
+         drafts_[i].te_alloc)) {  // tece: TE's RMSNorm (norm_te.cpp)
       int64_t fwd_fill = 0, bwd_fill = accum[i];
       for (int32_t s : out_st[i]) fwd_fill += g_.storages[s].bytes;
       for (int32_t s : allocs[i]) bwd_fill += g_.storages[s].bytes;
@@ -841,6 +842,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   Dims dm = make_dims(model, setup);
   dm.layer0 = st.first;  // moe
   dm.sm_count = device.sm_count;  // polish: per-SM buffers (norm_kernels.cpp)
+  dm.sm_arch = device.sm_arch;    // tece (issue 10): TE norm occupancy (norm_te.cpp)
   Builder bld(g);
   bld.reserve(static_cast<size_t>(st.layers) * 48 + 64);
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
