@@ -10,6 +10,7 @@
 #include <string>
 
 #include "fixtures.hpp"
+#include "sim/error.hpp"
 #include "sim/graph.hpp"
 #include "sim/impl.hpp"
 
@@ -113,6 +114,10 @@ TEST_SUITE("tece") {
     t.deterministic = true;
     const int64_t after = build_graph(m, t, a100()).workspace_bytes;
     CHECK(after - before == 8 * 4096 * 1024 - 8'519'680);
+    // under the local spec too (the variable is PyTorch's)
+    t.local_spec = true;
+    t.attention = AttentionKind::kStandard;
+    CHECK(build_graph(m, t, a100()).workspace_bytes == 8 * 4096 * 1024);
     // on Hopper PyTorch's default is already 32 MiB
     t.deterministic = false;
     const int64_t h_before = build_graph(m, t, fixtures::h100()).workspace_bytes;
@@ -131,5 +136,98 @@ TEST_SUITE("tece") {
     CHECK(norm.fwd_serial_bytes == 2 * N * h + 4 * N);
     CHECK(norm.fwd_serial_kernels == 2);
     CHECK(norm.bwd_serial_bytes > 0);
+  }
+
+  TEST_CASE("TE's own cuBLAS workspace under the TE spec: 32 MiB + 1 KiB on Hopper, 4 MiB on A100") {
+    const ModelConfig m = llama_width(256);
+    TrainSetup t = megatron(1, 64);
+    t.attention = AttentionKind::kStandard;
+    // PyTorch's (the device file's) + TE's
+    CHECK(build_graph(m, t, fixtures::h100()).workspace_bytes ==
+          32LL * 1024 * 1024 + (32LL * 1024 * 1024 + 1024));
+    CHECK(build_graph(m, t, a100()).workspace_bytes == 8'519'680 + 4'194'304);
+    // the local spec has no TE GEMM
+    t.local_spec = true;
+    CHECK(build_graph(m, t, fixtures::h100()).workspace_bytes == 32LL * 1024 * 1024);
+    // nor do the other code bases
+    TrainSetup hf = t;
+    hf.local_spec = false;
+    hf.impl = Impl::kHf;
+    CHECK(build_graph(m, hf, fixtures::h100()).workspace_bytes == 32LL * 1024 * 1024);
+  }
+
+  TEST_CASE("--transformer-impl local: torch's RMSNorm keeps TE's storages, no TE workspace") {
+    const int64_t N = 256, h = 256;
+    const ModelConfig m = llama_width(h);
+    TrainSetup te = megatron(2, 128), local = te;
+    te.attention = local.attention = AttentionKind::kStandard;
+    local.local_spec = true;
+    const Graph gt = build_graph(m, te, fixtures::h100());
+    const Graph gl = build_graph(m, local, fixtures::h100());
+    const Op& nt = op_named(gt, "norm1");
+    const Op& nl = op_named(gl, "norm1");
+    int64_t saved_t = 0, saved_l = 0;
+    for (const int32_t* id = gt.begin(nt.saves); id != gt.end(nt.saves); ++id)
+      saved_t += gt.storages[static_cast<size_t>(*id)].bytes;
+    for (const int32_t* id = gl.begin(nl.saves); id != gl.end(nl.saves); ++id)
+      saved_l += gl.storages[static_cast<size_t>(*id)].bytes;
+    CHECK(saved_l == saved_t);
+    CHECK(saved_l == 2 * N * h + 4 * N);  // x (bf16), rstd (fp32 per row)
+    CHECK(nl.bwd_transient_bytes == 0);
+    CHECK(nt.bwd_transient_bytes > 0);
+    CHECK(fixtures::run(m, local, "none").activation_bytes_per_layer ==
+          fixtures::run(m, te, "none").activation_bytes_per_layer);
+    // --deterministic fills nothing under the local spec (no TE op)
+    local.deterministic = true;
+    int64_t fill = 0;
+    for (const Op& op : build_graph(m, local, fixtures::h100()).ops)
+      fill += op.fwd_serial_bytes + op.bwd_serial_bytes;
+    CHECK(fill == 0);
+  }
+
+  TEST_CASE("--transformer-impl local: apex's LayerNorm part gradients, [16, h] fp32 x 2") {
+    ModelConfig m = fixtures::gpt2_small();
+    m.family = "megatron-gpt";
+    m.layers = 4;
+    m.hidden = 256;
+    m.heads = m.kv_heads = 8;
+    m.head_dim = 32;
+    m.ffn_hidden = 1024;
+    m.vocab = 1000;
+    m.max_positions = 256;
+    TrainSetup t = megatron(2, 128);
+    t.attention = AttentionKind::kStandard;
+    t.local_spec = true;
+    CHECK(op_named(build_graph(m, t, fixtures::h100()), "norm1").bwd_transient_bytes ==
+          2 * 16 * 256 * 4);
+  }
+
+  TEST_CASE("--transformer-impl local: refusals name the flag") {
+    const ModelConfig m = llama_width(256);
+    const auto where = [&](TrainSetup t) -> std::string {
+      try {
+        (void)resolve_setup(m, t);
+      } catch (const ConfigError& e) {
+        return e.where();
+      }
+      return "";
+    };
+    TrainSetup t = megatron(1, 64);
+    t.local_spec = true;
+    CHECK(where(t).empty());  // eager attention by default
+    CHECK(*resolve_setup(m, t).attention == AttentionKind::kStandard);
+    TrainSetup flash = t;
+    flash.attention = AttentionKind::kFlash;
+    CHECK(where(flash) == "--attention");
+    TrainSetup hf = t;
+    hf.impl = Impl::kHf;
+    CHECK(where(hf) == "--transformer-impl");
+    TrainSetup sp = t;
+    sp.tp = 2;
+    sp.sp = true;
+    CHECK(where(sp) == "--sp");
+    TrainSetup cp = t;
+    cp.cp = 2;
+    CHECK(where(cp) == "--cp");
   }
 }

@@ -111,6 +111,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "on|off: Megatron's --deterministic-mode (on: torch.use_deterministic_algorithms(True), whose "
       "fill_uninitialized_memory writes NaN into each tensor Transformer Engine allocates; off, "
       "the default)");
+  // tece (issue 10): Megatron's --transformer-impl, a run setting
+  add("--transformer-impl", f.transformer_impl,
+      "transformer_engine|local: Megatron's --transformer-impl (transformer_engine, the default: "
+      "TE's layer spec; local: Megatron's own linears, core attention and norms)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -268,6 +272,11 @@ Axes parse_axes(const CommonFlags& f) {
   a.cross_entropy_loss_fusion =  // te_norm (issue 10)
       one_switch(f.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
   a.deterministic = one_switch(f.deterministic, "--deterministic");  // time7 (issue 11)
+  // tece (issue 10): one value, Megatron's two names
+  if (f.transformer_impl != "transformer_engine" && f.transformer_impl != "local")
+    throw sim::ConfigError("--transformer-impl", "transformer_impl",
+                           "'" + f.transformer_impl + "' is not transformer_engine or local");
+  a.local_spec = f.transformer_impl == "local";
   return a;
 }
 

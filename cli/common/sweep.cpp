@@ -150,6 +150,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.ds_max_live = a.ds_max_live;
   t.ds_max_reuse_distance = a.ds_max_reuse_distance;
   t.deterministic = a.deterministic;  // time7 (issue 11)
+  t.local_spec = a.local_spec;        // tece (issue 10)
   return p;
 }
 

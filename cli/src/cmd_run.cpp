@@ -101,6 +101,8 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          // time7: Megatron's --deterministic-mode
          (s.deterministic ? std::string("; deterministic mode (NaN fill of TE's new tensors)")
                           : std::string()) +
+         // tece (issue 10): Megatron's --transformer-impl local
+         (s.local_spec ? std::string("; local layer spec (no Transformer Engine)") : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")

@@ -261,6 +261,12 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "deterministic", "'" + v + "' is not on or off");
       s.deterministic = v == "on";
     }
+    if (const std::string v = optional("transformer_impl"); !v.empty()) {  // tece (issue 10)
+      if (v != "transformer_engine" && v != "local")
+        throw sim::ConfigError(where, "transformer_impl",
+                               "'" + v + "' is not transformer_engine or local");
+      s.local_spec = v == "local";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

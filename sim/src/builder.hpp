@@ -137,6 +137,7 @@ class Builder {
   int32_t current_block = -1;
   bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
   bool ignore_transients = false; // paper profile
+  bool local_spec = false;  // tece (issue 10): --transformer-impl local (no TE op to fill)
   bool deterministic_fill = false;  // time7 (issue 11): --deterministic (graph_builder.cpp)
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
@@ -238,6 +239,8 @@ struct Dims {
   // --- tece (issue 10): the device's compute capability x10 (Device::sm_arch), for the occupancy
   // of Transformer Engine's norm backward kernels (sim/src/norm_te.cpp) ---
   int sm_arch = 90;
+  // Megatron's --transformer-impl local (TrainSetup::local_spec): no Transformer Engine module
+  bool local_spec = false;
   // --- end tece ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions

@@ -218,9 +218,16 @@ int32_t te_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, cons
   d.saves = {xin, w, rsigma};
   d.op.fwd.kernels = 1;
   d.op.bwd.kernels = 2;
-  // tece (issue 10): the backward's dgamma_part workspace; at::empty outputs (--deterministic)
-  d.op.bwd_transient_bytes = te_norm_bwd_workspace(dm, false, rows, width, tx.dtype);
-  d.te_alloc = true;
+  // tece (issue 10): the backward's dgamma_part workspace; at::empty outputs (--deterministic).
+  // Under Megatron's local spec (--transformer-impl local) the norm is torch.nn.RMSNorm
+  // (transformer/torch_norm.py WrappedTorchNorm; models/backends.py LocalSpecProvider.layer_norm
+  // forces it for RMSNorm), which PyTorch runs as aten::_fused_rms_norm on CUDA: its autograd
+  // entry (tools/autograd/derivatives.yaml) keeps input, weight and result1 (rstd, fp32 per
+  // row): the same storages; neither TE's workspace nor TE's at::empty outputs.
+  if (!dm.local_spec) {
+    d.op.bwd_transient_bytes = te_norm_bwd_workspace(dm, false, rows, width, tx.dtype);
+    d.te_alloc = true;
+  }
   bld.add_op(std::move(d));
   return ln_out;
 }

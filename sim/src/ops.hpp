@@ -338,10 +338,15 @@ class Ops {
     d.outputs.push_back(y);
     d.saves = {xin, w};
     // tece (issue 10): under Megatron's TE spec this is TE's LayerNorm, whose backward allocates
-    // its dgamma/dbeta partials (sim/src/norm_te.cpp)
+    // its dgamma/dbeta partials (sim/src/norm_te.cpp); under the local spec apex's
+    // FusedLayerNorm (models/backends.py LNImpl), whose backward allocates part_grad_gamma and
+    // part_grad_beta, [16, h] fp32 each (NVIDIA/apex csrc/layer_norm_cuda_kernel.cu @ 6424da3b
+    // HostLayerNormGradient: part_size = 16; gamma only without a bias)
     if (dm_.impl && dm_.impl->te_norms && !dm_.paper)
       d.op.bwd_transient_bytes =
-          te_norm_bwd_workspace(dm_, true, n, dm_.h, b_.tensor(xin).dtype);
+          dm_.local_spec
+              ? bytes(mul((dm_.model->norm_bias ? 2 : 1) * 16, dm_.h), DType::kF32)
+              : te_norm_bwd_workspace(dm_, true, n, dm_.h, b_.tensor(xin).dtype);
     if (!dm_.paper) {  // the paper ignores norm statistics (Korthikanti §4.1)
       int32_t stats = b_.fresh(bytes(mul(2, n), DType::kF32), DType::kF32, "norm mean+rstd");
       d.outputs.push_back(stats);
