@@ -114,10 +114,11 @@ TEST_SUITE("tece") {
     t.deterministic = true;
     const int64_t after = build_graph(m, t, a100()).workspace_bytes;
     CHECK(after - before == 8 * 4096 * 1024 - 8'519'680);
-    // under the local spec too (the variable is PyTorch's)
+    // under the local spec too (the variable is PyTorch's); its eager attention adds Megatron's
+    // global memory buffer, [b a, s, s] bf16 = 2 x 1 x 8 x 64 x 64 B
     t.local_spec = true;
     t.attention = AttentionKind::kStandard;
-    CHECK(build_graph(m, t, a100()).workspace_bytes == 8 * 4096 * 1024);
+    CHECK(build_graph(m, t, a100()).workspace_bytes == 8 * 4096 * 1024 + 2 * 8 * 64 * 64);
     // on Hopper PyTorch's default is already 32 MiB
     t.deterministic = false;
     const int64_t h_before = build_graph(m, t, fixtures::h100()).workspace_bytes;
@@ -142,17 +143,19 @@ TEST_SUITE("tece") {
     const ModelConfig m = llama_width(256);
     TrainSetup t = megatron(1, 64);
     t.attention = AttentionKind::kStandard;
+    const int64_t buffer = 2 * 8 * 64 * 64;  // Megatron's global memory buffer, [b a, s, s] bf16
     // PyTorch's (the device file's) + TE's
     CHECK(build_graph(m, t, fixtures::h100()).workspace_bytes ==
-          32LL * 1024 * 1024 + (32LL * 1024 * 1024 + 1024));
-    CHECK(build_graph(m, t, a100()).workspace_bytes == 8'519'680 + 4'194'304);
+          32LL * 1024 * 1024 + (32LL * 1024 * 1024 + 1024) + buffer);
+    CHECK(build_graph(m, t, a100()).workspace_bytes == 8'519'680 + 4'194'304 + buffer);
     // the local spec has no TE GEMM
     t.local_spec = true;
-    CHECK(build_graph(m, t, fixtures::h100()).workspace_bytes == 32LL * 1024 * 1024);
+    CHECK(build_graph(m, t, fixtures::h100()).workspace_bytes == 32LL * 1024 * 1024 + buffer);
     // nor do the other code bases
     TrainSetup hf = t;
     hf.local_spec = false;
     hf.impl = Impl::kHf;
+    hf.attention = AttentionKind::kFlash;
     CHECK(build_graph(m, hf, fixtures::h100()).workspace_bytes == 32LL * 1024 * 1024);
   }
 
