@@ -108,7 +108,7 @@ grep -q "MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's default)" out.tx
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp > etp.txt
 grep -q "MoE expert TP: --etp 2 (--tp, Megatron's default): each expert's width 14336 -> 7168" etp.txt
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --etp 1 --ep 2 --format csv > etp.csv
-sed -n 2p etp.csv | grep -q ',1,off,off$'
+sed -n 2p etp.csv | grep -q ',1,off,off,transformer_engine$'
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --format json | grep -q '"etp": 2'
 grep -q "MoE aux loss: coefficient 0.001" out.txt
 rc=0
