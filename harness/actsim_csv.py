@@ -52,7 +52,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "lora_dropout",
               # ds3b (issue 10): DeepSpeed's ZeRO knobs (--ds-*; empty: not given)
               "ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold",
-              "ds_max_live", "ds_max_reuse_distance"])
+              "ds_max_live", "ds_max_reuse_distance",
+              # tece (issue 10): Megatron's --transformer-impl (empty outside megatron)
+              "transformer_impl"])
 
 
 def csv_field(v):

@@ -460,7 +460,8 @@ def measure(args):
                  lora_dropout=0,  # feat13: the realcode runs have no adapter dropout
                  # ds3b (issue 10): no DeepSpeed here, its --ds-* key columns stay empty
                  ds_reduce_bucket="", ds_prefetch_bucket="", ds_persistence_threshold="",
-                 ds_max_live="", ds_max_reuse_distance="")
+                 ds_max_live="", ds_max_reuse_distance="",
+                 transformer_impl="")  # tece (issue 10): not megatron
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

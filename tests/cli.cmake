@@ -108,7 +108,7 @@ grep -q "MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's default)" out.tx
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp > etp.txt
 grep -q "MoE expert TP: --etp 2 (--tp, Megatron's default): each expert's width 14336 -> 7168" etp.txt
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --etp 1 --ep 2 --format csv > etp.csv
-sed -n 2p etp.csv | grep -q ',1,off,off,off,0,,,,,$'
+sed -n 2p etp.csv | grep -q ',1,off,off,off,0,,,,,,transformer_engine$'
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --format json | grep -q '"etp": 2'
 grep -q "MoE aux loss: coefficient 0.001" out.txt
 rc=0
@@ -127,10 +127,10 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off,off,0,,,,,$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty), then mla5's moe_aux_loss_coeff, etp, te_norm's cross_entropy_loss_fusion, time7's deterministic, moetp's moe_shared_expert_overlap, feat13's lora_dropout, ds3b's five ds_* knobs (empty: not given)
-head -n 1 out.csv | grep -q ',mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic,moe_shared_expert_overlap,lora_dropout,ds_reduce_bucket,ds_prefetch_bucket,ds_persistence_threshold,ds_max_live,ds_max_reuse_distance$'
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off,off,0,,,,,,transformer_engine$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty), then mla5's moe_aux_loss_coeff, etp, te_norm's cross_entropy_loss_fusion, time7's deterministic, moetp's moe_shared_expert_overlap, feat13's lora_dropout, ds3b's five ds_* knobs (empty: not given), tece's transformer_impl
+head -n 1 out.csv | grep -q ',mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic,moe_shared_expert_overlap,lora_dropout,ds_reduce_bucket,ds_prefetch_bucket,ds_persistence_threshold,ds_max_live,ds_max_reuse_distance,transformer_impl$'
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format csv > out.csv
-sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01,1,off,off,off,0,,,,,$'
+sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01,1,off,off,off,0,,,,,,transformer_engine$'
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format json | grep -q '"moe_aux_loss_coeff": 0.01'
 
 ]=])
@@ -155,9 +155,9 @@ test "$(wc -l < e.csv)" -eq 3
 # famenc: target_seq (empty); moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
 # implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion;
 # polish: mfu_peak_flops_per_s, fp8_model_flops, mfu_fp8_mixed (results: empty on the error row);
-# mla5: moe_aux_loss_coeff; etp: etp (resolved: --tp); te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap; feat13: lora_dropout; ds3b: the five ds_* knobs (empty: not given)
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off,off,0,,,,,$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0,1,off,off,off,0,,,,,$'
+# mla5: moe_aux_loss_coeff; etp: etp (resolved: --tp); te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap; feat13: lora_dropout; ds3b: the five ds_* knobs (empty: not given); tece: transformer_impl (empty: hf)
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off,off,0,,,,,,$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0,1,off,off,off,0,,,,,,$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -759,9 +759,9 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic,moe_shared_expert_overlap,lora_dropout,ds_reduce_bucket,ds_prefetch_bucket,ds_persistence_threshold,ds_max_live,ds_max_reuse_distance$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic,moe_shared_expert_overlap,lora_dropout,ds_reduce_bucket,ds_prefetch_bucket,ds_persistence_threshold,ds_max_live,ds_max_reuse_distance,transformer_impl$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-18) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-19) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
@@ -916,6 +916,36 @@ do
   test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
   grep -q -- '--deterministic' err.txt
 done
+]=])
+
+# tece (issue 10): --transformer-impl transformer_engine|local, Megatron's layer spec: a key column
+# (empty outside megatron); local drops TE's cuBLAS workspace (32 MiB + 1 KiB on the default
+# Hopper device; the peak falls by at least that), defaults to eager attention; refusals in one
+# line, exit 2, no output.
+actsim_cli_test(transformer_impl_flag [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --attention standard --format csv > te.csv
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --transformer-impl local --format csv > local.csv
+test "$(col te.csv transformer_impl)" = transformer_engine && test "$(col local.csv transformer_impl)" = local
+test "$(col local.csv attention)" = standard
+test "$(col te.csv workspace_bytes)" -eq $(( $(col local.csv workspace_bytes) + 33555456 ))
+test "$(col te.csv peak_allocated_bytes)" -ge $(( $(col local.csv peak_allocated_bytes) + 33555456 ))
+"$actsim" run --model gpt2-small --impl hf --seq 512 --format csv > hf.csv
+test -z "$(col hf.csv transformer_impl)"
+"$actsim" run --model gpt2-small --impl megatron --seq 512 --transformer-impl local | grep -q "; local layer spec"
+for bad in "--transformer-impl maybe --impl megatron" "--transformer-impl local --impl hf" \
+           "--transformer-impl local --impl megatron --attention flash" \
+           "--transformer-impl local --impl megatron --fp8 te-delayed"
+do
+  status=0
+  "$actsim" run --model gpt2-small --seq 512 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--transformer-impl\|--attention\|--fp8' err.txt
+done
+status=0
+"$actsim" run --model llama-3-8b --impl megatron --seq 512 --tp 2 --sp --transformer-impl local > out.txt 2> err.txt || status=$?
+test "$status" -eq 2 && grep -q 'WrappedTorchNorm asserts not sequence_parallel' err.txt
 ]=])
 
 # polish: MFU's denominators as CSV result columns (appended), equal to the JSON fields they

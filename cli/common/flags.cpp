@@ -119,6 +119,10 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "on|off: MoE (megatron, shared experts): Megatron's --moe-shared-expert-overlap (the "
       "shared experts inside the alltoall dispatcher, their input gathered and kept whole); "
       "default off");
+  // tece (issue 10): Megatron's --transformer-impl, a run setting
+  add("--transformer-impl", f.transformer_impl,
+      "transformer_engine|local: Megatron's --transformer-impl (transformer_engine, the default: "
+      "TE's layer spec; local: Megatron's own linears, core attention and norms)");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -280,6 +284,11 @@ Axes parse_axes(const CommonFlags& f) {
   a.deterministic = one_switch(f.deterministic, "--deterministic");  // time7 (issue 11)
   a.moe_shared_expert_overlap =  // moetp (issue 13)
       one_switch(f.moe_shared_expert_overlap, "--moe-shared-expert-overlap");
+  // tece (issue 10): one value, Megatron's two names
+  if (f.transformer_impl != "transformer_engine" && f.transformer_impl != "local")
+    throw sim::ConfigError("--transformer-impl", "transformer_impl",
+                           "'" + f.transformer_impl + "' is not transformer_engine or local");
+  a.local_spec = f.transformer_impl == "local";
   return a;
 }
 

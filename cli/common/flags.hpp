@@ -71,6 +71,7 @@ struct CommonFlags {
   std::string deterministic = "off";     // time7 (issue 11): --deterministic on|off (one value)
   std::string moe_shared_expert_overlap = "off";  // moetp (issue 13): one value
   std::string lora_dropout = "0";        // feat13 (issue 13): --lora-dropout (a list)
+  std::string transformer_impl = "transformer_engine";  // tece (issue 10): one value
 };
 
 // Which of the common flags a verb takes.
@@ -138,6 +139,7 @@ struct Axes {
   bool deterministic = false;     // time7 (issue 11): --deterministic (one value)
   bool moe_shared_expert_overlap = false;  // moetp (issue 13): one value
   std::vector<double> lora_dropouts{0.0};  // feat13 (issue 13): --lora-dropout (a list, swept)
+  bool local_spec = false;        // tece (issue 10): --transformer-impl local
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

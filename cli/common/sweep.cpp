@@ -155,6 +155,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.ds_max_reuse_distance = a.ds_max_reuse_distance;
   t.deterministic = a.deterministic;  // time7 (issue 11)
   t.moe_shared_expert_overlap = a.moe_shared_expert_overlap;  // moetp (issue 13)
+  t.local_spec = a.local_spec;        // tece (issue 10)
   return p;
 }
 

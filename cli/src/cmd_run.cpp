@@ -104,6 +104,8 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          // moetp (issue 13): Megatron's --moe-shared-expert-overlap
          (s.moe_shared_expert_overlap ? std::string("; shared experts overlapped with the dispatcher")
                                       : std::string()) +
+         // tece (issue 10): Megatron's --transformer-impl local
+         (s.local_spec ? std::string("; local layer spec (no Transformer Engine)") : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "",

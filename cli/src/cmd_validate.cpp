@@ -281,6 +281,12 @@ int cmd_validate(const Invocation& inv) {
     s.ds_persistence_threshold = optional_integer("ds_persistence_threshold", -1);
     s.ds_max_live = optional_integer("ds_max_live", -1);
     s.ds_max_reuse_distance = optional_integer("ds_max_reuse_distance", -1);
+    if (const std::string v = optional("transformer_impl"); !v.empty()) {  // tece (issue 10)
+      if (v != "transformer_engine" && v != "local")
+        throw sim::ConfigError(where, "transformer_impl",
+                               "'" + v + "' is not transformer_engine or local");
+      s.local_spec = v == "local";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -50,6 +50,7 @@ void status_line(const AppState& st) {
                          std::pair{s.ds_max_live, "ds-max-live"},
                          std::pair{s.ds_max_reuse_distance, "ds-max-reuse-distance"}})
     if (v >= 0) extra += ", " + std::string(name) + " " + std::to_string(v);
+  if (s.local_spec) extra += ", local layer spec";  // tece (issue 10)
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +

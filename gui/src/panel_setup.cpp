@@ -107,6 +107,9 @@ bool setup_panel(AppState& st) {
   // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion, refused the same way elsewhere
   form_label("fused CE loss");
   changed |= ImGui::Checkbox("##cefusion", &s.cross_entropy_loss_fusion);
+  // tece (issue 10): Megatron's --transformer-impl local, refused the same way elsewhere
+  form_label("local layer spec");
+  changed |= ImGui::Checkbox("##localspec", &s.local_spec);
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {

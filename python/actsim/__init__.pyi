@@ -46,6 +46,7 @@ def run(
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     lora_dropout: _Value = ...,  # feat13 (issue 13)
+    transformer_impl: _Value = ...,  # tece (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -94,6 +95,7 @@ def sweep(
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     lora_dropout: _Value = ...,  # feat13 (issue 13)
+    transformer_impl: _Value = ...,  # tece (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -140,6 +142,7 @@ def plan(
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     lora_dropout: _Value = ...,  # feat13 (issue 13)
+    transformer_impl: _Value = ...,  # tece (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -182,6 +185,7 @@ def valley(
     deterministic: _Value = ...,  # time7 (issue 11)
     moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     lora_dropout: _Value = ...,  # feat13 (issue 13)
+    transformer_impl: _Value = ...,  # tece (issue 10)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

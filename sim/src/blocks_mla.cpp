@@ -80,29 +80,16 @@ void mla_split(Builder& bld, const Dims& dm, int32_t base, int64_t stride,
 // TE's LayerNormLinear with normalization="RMSNorm" (layernorm_linear.py:181-188: `inp.view((-1,
 // in_features))`, no copy; :526-536 prepare_for_saving(inputmat, weight, ln_weight, ln_out,
 // mu (None for RMSNorm), rsigma)): the norm writes ln_out in the activation dtype and rsigma
-// (fp32 [rows], normalization.cpp rmsnorm_fwd); the GEMM reads ln_out. Written as two ops: the
-// norm saves its input (a view keeps its whole base alive), its weight and rsigma; the linear
-// saves ln_out and its weight.
+// (fp32 [rows], normalization.cpp rmsnorm_fwd); the GEMM reads ln_out. Two ops: TE's RMSNorm
+// (norm_te.cpp te_rms_norm: saves its input (a view keeps its whole base alive), its weight
+// and rsigma; its backward's workspace), then the linear, which saves ln_out and its weight.
+// tece: this was a copy of te_rms_norm with one backward kernel; TE launches two (the backward
+// kernel and rmsnorm_bwd_finalize, rmsnorm_bwd_semi_cuda_kernel.cu).
 namespace {
 int32_t te_norm_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, int64_t out_f,
                        const char* norm_name, const char* name, const char* role) {
   Ops o(bld, dm);
-  const Tensor tx = bld.tensor(x);
-  const int64_t rows = numel_of(tx) / in_f;
-  const int32_t w = bld.param(in_f, dm.param_dt, norm_name);
-  OpDraft d = o.draft(OpKind::kRmsNorm, norm_name);
-  d.op.math16 = false;
-  d.exec = Exec::kTeRmsNorm;  // exec13
-  d.dim = {rows, in_f};
-  d.inputs.push_back({x, GradRule::kNew});
-  d.inputs.push_back({w, GradRule::kNew});
-  const int32_t ln_out = bld.fresh(bytes(mul(rows, in_f), tx.dtype), tx.dtype, "ln_out");
-  const int32_t rsigma = bld.fresh(bytes(rows, DType::kF32), DType::kF32, "rsigma");
-  d.outputs = {ln_out, rsigma};
-  d.saves = {x, w, rsigma};
-  d.op.fwd.kernels = 1;
-  d.op.bwd.kernels = 1;  // rmsnorm_bwd: dx and dgamma in one launch (normalization.cpp)
-  bld.add_op(std::move(d));
+  const int32_t ln_out = te_rms_norm(bld, dm, x, in_f, norm_name);
   // moetp (issue 13): the up projections (linear_q_proj, linear_q_up_proj, linear_kv_up_proj)
   // are TELayerNormColumnParallelLinear over the TP group (gather_output=False: heads / tp);
   // under SP the norm runs on the sequence shard and ln_out is all-gathered for the GEMM, the

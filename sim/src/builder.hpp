@@ -79,6 +79,10 @@ struct OpDraft {
   // time3 (issue 11): bytes its kernels move through intermediates of their own (an unfused op's
   // kernels write tensors the next of them reads back), beyond its inputs, outputs and saves
   int64_t fwd_inner_bytes = 0, bwd_inner_bytes = 0;
+  // tece (issue 10): a Transformer Engine op with no executor kernel of its own (TE's RMSNorm)
+  // that allocates its outputs and gradients through at::empty: --deterministic's NaN fill
+  // (graph_builder.cpp, time7) covers it as it covers the TE ops it knows by Exec kind
+  bool te_alloc = false;
 };
 
 struct Param {
@@ -139,6 +143,7 @@ class Builder {
   int32_t current_block = -1;
   bool persistent_grads = false;  // bf16-mixed: fp32 main_grad buffers exist before the step
   bool ignore_transients = false; // paper profile
+  bool local_spec = false;  // tece (issue 10): --transformer-impl local (no TE op to fill)
   bool deterministic_fill = false;  // time7 (issue 11): --deterministic (graph_builder.cpp)
   bool record_exec = false;       // fill Graph::args and Graph::param_grads (build_graph_exec)
   int32_t famdec_mask = -1;       // famdec: the 4-D mask HF passes to SDPA (blocks_famdec.cpp)
@@ -241,6 +246,12 @@ struct Dims {
   bool shared_overlap = false;
   // --- end moetp ---
   double lora_dropout = 0.0;  // feat13 (issue 13): PEFT's lora_dropout (sim/src/lora.cpp)
+  // --- tece (issue 10): the device's compute capability x10 (Device::sm_arch), for the occupancy
+  // of Transformer Engine's norm backward kernels (sim/src/norm_te.cpp) ---
+  int sm_arch = 90;
+  // Megatron's --transformer-impl local (TrainSetup::local_spec): no Transformer Engine module
+  bool local_spec = false;
+  // --- end tece ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

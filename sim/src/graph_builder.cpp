@@ -334,9 +334,10 @@ void Builder::finalize() {
     // backward, one per allocated gradient and one for the added ones together. Not counted:
     // torch.empty in Megatron's own code (SP gathers, none in a run without SP) and cuDNN's and
     // cuBLAS's workspaces.
-    if (deterministic_fill &&
+    if (deterministic_fill && !local_spec &&  // tece: the local spec has no TE op
         ((drafts_[i].exec == Exec::kLinear && op.site != LinearSite::kLmHead) ||
-         drafts_[i].exec == Exec::kFlash || drafts_[i].exec == Exec::kLayerNorm)) {
+         drafts_[i].exec == Exec::kFlash || drafts_[i].exec == Exec::kLayerNorm ||
+         drafts_[i].te_alloc)) {  // tece: TE's RMSNorm (norm_te.cpp)
       int64_t fwd_fill = 0, bwd_fill = accum[i];
       for (int32_t s : out_st[i]) fwd_fill += g_.storages[s].bytes;
       for (int32_t s : allocs[i]) bwd_fill += g_.storages[s].bytes;
@@ -442,6 +443,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.compile = s.compile;  // fp8sac (issue 10)
   dm.grad_accum_fusion = s.grad_accum_fusion;             // time6 (issue 11)
   dm.ce_loss_fusion = s.cross_entropy_loss_fusion;        // te_norm (issue 10)
+  dm.local_spec = s.local_spec;                           // tece (issue 10)
   dm.s = s.seq / s.cp;
   dm.t = s.tp;
   dm.sp = s.sp && s.tp > 1;
@@ -733,9 +735,27 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
   g.optimizer_multi_tensor = optim != Optimizer::kAdamLoop;
 
   // cuBLAS workspace: allocated at the first matmul through the allocator, kept (steady state).
-  const int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
+  int64_t cublas = g.profile == Profile::kPaper ? 0 : dev.cublas_workspace_bytes;
+  // --- tece (issue 10): Megatron's --deterministic-mode sets CUBLAS_WORKSPACE_CONFIG=:4096:8
+  // unless the launcher set it (megatron/training/determinism.py @ d98e8a64dd:27-31,
+  // apply_determinism_env's setdefault), and PyTorch sizes its workspace from that variable on
+  // every GPU (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: the sum of
+  // size_KiB x count over the ":SIZE:COUNT" pairs): 8 x 4096 KiB = 32 MiB, where the device
+  // file's figure is PyTorch's default for its architecture (8,519,680 B on an A100). ---
+  if (cublas > 0 && s.deterministic) cublas = int64_t{8} * 4096 * 1024;
+  // Transformer Engine's own cuBLAS workspace under the TE layer spec: its GEMMs take
+  // get_cublas_workspace (transformer_engine/pytorch/cpp_extensions/gemm.py:40-67 @ d0067d0da6cb,
+  // lru_cache'd torch.empty: allocated at the first TE GEMM and kept): 32 MiB + 1 KiB on sm_90
+  // and later, 4 MiB before. The output layer (Megatron's ColumnParallelLinear, torch.matmul)
+  // still uses PyTorch's. Not counted: the per-stream workspaces of TE's grouped GEMM (MoE).
+  int64_t te_cublas = 0;
+  if (g.profile != Profile::kPaper && g.impl && spec(*g.impl, s.impl_version).te_norms &&
+      !s.local_spec)
+    te_cublas = dev.sm_arch >= 90 ? int64_t{32} * 1024 * 1024 + 1024 : int64_t{4'194'304};
+  if (te_cublas > 0) add(te_cublas, Category::kWorkspace, "TE cuBLAS workspace");
+  // --- end tece ---
   if (cublas > 0) add(cublas, Category::kWorkspace, "cuBLAS workspace");
-  g.workspace_bytes = cublas + buffers;  // and Megatron's global memory buffer (graph_blocks.cpp)
+  g.workspace_bytes = cublas + te_cublas + buffers;  // and Megatron's global memory buffer (graph_blocks.cpp)
   int64_t comm = 0;
   for (int32_t sid : g.persistent)
     if (g.storages[sid].category == Category::kComm) comm += g.storages[sid].bytes;
@@ -836,6 +856,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
   Dims dm = make_dims(model, setup);
   dm.layer0 = st.first;  // moe
   dm.sm_count = device.sm_count;  // polish: per-SM buffers (norm_kernels.cpp)
+  dm.sm_arch = device.sm_arch;    // tece (issue 10): TE norm occupancy (norm_te.cpp)
   Builder bld(g);
   bld.reserve(static_cast<size_t>(st.layers) * 48 + 64);
   // With gradient accumulation (N > 1 micro-batches) the steady state is a micro-batch after the
@@ -845,6 +866,7 @@ Graph build_ops(const ModelConfig& model, const TrainSetup& setup, const Device&
       setup.zero >= 2 || setup.microbatches > 1 || !resolved_set_to_none(setup);
   bld.ignore_transients = dm.paper;
   bld.deterministic_fill = setup.deterministic;  // time7 (issue 11)
+  bld.local_spec = setup.local_spec;             // tece (issue 10)
   bld.record_exec = record_exec;
   bld.freeze_params = dm.lora_rank > 0;  // feat: LoRA freezes every base parameter
   g.lora_rank = setup.lora_rank;

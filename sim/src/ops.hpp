@@ -50,6 +50,10 @@ int32_t triton_rms_norm(Builder& bld, const Dims& dm, int32_t x, const char* nam
 // te_norm (issue 10): Transformer Engine's fused RMSNorm of width `width` (LayerNormLinear's norm,
 // TENorm; sim/src/norm_te.cpp): saves x, the weight and fp32 rsigma per row; returns ln_out
 int32_t te_rms_norm(Builder& bld, const Dims& dm, int32_t x, int64_t width, const char* name);
+// tece (issue 10): the bytes Transformer Engine's norm backward allocates as its workspace
+// (dgamma_part, for LayerNorm also dbeta_part, per CTA column, fp32; sim/src/norm_te.cpp) for
+// `rows` rows of `cols` in `dt` on dm's device.
+int64_t te_norm_bwd_workspace(const Dims& dm, bool layer_norm, int64_t rows, int64_t cols, DType dt);
 
 class Ops {
  public:
@@ -333,6 +337,16 @@ class Ops {
     int32_t y = b_.fresh(bytes(mul(n, dm_.h), out_dt), out_dt, "norm out");
     d.outputs.push_back(y);
     d.saves = {xin, w};
+    // tece (issue 10): under Megatron's TE spec this is TE's LayerNorm, whose backward allocates
+    // its dgamma/dbeta partials (sim/src/norm_te.cpp); under the local spec apex's
+    // FusedLayerNorm (models/backends.py LNImpl), whose backward allocates part_grad_gamma and
+    // part_grad_beta, [16, h] fp32 each (NVIDIA/apex csrc/layer_norm_cuda_kernel.cu @ 6424da3b
+    // HostLayerNormGradient: part_size = 16; gamma only without a bias)
+    if (dm_.impl && dm_.impl->te_norms && !dm_.paper)
+      d.op.bwd_transient_bytes =
+          dm_.local_spec
+              ? bytes(mul((dm_.model->norm_bias ? 2 : 1) * 16, dm_.h), DType::kF32)
+              : te_norm_bwd_workspace(dm_, true, n, dm_.h, b_.tensor(xin).dtype);
     if (!dm_.paper) {  // the paper ignores norm statistics (Korthikanti §4.1)
       int32_t stats = b_.fresh(bytes(mul(2, n), DType::kF32), DType::kF32, "norm mean+rstd");
       d.outputs.push_back(stats);

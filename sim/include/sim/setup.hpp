@@ -184,6 +184,14 @@ struct TrainSetup {
   // @ 5d602fdb update_layer; sim/src/lora.cpp). Needs --lora-rank.
   double lora_dropout = 0.0;
   // --- end feat13 ---
+  // --- tece (issue 10): Megatron's --transformer-impl (megatron/training/arguments.py; default
+  // transformer_engine): the TE layer spec (gpt_layer_specs.py
+  // get_gpt_layer_with_transformer_engine_spec: TE's linears, fused norms, DotProductAttention,
+  // TE's own cuBLAS workspace) or, `local_spec`, get_gpt_layer_local_spec (Megatron's own
+  // linears, core attention and softmax; norms from models/backends.py LocalSpecProvider:
+  // apex's FusedLayerNorm, torch.nn.RMSNorm). Only megatron has the knob. ---
+  bool local_spec = false;
+  // --- end tece ---
 };
 
 // etp (issue 13): the expert-tensor-parallel size simulated: --etp, else --tp (Megatron's default)

@@ -101,7 +101,10 @@ std::vector<std::string> make_columns() {
         // --ds-max-reuse-distance; elements; key columns, appended; empty: not given, the HF
         // Trainer's "auto" or DeepSpeed's default)
         "ds_reduce_bucket", "ds_prefetch_bucket", "ds_persistence_threshold", "ds_max_live",
-        "ds_max_reuse_distance"})
+        "ds_max_reuse_distance",
+        // tece (issue 10): Megatron's --transformer-impl (transformer_engine or local under
+        // megatron, empty under the others; a key column, appended)
+        "transformer_impl"})
     c.emplace_back(name);
   return c;
 }
@@ -185,8 +188,9 @@ std::string csv_row(const Row& row) {
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
   // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
   // te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap;
-  // feat13: lora_dropout; ds3b: the five ds_* knobs
-  constexpr int kAfterError = 45;
+  // feat13: lora_dropout; ds3b: the five ds_* knobs;
+  // tece: transformer_impl
+  constexpr int kAfterError = 46;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -305,6 +309,9 @@ std::string csv_row(const Row& row) {
     if (v >= 0) w.integer(v);
     else w.empty(1);
   }
+  w.text(s.impl != sim::Impl::kMegatron ? ""  // tece (issue 10)
+         : s.local_spec                 ? "local"
+                                        : "transformer_engine");
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

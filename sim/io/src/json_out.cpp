@@ -61,6 +61,10 @@ std::string result_json(const Row& row) {
   j["grad_accum_fusion"] = s.grad_accum_fusion;  // time6 (issue 11)
   j["deterministic"] = s.deterministic;  // time7 (issue 11)
   j["moe_shared_expert_overlap"] = s.moe_shared_expert_overlap;  // moetp (issue 13)
+  // tece (issue 10): --transformer-impl, as the CSV column (null outside megatron)
+  j["transformer_impl"] = s.impl != sim::Impl::kMegatron
+                              ? Json(nullptr)
+                              : Json(std::string(s.local_spec ? "local" : "transformer_engine"));
   j["cp"] = s.cp;
   j["fp8"] = std::string(sim::name(s.fp8));
   j["impl_version"] = s.impl ? Json(std::string(s.impl_version)) : Json(nullptr);  // implver

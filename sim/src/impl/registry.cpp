@@ -212,6 +212,8 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                           std::string(sp.name) + " (its attention is eager only)");
     s.attention = AttentionKind::kStandard;
   }
+  // tece (issue 10): the local spec's core attention is Megatron's own (unfused) DotProductAttention
+  if (!s.attention && s.local_spec && s.impl == Impl::kMegatron) s.attention = AttentionKind::kStandard;
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
   // implver: the release's optimizer (ImplSpec::optimizer, its eager-path default under
@@ -285,6 +287,35 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                     "on under --impl " + std::string(sp.name) +
                         " (Megatron's --deterministic-mode; its NaN fill of new tensors is "
                         "timed on Transformer Engine's outputs only)");
+  // --- tece (issue 10): --transformer-impl local, Megatron's get_gpt_layer_local_spec
+  // (gpt_layer_specs.py @ d98e8a64dd): no Transformer Engine module in the layer ---
+  if (s.local_spec) {
+    if (s.impl != Impl::kMegatron)
+      throw NotInCode("--transformer-impl", "transformer_impl",
+                      "local under --impl " + std::string(sp.name) +
+                          " (Megatron's --transformer-impl)");
+    if (*s.attention == AttentionKind::kFlash)
+      throw NotInCode("--attention", "attention",
+                      "flash attention under --transformer-impl local (the local spec's core "
+                      "attention is Megatron's unfused DotProductAttention)");
+    if (s.fp8 != Fp8Recipe::kOff)
+      throw NotInCode("--fp8", "fp8",
+                      "FP8 under --transformer-impl local (Transformer Engine's recipes run in "
+                      "its own layers)");
+    if (s.cp > 1)
+      throw NotInCode("--cp", "cp",
+                      "context parallelism under --transformer-impl local (the ring is Transformer "
+                      "Engine's attention)");
+    if (model.norm == NormKind::kRmsNorm && s.sp && s.tp > 1)
+      throw NotInCode("--sp", "sp",
+                      "sequence parallelism with RMSNorm under --transformer-impl local "
+                      "(transformer/torch_norm.py WrappedTorchNorm asserts not sequence_parallel)");
+    if (model.experts > 0 || is_mla(model))
+      throw Unsupported("--transformer-impl", "transformer_impl",
+                        "local for the " + model.family +
+                            " family (the local spec's MoE and MLA layers are not modeled)");
+  }
+  // --- end tece ---
   return s;
 }
 
