@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,18 @@ class CpuBackend final : public Backend {
     std::vector<uint8_t>().swap(buf_[s]);
     live_[s] = 0;
   }
+  // execreg (issue 10): the offload host pool, one buffer per storage copied out
+  void copy_to_host(int32_t s) override {
+    if (!live_[s]) throw ExecutionError("executor: copy to the host of a released storage");
+    host_[s] = buf_[s];
+  }
+  void copy_to_device(int32_t s) override {
+    if (live_[s]) throw ExecutionError("executor: copy to the device of a live storage");
+    buf_[s] = std::move(host_.at(s));
+    std::vector<uint8_t>().swap(host_[s]);
+    live_[s] = 1;
+  }
+  void drop_host_copy(int32_t s) override { std::vector<uint8_t>().swap(host_.at(s)); }
   void scratch(int64_t bytes) override { scratch_.assign(static_cast<size_t>(bytes), 0); }
   void release_scratch() override { std::vector<uint8_t>().swap(scratch_); }
 
@@ -331,6 +344,7 @@ class CpuBackend final : public Backend {
   const Graph& g_;
   StepOptions opt_;
   std::vector<std::vector<uint8_t>> buf_;
+  std::map<int32_t, std::vector<uint8_t>> host_;  // execreg: the offload host pool
   std::vector<uint8_t> live_;
   std::vector<uint8_t> scratch_;
   std::vector<int64_t> param_offset_;
