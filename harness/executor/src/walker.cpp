@@ -304,6 +304,7 @@ class Walker {
   // The next event must be this one (after the frees due before it).
   uint8_t expect(sim::EventKind kind, int32_t id) {
     drain();
+    release_copied(cursor_);  // execreg: as the engine, at the event's start
     sim::Event want{kind, 0, id};
     if (cursor_ >= static_cast<int32_t>(sched_.events.size()))
       fail("the schedule ends where the executor expects the " + describe_event(want));
@@ -330,7 +331,7 @@ class Walker {
   // The count reached zero: the buffer goes now, and the schedule must free it next.
   // execreg: unless its copy to the host is still running (release_copied, fetch_through).
   void die(int32_t s) {
-    if (!out_host_.empty() && out_host_[s] && (release_at_[s] >= 0 || taken_back_[s])) {
+    if (!out_host_.empty() && (release_at_[s] >= 0 || (out_host_[s] && taken_back_[s]))) {
       in_flight_[s] = 1;
     } else {
       be_.release(s);
@@ -413,10 +414,11 @@ class Walker {
       if (c.storage < 0 || static_cast<size_t>(c.storage) >= n || group_[c.storage] < 0)
         fail("the simulator's copy ends name storage " + std::to_string(c.storage) +
              ", which the executor does not offload");
-      if (release_at_[c.storage] >= 0 || taken_back_[c.storage])
-        throw sim::Unsupported("--strategy", "strategy",
-                               "executing an offload plan whose " + describe_storage(g_, c.storage) +
-                                   " outlives its kFree twice");
+      // At most: taken back at its prefetch while its copy ran, then freed again before that
+      // copy ended (the engine keeps the buffer the copy reads), then released.
+      if (release_at_[c.storage] >= 0 || (taken_back_[c.storage] && c.taken_back))
+        fail("the simulator's copy ends name " + describe_storage(g_, c.storage) +
+             " twice in an order the executor does not know");
       if (c.taken_back) {
         taken_back_[c.storage] = 1;
       } else {
