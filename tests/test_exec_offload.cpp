@@ -1,4 +1,5 @@
-// execreg (issue 10): the CPU executor runs offload plans (`offload`, `offload+full`, custom
+// execreg (issue 10): the CPU executor runs fsdp2-bf16 and deepspeed-bf16 at one rank (last
+// cases below) and offload plans (`offload`, `offload+full`, custom
 // plans with offload clauses). Saved storages go to a host pool at the schedule's kOffload
 // events and come back at its kPrefetch events; a device buffer whose copy to the host runs past
 // its kFree stays until the simulator's copy stream says the copy ended (the CPU has no copy
@@ -185,4 +186,58 @@ TEST_CASE("executor: an offload plan without copy ends, or with wrong ones, is r
   ok.has_copy_releases = true;
   ok.copy_releases = run_engine(g, sched, dev, {}).copy_releases;
   CHECK_THROWS_AS(executor::run_cpu(g, plan, broken, ok), executor::ExecutionError);
+}
+
+namespace {
+Graph regime_graph(Precision p, Impl impl) {
+  TrainSetup t;
+  t.micro_batch = 2;
+  t.seq = 8;
+  t.impl = impl;
+  t.precision = p;
+  return build_graph_exec(fixtures::tiny_gqa_llama(), t, fixtures::executor_device());
+}
+}  // namespace
+
+TEST_CASE("executor: fsdp2-bf16 and deepspeed-bf16 at one rank run to the simulator's byte") {
+  // fsdp2-bf16: fp32 shards (the parameters' storages) read as their bf16 all-gathered copies,
+  // gradients reduced into the fp32 partitioned buffer; deepspeed-bf16: the bf16 module and its
+  // bf16 .grad, the fp32 master partition in the optimizer state (not run by one step).
+  const Device dev = fixtures::executor_device();
+  for (const auto& [p, impl] : {std::pair{Precision::kFsdp2Bf16, Impl::kTorchtitan},
+                                std::pair{Precision::kDeepspeedBf16, Impl::kHf}}) {
+    const Graph g = regime_graph(p, impl);
+    REQUIRE(g.precision == p);
+    CAPTURE(name(p));
+    const executor::StepResult ref = none_step(g);
+    bool nonzero = false;
+    for (const auto& gr : ref.grads)
+      for (double x : gr) nonzero = nonzero || x != 0.0;
+    CHECK(nonzero);
+    for (const char* st : {"none", "full", "every:2", "selective", "offload", "offload+full"}) {
+      const std::string strategy = st;
+      CAPTURE(strategy);
+      const Run r = run(g, st, dev);
+      CHECK(r.exec.peak_bytes == r.sim.peak_allocated_bytes);
+      CHECK(r.exec.peak_event_index == r.sim.peak_event_index);
+      CHECK(r.exec.baseline_bytes == r.sim.baseline_bytes);
+      CHECK(r.exec.loss == ref.loss);
+      CHECK(r.exec.grad_bytes == ref.grad_bytes);
+    }
+  }
+}
+
+TEST_CASE("executor: fsdp2-bf16's gradients equal bf16-mixed's bit for bit (same bf16 values, fp32 reduction)") {
+  // bf16-mixed keeps bf16 parameters and accumulates into an fp32 main_grad; FSDP2 at one rank
+  // computes on bf16 copies of fp32 shards and reduces into fp32: the same arithmetic.
+  const Graph fsdp2 = regime_graph(Precision::kFsdp2Bf16, Impl::kTorchtitan);
+  const Graph mixed = regime_graph(Precision::kBf16Mixed, Impl::kTorchtitan);
+  const executor::StepResult a = none_step(fsdp2), b = none_step(mixed);
+  CHECK(a.loss == b.loss);
+  REQUIRE(a.grad_bytes.size() == b.grad_bytes.size());
+  CHECK(a.grad_bytes == b.grad_bytes);
+  // Without the bf16 copies (the fp32 shards read as they are) the loss would differ: the
+  // fsdp2 graph's parameters are fp32 storages.
+  CHECK(fsdp2.storages[fsdp2.param_storages[0]].dtype == DType::kF32);
+  CHECK(mixed.storages[mixed.param_storages[0]].dtype == DType::kBF16);
 }

@@ -75,6 +75,14 @@ class CpuBackend final : public Backend {
   void scratch(int64_t bytes) override { scratch_.assign(static_cast<size_t>(bytes), 0); }
   void release_scratch() override { std::vector<uint8_t>().swap(scratch_); }
 
+  // execreg (issue 10): fsdp2-bf16 keeps fp32 parameter shards and computes on the bf16 copies
+  // its all-gather makes (the graph's kComm storage). The shards are initialized to values bf16
+  // represents exactly, so a copy equals its shard and the kernels read the shard: the step's
+  // forward and backward see the values FSDP2's would (one step: the optimizer is not run).
+  double compute_copy(double v) const {
+    if (g_.precision != sim::Precision::kFsdp2Bf16) return v;
+    return detail::from_bf16(detail::to_bf16(static_cast<float>(v)));
+  }
   void initialize_persistent() override {
     for (size_t p = 0; p < g_.param_storages.size(); ++p) {
       const int32_t s = g_.param_storages[p];
@@ -88,7 +96,7 @@ class CpuBackend final : public Backend {
         double v = norm ? 1.0 + 0.4 * u : 0.8 * u;
         if (static_cast<int32_t>(p) == opt_.perturb_param && i == opt_.perturb_element)
           v += opt_.perturb_delta;
-        detail::store(buf_[s].data(), st.dtype, i, v);
+        detail::store(buf_[s].data(), st.dtype, i, compute_copy(v));
       }
     }
     if (opt_.perturb_param >= 0) {
@@ -102,7 +110,7 @@ class CpuBackend final : public Backend {
       const bool norm = std::string(st.role).find("norm") != std::string::npos;
       for (int64_t i = 0; i < numel(s); ++i) {
         const double u = uniform(opt_.seed, 0xf20ce, static_cast<uint64_t>(s), static_cast<uint64_t>(i)) - 0.5;
-        detail::store(buf_[s].data(), st.dtype, i, norm ? 1.0 + 0.4 * u : 0.8 * u);
+        detail::store(buf_[s].data(), st.dtype, i, compute_copy(norm ? 1.0 + 0.4 * u : 0.8 * u));
       }
     }
     // exec11: QLoRA's packed NF4 weights (Exec::kNf4Linear's input 1): random 4-bit codes and

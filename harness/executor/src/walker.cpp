@@ -709,14 +709,10 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("<graph>", "args", "executing a graph not built by build_graph_exec");
   if (graph.tp > 1 || graph.dp > 1)
     throw sim::Unsupported("--tp/--dp", "parallelism", "executing more than one rank");
-  if (graph.precision == sim::Precision::kDeepspeedBf16)  // hfds
-    throw sim::Unsupported("--precision", "precision",
-                           "executing deepspeed-bf16 (DeepSpeed's flat fp32 partitions beside the "
-                           "bf16 module: the executor runs one dtype per parameter)");
-  if (graph.precision == sim::Precision::kFsdp2Bf16)
-    throw sim::Unsupported("--precision", "precision",
-                           "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
-                           "executor runs one dtype per parameter)");
+  // execreg (issue 10): deepspeed-bf16 and fsdp2-bf16 run at one rank. DeepSpeed's bf16 module
+  // and its .grad are the graph's; its fp32 master partition is optimizer state the step does
+  // not run. FSDP2's fp32 shards are read as their bf16 copies (cpu_backend.cpp compute_copy),
+  // its gradients reduced into the fp32 partitioned buffer (GradMode::kMainGrad).
   // inductor (issue 10): a compiled block's backward reads tensors it recomputes from the cut
   if (graph.compiled)
     throw sim::Unsupported("--compile", "compile",
