@@ -45,7 +45,9 @@ COLUMNS = (["schema_version", "source", "row_index", "model", "device", "strateg
               "etp",  # etp (issue 13): expert-tensor-parallel ranks (resolved: --tp)
               "cross_entropy_loss_fusion",  # te_norm (issue 10)
               # time7 (issue 11): Megatron's --deterministic-mode (on/off)
-              "deterministic"])
+              "deterministic",
+              # moetp (issue 13): Megatron's --moe-shared-expert-overlap (on/off)
+              "moe_shared_expert_overlap"])
 
 
 def csv_field(v):

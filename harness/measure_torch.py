@@ -455,7 +455,8 @@ def measure(args):
                  moe_aux_loss_coeff=0,  # mla5
                  etp=1,  # etp (issue 13)
                  cross_entropy_loss_fusion="off",  # te_norm (issue 10)
-                 deterministic="off")  # time7
+                 deterministic="off",  # time7
+                 moe_shared_expert_overlap="off")  # moetp (issue 13)
         rows.append(r)
         print("%-12s peak %14d B = live before %d + rise %d (%s); step %.2f s (profiled)"
               % (canon, peak, before, rise, phase, run.wall_s))

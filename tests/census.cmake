@@ -41,3 +41,15 @@ actsim_census_regenerate(census.cp_regenerate harness/census_cp.py harness/censu
 # (harness/inductor_partition.py); tests/test_inductor.cpp holds sim/src/inductor.cpp to it.
 actsim_census_regenerate(census.inductor_regenerate harness/inductor_partition.py
                          harness/inductor/partition.json 120)
+# time8 (issue 11): min_cut_rematerialization_partition's fx_graph_cse merges three identical
+# Float8-style casts of one input into one (sim/src/fp8.cpp charges a compiled cast once).
+add_test(NAME census.fp8_cast_cse
+         COMMAND sh -c [=[
+if ! "$1" -c "import torch" > /dev/null 2>&1
+then
+  echo "census: $1 cannot import torch (python3-torch not installed): skipped"
+  exit 77
+fi
+exec "$1" "$2/harness/fp8_cast_cse.py"
+]=] sh ${ACTSIM_CENSUS_PYTHON} ${ACTSIM_CENSUS_ROOT})
+set_tests_properties(census.fp8_cast_cse PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)

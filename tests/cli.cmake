@@ -108,7 +108,7 @@ grep -q "MoE aux loss: none (--moe-aux-loss-coeff 0, Megatron's default)" out.tx
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp > etp.txt
 grep -q "MoE expert TP: --etp 2 (--tp, Megatron's default): each expert's width 14336 -> 7168" etp.txt
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --etp 1 --ep 2 --format csv > etp.csv
-sed -n 2p etp.csv | grep -q ',1,off,off$'
+sed -n 2p etp.csv | grep -q ',1,off,off,off$'
 "$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --format json | grep -q '"etp": 2'
 grep -q "MoE aux loss: coefficient 0.001" out.txt
 rc=0
@@ -127,10 +127,10 @@ grep -q "MoE: 64 experts (64 per rank, --ep 1), top-6, balanced routing (--moe-i
 # and the good ones: the key columns ep and moe_imbalance appended to the CSV
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --ep 2 --dp 2 --moe-imbalance 1.5 --format csv > out.csv
 head -n 1 out.csv | grep -q ',set_to_none,reentrant,target_seq,ep,moe_imbalance,'
-sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty), then mla5's moe_aux_loss_coeff, etp, te_norm's cross_entropy_loss_fusion, time7's deterministic
-head -n 1 out.csv | grep -q ',mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic$'
+sed -n 2p out.csv | grep -q ',2,1.50,0,,off,1,off,d98e8a6,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off,off$'  # then feat's lora_rank ... fp8, implver's impl_version, hfimpl's padding, time5's norm_kernel, fp8sac's compile then time6 grad_accum_fusion, then polish's MFU peak, fp8 FLOPs (0) and mixed MFU (empty), then mla5's moe_aux_loss_coeff, etp, te_norm's cross_entropy_loss_fusion, time7's deterministic
+head -n 1 out.csv | grep -q ',mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic,moe_shared_expert_overlap$'
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format csv > out.csv
-sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01,1,off,off$'
+sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01,1,off,off,off$'
 "$1" run --model mixtral-8x7b --impl megatron --seq 256 --moe-aux-loss-coeff 0.01 --format json | grep -q '"moe_aux_loss_coeff": 0.01'
 
 ]=])
@@ -156,8 +156,8 @@ test "$(wc -l < e.csv)" -eq 3
 # implver: impl_version (the release, resolved); hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6: grad_accum_fusion;
 # polish: mfu_peak_flops_per_s, fp8_model_flops, mfu_fp8_mixed (results: empty on the error row);
 # mla5: moe_aux_loss_coeff; etp: etp (resolved: --tp); te_norm: cross_entropy_loss_fusion; time7: deterministic
-sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off$'
-sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0,1,off,off$'
+sed -n 2p e.csv | grep -q ',,[0-9][0-9]*,[0-9][0-9]*,1,0,0,0,1,1,1,0,1,hf,[0-9.]*,[0-9]*,0,0,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,[0-9][0-9]*,0,,0,1,off,off,off$'
+sed -n 3p e.csv | grep -q ',--seq: [^,]*,,,1,,,,1,1,1,,,hf,,,,,on,,,1,1.00,0,,off,1,off,4.48,off,default,off,on,,,,0,1,off,off,off$'
 ]=])
 
 # Determinism: two sweeps (parallel and serial) are byte-identical.
@@ -759,9 +759,9 @@ grep -q "optimizer adam-fused (megatron default: Transformer Engine's FusedAdam"
 "$1" run --model t5-small --seq 64 > out.txt
 grep -q "hf@4.48 (huggingface/transformers v4.48: modeling_t5.py@" out.txt
 "$1" sweep --model gpt2-small --seq 256 --impl hf,hf@4.16,nanogpt --strategy none -o s.csv
-head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic$'
+head -n 1 s.csv | grep -q ',fp8,impl_version,padding,norm_kernel,compile,grad_accum_fusion,mfu_peak_flops_per_s,fp8_model_flops,mfu_fp8_mixed,moe_aux_loss_coeff,etp,cross_entropy_loss_fusion,deterministic,moe_shared_expert_overlap$'
 test "$(cut -d, -f17 s.csv | tr '\n' ' ')" = "optimizer adam adam-loop adam-fused "
-test "$(awk -F, 'NR > 1 { print $(NF-11) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
+test "$(awk -F, 'NR > 1 { print $(NF-12) }' s.csv | tr '\n' ' ')" = "4.48 4.16 3adf61e "
 "$1" run --model gpt2-small --seq 256 --impl hf --optimizer sgd > out.txt
 grep -q "; optimizer sgd, exact allocator" out.txt
 # exec10: zero_grad's set_to_none is a release default, named by run; the CSV column resolves it
@@ -1020,4 +1020,28 @@ test "$(wc -l < err2.txt)" -eq 1
 test "$(wc -l < err3.txt)" -eq 1
 grep -q -- '--ds-max-live' err1.txt
 grep -q -- '--ds-reduce-bucket' err2.txt
+]=])
+
+# moetp (issue 13): Megatron's shared experts and MLA under --tp, --moe-shared-expert-overlap
+# (a key column; the gathered input kept whole: a higher peak), refused in one line elsewhere.
+actsim_cli_test(moetp_shared_overlap [=[
+actsim="$1"
+col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"; }
+"$actsim" run --model deepseek-v2-lite --impl megatron --seq 512 --tp 2 --sp --format csv > off.csv
+"$actsim" run --model deepseek-v2-lite --impl megatron --seq 512 --tp 2 --sp --moe-shared-expert-overlap on --format csv > on.csv
+test "$(col on.csv moe_shared_expert_overlap)" = on && test "$(col off.csv moe_shared_expert_overlap)" = off
+test "$(col on.csv activation_bytes_per_layer)" -gt "$(col off.csv activation_bytes_per_layer)"
+"$actsim" run --model deepseek-v2-lite --impl megatron --seq 512 --tp 2 --sp --moe-shared-expert-overlap on | grep -q "; shared experts overlapped"
+"$actsim" run --model deepseek-v2-lite --impl megatron --seq 512 --tp 2 --sp --moe-shared-expert-overlap on --format json | grep -q '"moe_shared_expert_overlap": true'
+d="--model deepseek-v2-lite"
+for bad in "$d --moe-shared-expert-overlap maybe --impl megatron" "$d --moe-shared-expert-overlap on --impl hf" \
+           "--model mixtral-8x7b --moe-shared-expert-overlap on --impl megatron" \
+           "$d --moe-shared-expert-overlap on,off --impl megatron" \
+           "--model gpt2-small --moe-shared-expert-overlap on --impl megatron"
+do
+  status=0
+  "$actsim" run --seq 512 $bad > out.txt 2> err.txt || status=$?
+  test "$status" -eq 2 && test "$(wc -l < err.txt)" -eq 1 && test ! -s out.txt
+  grep -q -- '--moe-shared-expert-overlap' err.txt
+done
 ]=])

@@ -88,6 +88,35 @@ inline sim::ModelConfig mixtral_shaped(bool moe = true) {
   return m;
 }
 
+// DeepSeek-V2-Lite's attention (h 2048, 16 heads, qk 128 + 64 rope, v 128, kv latent 512, no q
+// latent; q_lora > 0 gives DeepSeek-V2's q latent) with a dense SwiGLU, or a Llama attention of
+// the same heads and head dim 192.
+inline sim::ModelConfig mla_shaped(bool mla, int64_t q_lora = 0) {
+  sim::ModelConfig m;
+  m.name = m.source = "mla-shaped";
+  m.family = mla ? "deepseek_v2" : "llama";
+  m.layers = 4;
+  m.hidden = 2048;
+  m.heads = m.kv_heads = 16;
+  m.head_dim = 192;
+  m.ffn_hidden = 10944;
+  m.vocab = 102400;
+  m.max_positions = 4096;
+  m.mlp = sim::MlpKind::kSwiglu;
+  m.norm = sim::NormKind::kRmsNorm;
+  m.norm_bias = false;
+  m.positions = sim::PosEmbedding::kRope;
+  m.tied_embeddings = false;
+  m.qkv_bias = m.linear_bias = false;
+  if (mla) {
+    m.kv_lora_rank = 512;
+    m.qk_rope_dim = 64;
+    m.v_head_dim = 128;
+    m.q_lora_rank = q_lora;
+  }
+  return m;
+}
+
 // tiny_llama widened so that the GEMMs, not the host, set the step time (the fp8, MFU and LoRA
 // timing tests): h 2048, 16 query and 4 K/V heads of 128, SwiGLU 5632.
 inline sim::ModelConfig wide_llama() {

@@ -60,6 +60,11 @@ TEST_CASE("torch's CP ring under --compile on: the all-gather and every dK, dV p
     CHECK(re.comm_time_ns < rc.comm_time_ns);
     // The step cannot shrink (this tiny model's steps are mostly host-bound, so the GPU's extra
     // wait can hide in the host lane's gaps; FSDP's overlap shifts with it).
-    CHECK(rc.step_time_ns >= re.step_time_ns);
+    // time8: `compiled` also makes the engine issue only the fused kernels' host calls
+    // (engine.cpp host_ops), which shortens this host-bound step; without the host lane the
+    // collectives are the only difference.
+    Device d0 = d;
+    d0.host_dispatch_ns = 0;
+    CHECK(simulate_plan(compiled, none, d0).step_time_ns >= simulate_plan(eager, none, d0).step_time_ns);
   }
 }

@@ -118,7 +118,9 @@ TEST_CASE("inductor: a GPT-2 block (nanoGPT, GELU) saves what torch 1.13's parti
   CHECK(cut_bytes(g, 1) == measured("gpt2", "fp32"));
 }
 
-TEST_CASE("inductor: recomputed pointwise ops are timed in the backward, not the forward") {
+// time8 (issue 11): with Inductor's fusion timed (tests/test_time8.cpp) the compiled block moves
+// fewer bytes both ways: the recomputation is fused into the backward's kernels.
+TEST_CASE("inductor: recomputed pointwise ops are timed in the backward, fused") {
   const TrainSetup e = probe_setup(Impl::kTorchtitan, Precision::kFsdp2Bf16, false);
   const TrainSetup c = probe_setup(Impl::kTorchtitan, Precision::kFsdp2Bf16, true);
   const Graph ge = build_graph_direct(probe_llama(), e, fixtures::h100());
@@ -132,8 +134,8 @@ TEST_CASE("inductor: recomputed pointwise ops are timed in the backward, not the
   }
   for (int32_t i : detail::inductor_block_partition(ge, 1, detail::PartitionRules::kTorch2).recomputed_ops) recomputed += ge.ops[i].fwd.bytes;
   CHECK(recomputed > 0);
-  CHECK(fwd_c == fwd_e);
-  CHECK(bwd_c - bwd_e == recomputed);
+  CHECK(fwd_c < fwd_e);
+  CHECK(bwd_c < bwd_e);
 }
 
 TEST_CASE("inductor: the cloned build holds what the direct build holds under --compile on") {

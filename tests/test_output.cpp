@@ -102,7 +102,7 @@ TEST_CASE("the CSV header is the v1 contract") {
       "optimizer", "allocator", "layers", "params", "params_per_rank", "peak_allocated_bytes",
       "peak_time_ns", "peak_phase", "activation_bytes_per_layer", "activation_peak_bytes",
       "weights_bytes", "grads_bytes", "optimizer_bytes", "workspace_bytes"};
-  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 57);  // famenc 1, moe 2, feat 5, implver 1, hfimpl 1, time5 1, fp8sac 1, time6 1, polish 3, mla5 1, etp 1, te_norm 1, time7 1
+  REQUIRE(cols.size() == key.size() + sim::kCategoryCount + 58);  // famenc 1, moe 2, feat 5, implver 1, hfimpl 1, time5 1, fp8sac 1, time6 1, polish 3, mla5 1, etp 1, te_norm 1, time7 1, moetp 1
   for (std::size_t i = 0; i < key.size(); ++i) CHECK(cols[i] == key[i]);
   for (int c = 0; c < sim::kCategoryCount; ++c) {
     CHECK(cols[key.size() + static_cast<std::size_t>(c)] ==
@@ -126,7 +126,8 @@ TEST_CASE("the CSV header is the v1 contract") {
       "moe_aux_loss_coeff",                               // mla5 (issue 13)
       "etp",                                             // etp (issue 13)
       "cross_entropy_loss_fusion",                        // te_norm (issue 10)
-      "deterministic"};                                   // time7 (issue 11)
+      "deterministic",                                    // time7 (issue 11)
+      "moe_shared_expert_overlap"};                       // moetp (issue 13)
   for (std::size_t i = 0; i < tail.size(); ++i)
     CHECK(cols[key.size() + sim::kCategoryCount + i] == tail[i]);
 

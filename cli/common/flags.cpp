@@ -111,6 +111,11 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "on|off: Megatron's --deterministic-mode (on: torch.use_deterministic_algorithms(True), whose "
       "fill_uninitialized_memory writes NaN into each tensor Transformer Engine allocates; off, "
       "the default)");
+  // moetp (issue 13): Megatron's --moe-shared-expert-overlap, a run setting
+  add("--moe-shared-expert-overlap", f.moe_shared_expert_overlap,
+      "on|off: MoE (megatron, shared experts): Megatron's --moe-shared-expert-overlap (the "
+      "shared experts inside the alltoall dispatcher, their input gathered and kept whole); "
+      "default off");
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
@@ -268,6 +273,8 @@ Axes parse_axes(const CommonFlags& f) {
   a.cross_entropy_loss_fusion =  // te_norm (issue 10)
       one_switch(f.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
   a.deterministic = one_switch(f.deterministic, "--deterministic");  // time7 (issue 11)
+  a.moe_shared_expert_overlap =  // moetp (issue 13)
+      one_switch(f.moe_shared_expert_overlap, "--moe-shared-expert-overlap");
   return a;
 }
 

@@ -69,6 +69,7 @@ struct CommonFlags {
       ds_max_reuse_distance;
   // --- end ds3 ---
   std::string deterministic = "off";     // time7 (issue 11): --deterministic on|off (one value)
+  std::string moe_shared_expert_overlap = "off";  // moetp (issue 13): one value
 };
 
 // Which of the common flags a verb takes.
@@ -133,6 +134,7 @@ struct Axes {
           ds_max_live = -1, ds_max_reuse_distance = -1;
   // --- end ds3 ---
   bool deterministic = false;     // time7 (issue 11): --deterministic (one value)
+  bool moe_shared_expert_overlap = false;  // moetp (issue 13): one value
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

@@ -150,6 +150,7 @@ Point point_at(const Axes& a, int64_t index) {
   t.ds_max_live = a.ds_max_live;
   t.ds_max_reuse_distance = a.ds_max_reuse_distance;
   t.deterministic = a.deterministic;  // time7 (issue 11)
+  t.moe_shared_expert_overlap = a.moe_shared_expert_overlap;  // moetp (issue 13)
   return p;
 }
 

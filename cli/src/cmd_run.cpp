@@ -101,6 +101,9 @@ std::string setup_line(const sim::TrainSetup& s, std::string_view family) {
          // time7: Megatron's --deterministic-mode
          (s.deterministic ? std::string("; deterministic mode (NaN fill of TE's new tensors)")
                           : std::string()) +
+         // moetp (issue 13): Megatron's --moe-shared-expert-overlap
+         (s.moe_shared_expert_overlap ? std::string("; shared experts overlapped with the dispatcher")
+                                      : std::string()) +
          (s.lora_rank > 0 ? fmt::format("; LoRA rank {} on {}{}", s.lora_rank,
                                         sim::lora_targets_name(s.lora_targets),
                                         s.qlora ? ", QLoRA (NF4 base)" : "")

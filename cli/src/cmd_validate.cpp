@@ -263,6 +263,11 @@ int cmd_validate(const Invocation& inv) {
         throw sim::ConfigError(where, "deterministic", "'" + v + "' is not on or off");
       s.deterministic = v == "on";
     }
+    if (const std::string v = optional("moe_shared_expert_overlap"); !v.empty()) {  // moetp
+      if (v != "on" && v != "off")
+        throw sim::ConfigError(where, "moe_shared_expert_overlap", "'" + v + "' is not on or off");
+      s.moe_shared_expert_overlap = v == "on";
+    }
     const sim::Strategy strategy = sim::parse_strategy(get("strategy"));
 
     const std::string& mname = get("model");

@@ -41,6 +41,7 @@ void status_line(const AppState& st) {
   if (s.compile) extra += ", torch.compile";
   if (!s.grad_accum_fusion) extra += ", no grad-accum fusion";
   if (s.cross_entropy_loss_fusion) extra += ", fused cross entropy";  // te_norm (issue 10)
+  if (s.moe_shared_expert_overlap) extra += ", shared experts overlapped";  // moetp (issue 13)
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +

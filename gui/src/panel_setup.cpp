@@ -154,6 +154,9 @@ bool setup_panel(AppState& st) {
   changed |= edit_real("MoE aux loss coeff", s.moe_aux_loss_coeff, 0.0, 1e6, "%.4g");
   // etp (issue 13): Megatron's --expert-tensor-parallel-size; 0: --tp (its default)
   changed |= edit_i64("expert TP (0: tp)", s.etp, 0, 4096);
+  // moetp (issue 13): Megatron's --moe-shared-expert-overlap; refused in one line elsewhere
+  form_label("MoE shared overlap");
+  changed |= ImGui::Checkbox("##sharedoverlap", &s.moe_shared_expert_overlap);
   form_label("MoE capacity");
   bool capacity = s.moe_capacity.has_value();
   if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {

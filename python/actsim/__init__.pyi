@@ -44,6 +44,7 @@ def run(
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
+    moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -90,6 +91,7 @@ def sweep(
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
+    moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -134,6 +136,7 @@ def plan(
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
+    moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     prefetch: _Value = ...,
@@ -174,6 +177,7 @@ def valley(
     etp: _Value = ...,  # etp (issue 13)
     cross_entropy_loss_fusion: _Value = ...,  # te_norm (issue 10)
     deterministic: _Value = ...,  # time7 (issue 11)
+    moe_shared_expert_overlap: _Value = ...,  # moetp (issue 13)
     gpus_per_node: _Value = ...,
     allocator: _Value = ...,
     **flags: _Value,

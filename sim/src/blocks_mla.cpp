@@ -101,7 +101,11 @@ int32_t te_norm_linear(Builder& bld, const Dims& dm, int32_t x, int64_t in_f, in
   d.op.fwd.kernels = 1;
   d.op.bwd.kernels = 1;  // rmsnorm_bwd: dx and dgamma in one launch (normalization.cpp)
   bld.add_op(std::move(d));
-  return o.linear(ln_out, in_f, out_f, false, Ops::Tp::kNone, name, role);
+  // moetp (issue 13): the up projections (linear_q_proj, linear_q_up_proj, linear_kv_up_proj)
+  // are TELayerNormColumnParallelLinear over the TP group (gather_output=False: heads / tp);
+  // under SP the norm runs on the sequence shard and ln_out is all-gathered for the GEMM, the
+  // shard saved (Ops::linear's column-parallel rows). At --tp 1 kColumn is kNone.
+  return o.linear(ln_out, in_f, out_f, false, Ops::Tp::kColumn, name, role);
 }
 
 int32_t build_mla_megatron(Builder& bld, const Dims& dm, int32_t attn_in) {
@@ -130,8 +134,28 @@ int32_t build_mla_megatron(Builder& bld, const Dims& dm, int32_t attn_in) {
   const int32_t ckv = o.linear(attn_in, h, r + rope, false, Tp::kNone, "kv down proj", "kv combined");
   const DType cdt = bld.tensor(ckv).dtype;
   int32_t cv[2];
-  split_views(bld, dm, ckv, {bytes(mul(nf, r), cdt), bytes(mul(nf, rope), cdt)}, cv,
+  // moetp (issue 13): the down projections are TELinear with parallel_mode "duplicated"
+  // (replicated weights, no TP communication) on the block's input as it is: the sequence shard
+  // [N / tp, h] under SP (`kv_compressed:[s / TP, b, kv_lora_rank]`)
+  const int64_t nl = numel_of(bld.tensor(ckv)) / (r + rope);
+  split_views(bld, dm, ckv, {bytes(mul(nl, r), cdt), bytes(mul(nl, rope), cdt)}, cv,
               "kv_compressed, k_pos_emb split");
+  if (dm.t > 1 && dm.sp) {
+    // get_query_key_value_tensors: `if get_pg_size(self.tp_group) > 1 and
+    // self.config.sequence_parallel: k_pos_emb = gather_from_sequence_parallel_region(k_pos_emb)`
+    // (_GatherFromSequenceParallelRegion: a new [N, rope] buffer, saves nothing; its backward
+    // reduce-scatters the gradient)
+    OpDraft d = o.draft(OpKind::kCopy, "k_pos_emb all-gather");
+    d.op.math16 = false;
+    d.inputs.push_back({cv[1], GradRule::kNew});
+    const int32_t g = bld.fresh(bytes(mul(nf, rope), cdt), cdt, "k_pos_emb gathered");
+    d.outputs.push_back(g);
+    d.op.fwd.comm_bytes = d.op.bwd.comm_bytes = bytes(mul(nf, rope), cdt);
+    d.op.fwd.comm_kind = kAllGather;
+    d.op.bwd.comm_kind = kReduceScatter;
+    bld.add_op(std::move(d));
+    cv[1] = g;
+  }
   // the fused kv norm + linear_kv_up_proj: kv [N, a (nope + v)]; its saved input is the
   // kv_compressed view, which keeps kv_combined whole
   const int32_t kv = te_norm_linear(bld, dm, cv[0], r, a * (nope + vd), "kv layernorm (fused)",

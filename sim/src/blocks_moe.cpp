@@ -493,6 +493,16 @@ int32_t build_hf_aux_loss(Builder& bld, const Dims& dm, int32_t loss) {
 
 int32_t build_moe(Builder& bld, const Dims& dm, int32_t mlp_in) {
   const MoeDispatch how = dm.impl ? dm.impl->moe : MoeDispatch::kNone;
+  // moetp (issue 13): Megatron's SharedExpertMLP, at any --tp (blocks_moetp.cpp).
+  // MoELayer.forward (moe_layer.py @ d98e8a64ddf3 custom_forward) runs shared_experts_compute
+  // before route; with --moe-shared-expert-overlap the dispatcher runs it between the
+  // all-to-alls instead (token_dispatcher.py), built after the routed path here.
+  if (how == MoeDispatch::kAllToAll) {
+    const int32_t shared = dm.shared_overlap ? -1 : megatron_shared_experts(bld, dm, mlp_in);
+    const int32_t routed = megatron_alltoall(bld, dm, mlp_in);
+    const int32_t late = dm.shared_overlap ? megatron_shared_experts(bld, dm, mlp_in) : shared;
+    return late < 0 ? routed : Ops(bld, dm).add(routed, late, "routed + shared");
+  }
   const int32_t routed =
       how == MoeDispatch::kAllToAll ? megatron_alltoall(bld, dm, mlp_in) : hf_loop(bld, dm, mlp_in);
   return shared_experts(bld, dm, mlp_in, routed);

@@ -38,6 +38,10 @@ inline void split_views(Builder& bld, const Dims& dm, int32_t base,
 // indices: blocks_moe_router.cpp.
 int32_t megatron_router(Builder& bld, const Dims& dm, int32_t logits, int64_t n, int32_t* sel);
 
+// moetp (issue 13): Megatron's SharedExpertMLP under --tp > 1 (and its gate) from the MoE
+// layer's input; -1 without shared experts: blocks_moetp.cpp.
+int32_t megatron_shared_experts(Builder& bld, const Dims& dm, int32_t x);
+
 // MLA (DeepseekV2Attention) from the normalized block input to the input of o_proj, [tokens,
 // heads x v_head_dim]: blocks_mla.cpp.
 int32_t build_mla(Builder& bld, const Dims& dm, int32_t attn_in);

@@ -121,6 +121,12 @@ class Builder {
   void mark_core_attention_last() { drafts_.back().op.core_attention = true; }
   // moe: marks a parameter tensor as a routed expert's (Storage::expert).
   void mark_expert(int32_t t) { g_.storages[tensors_[t].storage].expert = true; }
+  // moetp (issue 13): the ops added since op `first` run on the shared experts' own stream
+  // (Op::moe_overlap); op_count() is the next op's index.
+  int32_t op_count() const { return static_cast<int32_t>(drafts_.size()); }
+  void mark_moe_overlap_from(int32_t first) {
+    for (size_t i = static_cast<size_t>(first); i < drafts_.size(); ++i) drafts_[i].op.moe_overlap = true;
+  }
   void set_labels(int32_t t) { labels_ = t; }
   int32_t labels() const { return labels_; }
   void set_rope_tables(int32_t t) { rope_tables_ = t; }
@@ -231,6 +237,9 @@ struct Dims {
   // --- te_norm (issue 10) ---
   bool ce_loss_fusion = false;  // Megatron's --cross-entropy-loss-fusion (build_head)
   // --- end te_norm ---
+  // --- moetp (issue 13): --moe-shared-expert-overlap (blocks_moetp.cpp) ---
+  bool shared_overlap = false;
+  // --- end moetp ---
 
   int64_t n_local() const { return s_local * b; }  // tokens in non-TP regions
   int64_t n_full() const { return s * b; }         // tokens in TP regions

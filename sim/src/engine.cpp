@@ -366,10 +366,20 @@ class Engine {
     // expert-TP ranks are consecutive and the EP ranks lie etp apart
     ep_group_ = comm_group(g_.ep, g_.etp, opt_.gpus_per_node);
     etp_group_ = comm_group(g_.etp, 1, opt_.gpus_per_node);
+    // moetp (issue 13): Megatron's DDP keeps the experts' gradients in buffers of their own
+    // (distributed_data_parallel.py @ d98e8a64ddf3: expert_parallel_buffers, reduced over
+    // pg_collection.expt_dp; the distributed optimizer's expert shards over the same group) and
+    // reduces them over the expert-data-parallel group, edp = tp cp dp / (etp ep) ranks lying
+    // etp ep apart (the expert grid etp-ep-edp-pp, parallel_state.py), not over dp: with ep = dp
+    // and tp = etp they are not reduced at all; with etp < tp they are, even at dp 1.
+    edp_ = g_.tp * g_.dp / std::max<int64_t>(1, g_.etp * g_.ep);
+    edp_group_ = comm_group(edp_, g_.etp * g_.ep, opt_.gpus_per_node);
+    expert_grad_at_.clear();
+    expert_gather_ = 0;
     grad_at_.clear();
     block_gather_.clear();
     block_grad_.clear();
-    if (g_.dp <= 1) return;
+    if (g_.dp <= 1 && edp_ <= 1) return;
     grad_at_.assign(g_.ops.size(), 0);
     block_gather_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);  // last: outside the blocks
     block_grad_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);
@@ -377,9 +387,25 @@ class Engine {
     // fp32; hfds: DeepSpeed reduces bf16 gradients (communication_data_type of a bf16 model)
     const int64_t grad_b = g_.precision == Precision::kDeepspeedBf16 ? 2 : 4;
     for (size_t i = 0; i < g_.ops.size(); ++i) grad_at_[i] = grad_b * g_.ops[i].param_numel;
+    // moetp: outside ZeRO-3, where edp differs from dp (only Megatron's expert grid makes it
+    // differ: HF has neither --ep nor TP), the experts' gradients and updated-weight gathers go
+    // over edp in buckets of their own. Where edp = dp the one set of buckets over dp stays
+    // (Megatron's separate expert buffers then only move bucket boundaries).
+    const bool split = g_.zero < 3 && edp_ != g_.dp;
+    if (split) {
+      expert_grad_at_.assign(g_.ops.size(), 0);
+      for (size_t i = 0; i < g_.ops.size(); ++i) {
+        grad_at_[i] = g_.dp > 1 ? grad_b * (g_.ops[i].param_numel - g_.ops[i].expert_param_numel) : 0;
+        expert_grad_at_[i] = edp_ > 1 ? grad_b * g_.ops[i].expert_param_numel : 0;
+      }
+    }
     for (int32_t sid : g_.param_storages) {
       const Storage& st = g_.storages[sid];
       const int64_t numel = st.bytes / bytes_of(st.dtype) * shards;
+      if (split && st.expert) {  // moetp: gathered after the step over edp (ZeRO-1/2)
+        expert_gather_ += st.bytes;
+        continue;
+      }
       const size_t b = st.block >= 0 && st.block < g_.n_blocks ? static_cast<size_t>(st.block)
                                                                : block_gather_.size() - 1;
       // FSDP2 mixed precision keeps fp32 shards and all-gathers them cast to param_dtype bf16
@@ -402,7 +428,11 @@ class Engine {
 
   // One collective on the data-parallel stream, issued at `issue` (or when the stream frees).
   int64_t dp_collective(Collective c, int64_t bytes, int64_t issue) {
-    const int64_t ns = comm_ns(c, bytes, dp_group_, dev_);
+    return dp_collective(c, bytes, issue, dp_group_);
+  }
+  // moetp: the same stream, another group (the experts' edp)
+  int64_t dp_collective(Collective c, int64_t bytes, int64_t issue, CommGroup group) {
+    const int64_t ns = comm_ns(c, bytes, group, dev_);
     const int64_t start = std::max(issue, dp_free_);
     dp_free_ = checked_add(start, ns, "step_time_ns");
     res_.dp_comm_ns += ns;
@@ -424,7 +454,15 @@ class Engine {
   // them (torch DistributedDataParallel: bucket_cap_mb = 25, the first bucket 1 MiB,
   // dist._DEFAULT_FIRST_BUCKET_BYTES), overlapping the rest of backward.
   void bucket_grads(int32_t id) {
-    if (g_.dp <= 1 || g_.zero >= 3 || grad_at_.empty()) return;
+    if (g_.zero >= 3 || grad_at_.empty()) return;
+    if (!expert_grad_at_.empty() && expert_grad_at_[id] > 0) {  // moetp: the experts' buckets
+      pending_expert_grad_ += expert_grad_at_[id];
+      if (pending_expert_grad_ >= (expert_buckets_ == 0 ? (int64_t{1} << 20) : 25 * (int64_t{1} << 20))) {
+        flush_expert_bucket();
+        if (g_.dp_reduce_blocking) wait_until(dp_free_, true);
+      }
+    }
+    if (g_.dp <= 1) return;
     pending_grad_ += grad_at_[id];
     int64_t cap = buckets_ == 0 ? (int64_t{1} << 20) : 25 * (int64_t{1} << 20);
     if (g_.dp_bucket_bytes > 0) cap = g_.dp_bucket_bytes;  // hfds: DeepSpeed's buckets
@@ -439,7 +477,19 @@ class Engine {
                   pending_grad_, clock_);
     ++buckets_;
     res_.dp_buckets = buckets_;
+    res_.grad_reduce_bytes += pending_grad_;  // moetp
     pending_grad_ = 0;
+  }
+  // moetp: one bucket of expert gradients over the expert-data-parallel group
+  void flush_expert_bucket() {
+    if (pending_expert_grad_ <= 0) return;
+    dp_collective(g_.zero >= 1 ? Collective::kReduceScatter : Collective::kAllReduce,
+                  pending_expert_grad_, clock_, edp_group_);
+    ++buckets_;
+    ++expert_buckets_;
+    res_.dp_buckets = buckets_;
+    res_.expert_grad_reduce_bytes += pending_expert_grad_;
+    pending_expert_grad_ = 0;
   }
 
   // ZeRO-3 / FSDP (torch FSDP and torchtitan's FSDP2 defaults): each block's weights are
@@ -502,16 +552,18 @@ class Engine {
     dp_collective(Collective::kReduceScatter, bytes, clock_);
     ++buckets_;
     res_.dp_buckets = buckets_;
+    res_.grad_reduce_bytes += bytes;  // moetp
   }
 
   // Before the optimizer: the last gradients are reduced and the step waits for the stream.
   void finish_grads() {
-    if (g_.dp <= 1 || grad_at_.empty()) return;
+    if (grad_at_.empty()) return;
     if (g_.zero >= 3) {
       if (bwd_block_ >= 0) reduce_block(bwd_block_);
       bwd_block_ = -1;
     } else {
       flush_bucket();
+      flush_expert_bucket();  // moetp
     }
     wait_until(dp_free_, true);
   }
@@ -519,10 +571,13 @@ class Engine {
   // After the optimizer, ZeRO-1/2 gather the updated weight shards (16-bit under bf16-mixed,
   // the weights' dtype otherwise): exposed, before the next step's forward.
   void gather_updated_weights() {
-    if (g_.dp <= 1 || g_.zero < 1 || g_.zero >= 3 || block_gather_.empty()) return;
+    if (g_.zero < 1 || g_.zero >= 3 || block_gather_.empty()) return;
     int64_t bytes = 0;
     for (int64_t b : block_gather_) bytes += b;
-    const int64_t done = dp_collective(Collective::kAllGather, bytes, clock_);
+    int64_t done = g_.dp > 1 ? dp_collective(Collective::kAllGather, bytes, clock_) : clock_;
+    // moetp: the experts' updated shards over their edp group (expert_gather_: 0 unless split)
+    if (edp_ > 1 && expert_gather_ > 0)
+      done = dp_collective(Collective::kAllGather, expert_gather_, clock_, edp_group_);
     wait_until(done, true);
   }
 
@@ -540,6 +595,13 @@ class Engine {
       res_.host_wait_ns += host_ - clock_;
       clock_ = host_;
     }
+  }
+
+  // time8 (issue 11): host calls of one op: eager, one per kernel and at least one (a view is
+  // a Python call too); a compiled block's wrapper calls only the kernels Inductor made
+  // (sim/src/inductor.cpp fuse_block: an op fused into another's kernel has none)
+  int64_t host_ops(const Op& op, int64_t kernels) const {
+    return g_.compiled && op.block >= 0 ? kernels : std::max<int64_t>(1, kernels);
   }
 
   // Contention (issue 11, time; sim/src/comm.hpp kOverlapComputeSlowdown): a kernel issued
@@ -560,6 +622,36 @@ class Engine {
       clock_ = checked_add(clock_, comm_ns, "step_time_ns");
       res_.comm_time_ns += comm_ns;  // <= clock_
     }
+  }
+
+  // moetp (issue 13): --moe-shared-expert-overlap. The shared experts' ops (Op::moe_overlap, their
+  // compute and their own TP collectives) run on SharedExpertMLP.stream while the dispatcher's
+  // all-to-alls of the same MoE layer run (token_dispatcher.py @ d98e8a64ddf3: fc1 after the
+  // tokens' all-to-all, fc2 inside token_combine's; in backward "probs A2A -> tokens A2A ->
+  // shared experts fc1"). Modeled per block and phase, whatever the order of the ops: a side op's
+  // time hides behind all-to-all time not yet overlapped, and all-to-all time behind side time
+  // not yet overlapped, so the pair costs max(side, all-to-all) instead of their sum. NCCL's
+  // slowing of the concurrent compute (kOverlapComputeSlowdown) is not applied here.
+  void moe_overlap(const Op& op, const OpCost& c, int64_t* compute, int64_t* comm) {
+    if (op.block != ov_block_ || phase_ != ov_phase_) {
+      ov_block_ = op.block, ov_phase_ = phase_;
+      ov_a2a_ = ov_side_ = 0;
+    }
+    if (op.moe_overlap) {
+      int64_t* parts[2] = {compute, comm};
+      for (int64_t* p : parts) {
+        const int64_t hide = std::min(*p, ov_a2a_);
+        ov_a2a_ -= hide;
+        *p -= hide;
+        ov_side_ += *p;  // on the clock, free for a later all-to-all to hide behind
+      }
+      return;
+    }
+    if (c.comm_kind != static_cast<uint8_t>(Collective::kAllToAll) || *comm <= 0) return;
+    const int64_t hide = std::min(*comm, ov_side_);
+    ov_side_ -= hide;
+    *comm -= hide;
+    ov_a2a_ += *comm;
   }
 
   // Tensor-parallel collectives (Megatron-core), on the critical path.
@@ -656,13 +748,14 @@ class Engine {
     sample(k, op.fwd_transient_bytes);
     fsdp_enter(op.block, recompute || forward_done_);
     // time3: one host dispatch per aten op, i.e. per kernel of an unfused op (host_dispatch_ns)
-    dispatch(std::max<int64_t>(1, op.fwd.kernels));
+    dispatch(host_ops(op, op.fwd.kernels));
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
-    const int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns)  // feat: + the cp ring
-                         + cp_torch_ns(op, false, ns);                // feat2
-    const int64_t dur = contended(ns);
+    int64_t comm = tp_ns(op.fwd) + cp_ring_ns(op.fwd, ns)  // feat: + the cp ring
+                   + cp_torch_ns(op, false, ns);                // feat2
+    int64_t dur = contended(ns);
+    moe_overlap(op, op.fwd, &dur, &comm);  // moetp
     advance(id, dur, comm);  // checks the clock, which bounds every time sum below
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
@@ -685,10 +778,12 @@ class Engine {
       alloc(*s, g_.storages[*s].category);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
-    dispatch(std::max<int64_t>(1, op.bwd.kernels));  // time3: per kernel, as in forward
-    const int64_t ns =
+    dispatch(host_ops(op, op.bwd.kernels));  // time3: per kernel, as in forward
+    int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
-    advance(id, ns, tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns));  // feat(2)
+    int64_t comm = tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns);  // feat(2)
+    moe_overlap(op, op.bwd, &ns, &comm);  // moetp
+    advance(id, ns, comm);
     bucket_grads(id);
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     if (op.fp8)  // cpfp8
@@ -838,6 +933,14 @@ class Engine {
   CommGroup cp_group_;  // feat: the context-parallel ring
   std::vector<int64_t> grad_at_, block_gather_, block_grad_;
   int64_t dp_free_ = 0, pending_grad_ = 0, buckets_ = 0;
+  // moetp (issue 13): the experts' gradient buckets over the expert-data-parallel group
+  int64_t edp_ = 1, pending_expert_grad_ = 0, expert_buckets_ = 0, expert_gather_ = 0;
+  CommGroup edp_group_;
+  std::vector<int64_t> expert_grad_at_;
+  // moetp: --moe-shared-expert-overlap's open all-to-all and side-stream time (moe_overlap)
+  int32_t ov_block_ = -2;
+  Phase ov_phase_ = Phase::kForward;
+  int64_t ov_a2a_ = 0, ov_side_ = 0;
   int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;
   int64_t fwd_ready_ = 0, bwd_ready_ = 0;
   Phase phase_ = Phase::kForward;

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <string>
 
+#include "inductor.hpp"
 #include "ops.hpp"
 #include "sim/setup.hpp"
 
@@ -103,6 +104,33 @@ void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t i
     d.outputs.push_back(x8);
     d.saves = {x8, d.saves[1]};
     d.op.bwd_transient_bytes += go + std::max(nw, go + n_in);
+    // time8 (issue 11): the casts' time, memory-bound kernels after the op's own (serial bytes).
+    // hp_tensor_to_float8_dynamic @ eab345c (float8_scaling_utils.py:30-70): tensor_to_amax is
+    // torch.max(torch.abs(x)) (float8_utils.py:100), amax_to_scale four scalar ops
+    // (to(float64), clamp, div, to(float32)), ToFloat8ConstrFunc.forward
+    // (float8_tensor.py:153-154) x.to(float32) * scale, then to_fp8_saturated's clamp and
+    // .to(float8). Eager, per 16-bit tensor of n elements: abs 2n + 2n, max 2n, to(float32)
+    // 2n + 4n, mul 4n + 4n, clamp 4n + 4n, to(float8) 4n + n = 33n bytes in 10 kernels (the
+    // four scalar ones move nothing). Compiled (Inductor, inductor.cpp fuse_block's source):
+    // abs and max fuse into one reduction kernel (2n) and the scale's scalar ops, the fp32
+    // upcast, mul, clamp and fp8 conversion into one pointwise kernel (2n + n): 5n in 2. The
+    // input is cast in forward; in backward NoopFwToFloat8BwDynamic.backward
+    // (float8_scaling_utils.py:263-275) casts the grad output the same way, and preprocess_addmm
+    // (float8_ops.py) makes the three layout copies counted in memory above, each a 1-byte read
+    // and write: 2(nw + go + n_in) in 3 kernels. Under compile, a cast of an input another
+    // Float8 linear of the block already cast (q, k, v; gate, up) is the same graph nodes,
+    // merged by fx_graph_cse in min_cut_rematerialization_partition (torch 1.13.1
+    // functorch/_src/partitioners.py:240, unconditional; torch 2 under `config.cse`): charged
+    // once (inductor.cpp fuse_block). harness/fp8_cast_cse.py shows it on torch 1.13 (CPU):
+    // three casts of one input, one abs and one max in the forward graph. Not timed: FSDP2's fp8 cast of each weight shard before the
+    // all-gather (fsdp_utils.py fsdp_pre_all_gather; 5 B per shard element) and the step's
+    // amax of the shards (precompute_float8_dynamic_scale_for_fsdp), 1/dp of a weight each.
+    const int64_t per_elem = dm.compile ? kFp8CompiledCastBytesPerElem : 33;
+    const int32_t cast_kernels = dm.compile ? kFp8CompiledCastKernels : 10;
+    d.op.fwd_serial_bytes += mul(per_elem, n_in);
+    d.op.fwd_serial_kernels += cast_kernels;
+    d.op.bwd_serial_bytes += mul(per_elem, go) + mul(2, nw + go + n_in);
+    d.op.bwd_serial_kernels += cast_kernels + 3;
     // fp8sac (issue 10): under selective AC. A policy that saves aten.mm sees the torch.mm of
     // two Float8Tensors (manual_float8_matmul_with_args_in_float8.forward: a TorchDispatchMode
     // runs before a tensor subclass's __torch_dispatch__, so the policy never sees the

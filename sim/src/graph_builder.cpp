@@ -297,6 +297,7 @@ void Builder::finalize() {
       param_seen[x.storage] = 1;
       const Storage& st = g_.storages[x.storage];
       op.param_numel += st.bytes / bytes_of(st.dtype);
+      if (st.expert) op.expert_param_numel += st.bytes / bytes_of(st.dtype);  // moetp
     }
     // An op autograd does not record saves nothing (no node holds the tensors).
     if (!has_bwd[i]) save_st[i].clear();
@@ -511,6 +512,7 @@ Dims make_dims(const ModelConfig& m, const TrainSetup& s) {
   dm.moe_aux_loss_coeff = s.moe_aux_loss_coeff;  // mla5
   dm.moe_capacity = s.moe_capacity.value_or(0.0);
   dm.etp = is_moe(*dm.model) ? resolved_etp(s) : 1;  // etp (issue 13)
+  dm.shared_overlap = s.moe_shared_expert_overlap;    // moetp (issue 13)
   // feat (issue 13): LoRA / QLoRA
   dm.lora_rank = s.lora_rank;
   dm.lora_targets = s.lora_targets;

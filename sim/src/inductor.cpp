@@ -265,6 +265,231 @@ BlockCut solve(const Graph& g, int32_t block, std::vector<int32_t>& local,
   return bc;
 }
 
+// --- time8 (issue 11): Inductor's kernel fusion, in time ---
+// Source: torch/_inductor/scheduler.py (read at pytorch/pytorch 001077cb, the version the search
+// index holds; c28ba8e5, the partitioner's commit above, could not be fetched here: the
+// repository is larger than a snapshot may be): Scheduler.get_possible_fusions pairs nodes that
+// use a common buffer, can_fuse admits pointwise and reduction nodes, and
+// will_fusion_create_cycle refuses a fusion that would make a path through another node run
+// both before and after the fused kernel; extern kernels (aten.mm/addmm through cuBLAS with
+// max_autotune off, SDPA's flash kernel, collectives) are not fused. A fused kernel reads each of
+// its inputs once and writes only the buffers something outside it reads (a later kernel, the
+// backward through the partition's saves, the next block); the rest stays in registers. The
+// backward graph is compiled the same way: the backward of a fused group is one kernel that
+// reads the incoming gradients and what it needs of the saved tensors (recomputing the
+// partition's non-saved pointwise nodes inline) and writes the gradients of the group's inputs.
+// A non-saved tensor an extern kernel's backward reads (the RMSNorm output the mm's weight
+// gradient needs) is recomputed by one kernel before it (once per block: the latest reader runs
+// first). Modeled coarser than Inductor in two ways: a group is one kernel (a reduction whose
+// ranges differ from its consumer's is split there: a few launches more in a real run), and
+// ops that share only an input (horizontal fusion: get_possible_fusions pairs them too) are
+// not fused. Not measured: no GPU here, and torch 1.13's CPU Inductor is not torch 2's.
+bool fused_kind(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kLayerNorm: case OpKind::kRmsNorm: case OpKind::kMask: case OpKind::kSoftmax:
+    case OpKind::kDropout: case OpKind::kGelu: case OpKind::kSilu: case OpKind::kMul:
+    case OpKind::kAdd: case OpKind::kCast: case OpKind::kCopy: case OpKind::kSplit:
+    case OpKind::kRope:
+      return op.fwd.comm_kind == 0 && op.bwd.comm_kind == 0 && op.fwd.flops == 0 &&
+             op.bwd.flops == 0 && !op.fp8;
+    default:
+      return false;
+  }
+}
+bool floating(DType t) { return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32; }
+
+void fuse_block(Graph& g, const BlockCut& bc, const std::vector<int32_t>& local,
+                const std::vector<uint8_t>& used_after, const std::vector<IdxRange>& eager) {
+  const int32_t m = static_cast<int32_t>(bc.ops.size());
+  const int32_t n = static_cast<int32_t>(bc.nodes.size());
+  auto pos = [&](int32_t op) {  // index in bc.ops, -1 outside the block
+    auto it = std::lower_bound(bc.ops.begin(), bc.ops.end(), op);
+    return it != bc.ops.end() && *it == op ? static_cast<int32_t>(it - bc.ops.begin()) : -1;
+  };
+  // Levels: an extern kernel's outputs are one level above its inputs, a fused op's at its
+  // inputs' level; a path through an extern kernel raises the level, so two fused ops of one
+  // level joined producer to consumer make no cycle (scheduler.py will_fusion_create_cycle).
+  std::vector<int32_t> lvl(n, 0), ep(m, 0), parent(m);
+  std::vector<uint8_t> fz(m, 0);
+  for (int32_t k = 0; k < m; ++k) {
+    const Op& op = g.ops[bc.ops[k]];
+    parent[k] = k;
+    fz[k] = fused_kind(op);
+    int32_t e = 0;
+    for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) e = std::max(e, lvl[local[*s]]);
+    ep[k] = e;
+    for (const int32_t* s = g.begin(op.outputs); s != g.end(op.outputs); ++s) lvl[local[*s]] = fz[k] ? e : e + 1;
+  }
+  auto find = [&](int32_t k) {
+    while (parent[k] != k) k = parent[k] = parent[parent[k]];
+    return k;
+  };
+  for (int32_t k = 0; k < m; ++k) {
+    if (!fz[k]) continue;
+    const Op& op = g.ops[bc.ops[k]];
+    for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) {
+      const int32_t p = bc.producer[local[*s]];
+      const int32_t kp = p >= 0 ? pos(p) : -1;
+      if (kp >= 0 && fz[kp] && ep[kp] == ep[k]) parent[find(kp)] = find(k);
+    }
+  }
+  std::vector<int32_t> group(m, -1);  // per op: its group's root, -1 for an extern kernel
+  for (int32_t k = 0; k < m; ++k) group[k] = fz[k] ? find(k) : -1;
+  auto group_of_node = [&](int32_t v) {
+    const int32_t p = bc.producer[v];
+    const int32_t k = p >= 0 ? pos(p) : -1;
+    return k >= 0 ? group[k] : -1;
+  };
+  // Consumers of each node outside its producer's group (forward), and whether they have a
+  // backward (the node's gradient comes back into the group).
+  std::vector<uint8_t> read_outside(n, 0), grad_back(n, 0);
+  for (int32_t k = 0; k < m; ++k) {
+    const Op& op = g.ops[bc.ops[k]];
+    for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) {
+      const int32_t v = local[*s];
+      const int32_t gv = group_of_node(v);
+      if (gv < 0 || gv == group[k]) continue;
+      read_outside[v] = 1;
+      if (op.has_backward) grad_back[v] = 1;
+    }
+  }
+  for (int32_t v = 0; v < n; ++v)
+    if (used_after[bc.nodes[v]]) read_outside[v] = grad_back[v] = 1;
+  // What a backward kernel reads for a saved tensor: itself if the partition saved it (or it is
+  // not a fused op's output), else the sources its fused producers are recomputed from.
+  std::vector<uint8_t> mark(n, 0);
+  std::vector<int32_t> marked, stack;
+  auto sources = [&](int32_t v0) {
+    int64_t bytes = 0;
+    stack.push_back(v0);
+    while (!stack.empty()) {
+      const int32_t v = stack.back();
+      stack.pop_back();
+      if (mark[v]) continue;
+      mark[v] = 1, marked.push_back(v);
+      const int32_t p = bc.producer[v];
+      const int32_t k = p >= 0 ? pos(p) : -1;
+      if (bc.cut[v] || k < 0 || !fz[k]) {
+        bytes += g.storages[bc.nodes[v]].bytes;
+        continue;
+      }
+      const Op& po = g.ops[p];
+      for (const int32_t* t = g.begin(po.inputs); t != g.end(po.inputs); ++t) stack.push_back(local[*t]);
+    }
+    return bytes;
+  };
+  auto clear_marks = [&] {
+    for (int32_t v : marked) mark[v] = 0;
+    marked.clear();
+  };
+  // Per group: forward bytes (inputs once, outputs read elsewhere or saved), backward bytes.
+  std::vector<uint8_t> seen(n, 0);
+  std::vector<int32_t> seen_list;
+  for (int32_t root = 0; root < m; ++root) {
+    if (!fz[root] || group[root] != root) continue;
+    int64_t fwd = 0, bwd = 0;
+    int32_t first = -1, last = -1, params = 0;
+    std::vector<int32_t> persistent;
+    bool any_bwd = false;
+    for (int32_t k = 0; k < m; ++k) {
+      if (group[k] != root) continue;
+      if (first < 0) first = k;
+      last = k;
+      const Op& op = g.ops[bc.ops[k]];
+      any_bwd = any_bwd || op.has_backward;
+      for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) {
+        const int32_t v = local[*s];
+        if (group_of_node(v) == root || seen[v]) continue;
+        seen[v] = 1, seen_list.push_back(v);
+        const Storage& st = g.storages[*s];
+        fwd += st.bytes;
+        // its gradient, written by the backward kernel: an activation made by an op with a
+        // backward, or a trainable parameter (its reduction over tokens: one kernel more)
+        const bool param = st.producer < 0 && st.category == Category::kWeights && !st.frozen &&
+                           std::find(g.param_storages.begin(), g.param_storages.end(), *s) !=
+                               g.param_storages.end();
+        if (param) bwd += st.bytes, ++params;
+        else if (st.producer >= 0 && g.ops[st.producer].has_backward && floating(st.dtype)) bwd += st.bytes;
+      }
+      // persistent inputs (parameters, buffers): read once each way; a parameter's gradient is
+      // a reduction over the tokens, one kernel more
+      for (const int32_t* s = g.begin(op.persistent_reads); s != g.end(op.persistent_reads); ++s) {
+        if (std::find(persistent.begin(), persistent.end(), *s) != persistent.end()) continue;
+        persistent.push_back(*s);
+        const Storage& st = g.storages[*s];
+        fwd += st.bytes;
+        if (op.has_backward) bwd += st.bytes;  // read again (not among the saves: persistent)
+        if (!st.frozen && std::find(g.param_storages.begin(), g.param_storages.end(), *s) !=
+                              g.param_storages.end())
+          bwd += st.bytes, ++params;  // its gradient
+      }
+      for (const int32_t* s = g.begin(op.outputs); s != g.end(op.outputs); ++s) {
+        const int32_t v = local[*s];
+        const int64_t b = g.storages[*s].bytes;
+        if (read_outside[v] || bc.cut[v]) fwd += b;
+        if (grad_back[v] && floating(g.storages[*s].dtype)) bwd += b;  // incoming gradient
+      }
+      if (op.has_backward)
+        for (const int32_t* s = g.begin(eager[bc.ops[k]]); s != g.end(eager[bc.ops[k]]); ++s)
+          bwd += sources(local[*s]);
+    }
+    clear_marks();
+    for (int32_t v : seen_list) seen[v] = 0;
+    seen_list.clear();
+    for (int32_t k = first; k <= last; ++k) {
+      if (group[k] != root) continue;
+      Op& op = g.ops[bc.ops[k]];
+      op.fwd.bytes = k == first ? fwd : 0;
+      op.fwd.kernels = k == first && fwd > 0 ? 1 : 0;
+      op.bwd.bytes = k == last && any_bwd ? bwd : 0;
+      op.bwd.kernels = static_cast<uint8_t>(k == last && any_bwd && bwd > 0 ? 1 + std::min(params, 8) : 0);
+    }
+  }
+  // A torchao Float8 linear's input cast (sim/src/fp8.cpp) of an input an earlier Float8 linear
+  // of the block cast already: the same nodes, one after AOTAutograd's fx_graph_cse.
+  std::vector<int32_t> cast_inputs;
+  for (int32_t k = 0; k < m; ++k) {
+    Op& op = g.ops[bc.ops[k]];
+    if (!op.fp8 || op.fwd_serial_bytes <= 0) continue;
+    for (const int32_t* s = g.begin(op.inputs); s != g.end(op.inputs); ++s) {
+      const Storage& st = g.storages[*s];
+      if (st.producer < 0) continue;  // the weight
+      if (std::find(cast_inputs.begin(), cast_inputs.end(), *s) == cast_inputs.end()) {
+        cast_inputs.push_back(*s);
+        continue;
+      }
+      const int64_t cast = kFp8CompiledCastBytesPerElem * (st.bytes / bytes_of(st.dtype));
+      if (op.fwd_serial_bytes >= cast && op.fwd_serial_kernels >= kFp8CompiledCastKernels)
+        op.fwd_serial_bytes -= cast, op.fwd_serial_kernels -= kFp8CompiledCastKernels;
+    }
+  }
+  // Recomputation before an extern kernel's backward: one kernel per reader writing the non-saved
+  // fused outputs it reads (each once per block: the latest reader's backward runs first).
+  std::vector<uint8_t> done(n, 0);
+  for (int32_t k = m - 1; k >= 0; --k) {
+    if (fz[k]) continue;
+    Op& op = g.ops[bc.ops[k]];
+    if (!op.has_backward) continue;
+    int64_t bytes = 0;
+    for (const int32_t* s = g.begin(eager[bc.ops[k]]); s != g.end(eager[bc.ops[k]]); ++s) {
+      const int32_t v = local[*s];
+      const int32_t p = bc.producer[v];
+      const int32_t kp = p >= 0 ? pos(p) : -1;
+      if (bc.cut[v] || kp < 0 || !fz[kp] || done[v]) continue;
+      done[v] = 1;
+      bytes += g.storages[*s].bytes;  // written
+      const Op& po = g.ops[p];
+      for (const int32_t* t = g.begin(po.inputs); t != g.end(po.inputs); ++t) bytes += sources(local[*t]);
+    }
+    clear_marks();
+    if (bytes > 0) {
+      op.bwd.bytes += bytes;
+      op.bwd.kernels = static_cast<uint8_t>(std::min(255, op.bwd.kernels + 1));
+    }
+  }
+}
+// --- end time8 ---
+
 }  // namespace
 
 BlockPartition inductor_block_partition(const Graph& g, int32_t block, PartitionRules rules) {
@@ -302,10 +527,13 @@ void inductor_partition(Graph& g, PartitionRules rules) {
   for (const Op& op : g.ops) max_block = std::max(max_block, op.block);
   std::vector<int32_t> local(g.storages.size(), -1);
   const std::vector<uint8_t> used_after = used_outside(g);
+  // time8 (issue 11): the eager saves (the ranges stay valid: new ones are appended to g.idx)
+  std::vector<IdxRange> eager_saves(g.ops.size());
+  for (size_t i = 0; i < g.ops.size(); ++i) eager_saves[i] = g.ops[i].saves;
   for (int32_t b = 0; b <= max_block; ++b) {
     BlockCut bc = solve(g, b, local, used_after, rules);
     const int32_t n = static_cast<int32_t>(bc.nodes.size());
-    std::vector<uint8_t> charged(n, 0);  // recomputed op already timed in a later-run backward
+
     std::vector<int32_t> stack, touched;
     std::vector<uint8_t> seen(n, 0);
     constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
@@ -326,17 +554,14 @@ void inductor_partition(Graph& g, PartitionRules rules) {
         }
         const int32_t p = bc.producer[v];
         const Op& po = g.ops[p];
-        if (!charged[v]) {
-          // recompute: the op's forward bytes, fused into this backward (memory-bound time)
-          charged[v] = 1;
-          for (const int32_t* t = g.begin(po.outputs); t != g.end(po.outputs); ++t) charged[local[*t]] = 1;
-          op.bwd.bytes += po.fwd.bytes;
-        }
         for (const int32_t* t = g.begin(po.inputs); t != g.end(po.inputs); ++t) stack.push_back(local[*t]);
       }
       for (int32_t v : touched) seen[v] = 0;
       touched.clear();
     }
+    // time8 (issue 11): Inductor's kernel fusion times the block's pointwise ops and their
+    // recomputation (fuse_block, replacing the per-op charge above)
+    fuse_block(g, bc, local, used_after, eager_saves);
     // Who holds a saved storage: an op whose forward sees it alive (its producer or a consumer)
     // and whose backward runs after every backward that reads it (at or before the first op
     // that needs it): the latest such op, so it is freed as early as the engine allows.

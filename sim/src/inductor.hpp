@@ -26,6 +26,11 @@ struct BlockPartition {
   std::vector<int32_t> saved;
   std::vector<int32_t> recomputed_ops;
 };
+// time8 (issue 11): a torchao tensorwise Float8 cast of n elements under torch.compile: one
+// reduction kernel (abs + max, 2n bytes) and one cast kernel (2n read, n written) (sim/src/fp8.cpp)
+inline constexpr int64_t kFp8CompiledCastBytesPerElem = 5;
+inline constexpr int32_t kFp8CompiledCastKernels = 2;
+
 BlockPartition inductor_block_partition(const Graph& g, int32_t block,
                                         PartitionRules rules = PartitionRules::kTorch2);
 

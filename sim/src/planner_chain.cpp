@@ -219,16 +219,6 @@ namespace {
 // single block, kSegCode + (length - 1) for a segment.
 constexpr int32_t kSegCode = 1 + kPlanOptionCount;
 
-// A hint to load p's cache line (planner4). GCC 12 drops __builtin_prefetch (and _mm_prefetch)
-// from the DP's loop at -O1 and above, so x86-64 gets the instruction by inline assembly.
-inline void prefetch_line(const void* p) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-#else
-  __builtin_prefetch(p);
-#endif
-}
-
 struct DpEntry {
   int64_t j;
   Cost value;
@@ -270,9 +260,10 @@ class HugeBuffer {
 
 // The DP's tables, kept across the passes of one solve_chain: the first pass faults the pages in,
 // the later ones reuse them.
-struct DpWorkspace {
-  std::vector<int64_t> time, flops;
-  std::vector<int32_t> choice;
+// planner7 (issue 15): the window's stacks are read only while a table is built, so one set
+// (WindowWorkspace) serves the rounded-down and rounded-up tables of a ChainScratch: its ring
+// block (~40 MB at 1,000 blocks) is faulted in once, not once per table.
+struct WindowWorkspace {
   std::vector<std::vector<DpEntry>> stacks;
   // planner4 (issue 15): per stack, its back entry's value (push compares with it without
   // touching the stack's own memory) and the index of the last answer of window's search.
@@ -285,6 +276,11 @@ struct DpWorkspace {
   HugeBuffer<DpEntry> ring;
   std::vector<int32_t> ring_head, ring_size;
 };
+struct DpWorkspace {
+  std::vector<int64_t> time, flops;
+  std::vector<int32_t> choice;
+  WindowWorkspace* window = nullptr;  // planner7: shared (see WindowWorkspace)
+};
 
 // planner6 (issue 15): the two layouts of the window's per-slot stacks, used through the same
 // members (window_t is a template over them). VecStack: one std::vector per slot (each its own
@@ -293,6 +289,10 @@ struct DpWorkspace {
 // grants them: madvise), R a power of two above the longest segment any row reads (lmax); the
 // entries whose j is above a + lmax are never read again (no later row's bound reaches them), so
 // they are dropped from the front before each push and a stack never holds more than lmax.
+// planner7 (issue 15): the rings are interleaved by position (entry r of slot s at
+// r * (slots + 1) + s, `stride`), not one block per slot: neighbouring slots' stacks have
+// nearly the same sizes, so one row's pushes and queries walk the block nearly sequentially
+// (one 4 KiB page per slot and row before: a TLB miss each).
 struct VecStack {
   std::vector<DpEntry>& v;
   int64_t size() const { return static_cast<int64_t>(v.size()); }
@@ -307,12 +307,13 @@ struct RingStack {
   int32_t& head;
   int32_t& n;
   int32_t mask;
+  size_t stride;
   int64_t size() const { return n; }
   bool empty() const { return n == 0; }
-  const DpEntry& operator[](int64_t i) const { return base[(head + i) & mask]; }
-  const DpEntry& back() const { return base[(head + n - 1) & mask]; }
+  const DpEntry& operator[](int64_t i) const { return base[static_cast<size_t>((head + i) & mask) * stride]; }
+  const DpEntry& back() const { return base[static_cast<size_t>((head + n - 1) & mask) * stride]; }
   void pop_back() { --n; }
-  void push_back(const DpEntry& e) { base[(head + n) & mask] = e, ++n; }
+  void push_back(const DpEntry& e) { base[static_cast<size_t>((head + n) & mask) * stride] = e, ++n; }
   void pop_front() { head = (head + 1) & mask, --n; }
 };
 
@@ -323,7 +324,8 @@ class ChainDp {
   ChainDp(const ChainModel& m, int64_t slot, bool round_up, bool window, DpWorkspace& ws)
       : m_(m), p_(m), n_(static_cast<int64_t>(m.blocks.size())), slot_(slot), up_(round_up),
         allow_window_(window), time_(ws.time), flops_(ws.flops), choice_(ws.choice),
-        stacks_(ws.stacks), back_(ws.back), finger_(ws.finger), front_(ws.front), ws_(ws) {}
+        stacks_(ws.window->stacks), back_(ws.window->back), finger_(ws.window->finger),
+        front_(ws.window->front), ws_(*ws.window) {}
 
   // Fills the tables for every budget of up to `slots` slots (issue 15: one table answers every
   // lower budget with the same slot size, since g[0][s] is the optimum with s slots; row a's
@@ -333,15 +335,6 @@ class ChainDp {
     slots_ = slots;
     if (slots_ < 0) return;
     const size_t w = static_cast<size_t>(slots_ + 1);
-    // planner5 (issue 15): each row is set to its initial values (kInf, 0, 0) just before it is
-    // filled, while it is in cache, instead of by a pass over the whole table first (at 1,000
-    // blocks, 312 MB written twice per table); resize writes only what the vectors never held.
-    time_.resize(static_cast<size_t>(n_ + 1) * w);
-    flops_.resize(time_.size());
-    choice_.resize(static_cast<size_t>(n_) * w);
-    clear_row(n_);
-    const int64_t head = rs(head_local(m_, p_));
-    for (int64_t s = head; s <= slots_; ++s) time_[idx(n_, s)] = 0, flops_[idx(n_, s)] = 0;
     // Block 0 is never an inner block.
     window_ = allow_window_ && n_ > 0 &&
               std::all_of(m_.blocks.begin() + 1, m_.blocks.end(),
@@ -350,16 +343,26 @@ class ChainDp {
     for (int64_t i = 0; i < n_; ++i)
       prefix_inner_[static_cast<size_t>(i + 1)] =
           add(prefix_inner_[static_cast<size_t>(i)], m_.blocks[static_cast<size_t>(i)].seg_inner_cost);
+    // planner7 (issue 15): whether every row's segment needs are monotone in the segment's end
+    // (row()'s `monotone`), found in the pre-pass below; then no row reads a row other than the
+    // next one (the window keeps the values it needs in its stacks), so the values are kept in
+    // two rows that alternate (rolling_) instead of n + 1.
+    bool all_monotone = false;
     if (window_) {
       // planner6 (issue 15): the longest segment any row reads (row()'s `locals`), which sizes
       // the ring stacks; when R x (slots + 1) entries would exceed kMaxRingEntries, the vectors.
       int64_t lmax = 0;
+      all_monotone = true;
       for (int64_t a = 0; a < n_; ++a) {
         SegmentTerms seg(m_, p_, a);
-        int64_t len = 0;
+        int64_t len = 0, last = 0;
         for (int64_t b = a; b < n_; ++b, ++len) {
-          seg.extend();
+          const UnitTerms t = seg.extend();
           if (rs(seg.growing()) > slots_) break;
+          // planner7: the same test as row()'s.
+          const int64_t lo = std::max(rs(t.local), rs(t.held));
+          if (len > 0 && lo < last) all_monotone = false;
+          last = lo;
         }
         lmax = std::max(lmax, len);
       }
@@ -380,6 +383,16 @@ class ChainDp {
       finger_.assign(static_cast<size_t>(slots_ + 1), 0);
       front_.assign(static_cast<size_t>(slots_ + 1), 0);
     }
+    rolling_ = window_ && all_monotone;
+    // planner5 (issue 15): each row is set to its initial values (kInf, 0, 0) just before it is
+    // filled, while it is in cache, instead of by a pass over the whole table first (at 1,000
+    // blocks, 312 MB written twice per table); resize writes only what the vectors never held.
+    time_.resize(static_cast<size_t>(rolling_ ? 2 : n_ + 1) * w);
+    flops_.resize(time_.size());
+    choice_.resize(static_cast<size_t>(n_) * w);
+    clear_row(n_);
+    const int64_t head = rs(head_local(m_, p_));
+    for (int64_t s = head; s <= slots_; ++s) time_[vidx(n_, s)] = 0, flops_[vidx(n_, s)] = 0;
     for (int64_t a = n_ - 1; a >= 0; --a) {
       clear_row(a);
       row(a);
@@ -400,13 +413,13 @@ class ChainDp {
     int64_t start = -1;
     if (least_memory) {
       for (int64_t s = 0; s <= slots && start < 0; ++s)
-        if (time_[idx(0, s)] != kInf) start = s;
-    } else if (time_[idx(0, slots)] != kInf) {
+        if (time_[vidx(0, s)] != kInf) start = s;
+    } else if (time_[vidx(0, slots)] != kInf) {
       start = slots;
     }
     if (start < 0) return sol;
     sol.feasible = true;
-    sol.cost = {time_[idx(0, start)], flops_[idx(0, start)]};
+    sol.cost = {time_[vidx(0, start)], flops_[vidx(0, start)]};
     for (int64_t a = 0, s = start; a < n_;) {
       const int32_t code = choice_[idx(a, s)];
       ChainUnit u;
@@ -438,11 +451,15 @@ class ChainDp {
   size_t idx(int64_t a, int64_t s) const {
     return static_cast<size_t>(a) * static_cast<size_t>(slots_ + 1) + static_cast<size_t>(s);
   }
+  // planner7 (issue 15): the index of row a's value at s: row a % 2 of two when rolling_.
+  size_t vidx(int64_t a, int64_t s) const { return idx(rolling_ ? (a & 1) : a, s); }
+  // planner7 (issue 15): only the times are reset. A cell's FLOPs and choice are read only
+  // where its time is finite (relax and the window compare FLOPs only on equal finite times;
+  // extract follows choices from a finite cell through finite cells), and every finite time is
+  // written together with its FLOPs and choice.
   void clear_row(int64_t a) {
     const size_t w = static_cast<size_t>(slots_ + 1);
-    std::fill_n(time_.begin() + static_cast<std::ptrdiff_t>(idx(a, 0)), w, kInf);
-    std::fill_n(flops_.begin() + static_cast<std::ptrdiff_t>(idx(a, 0)), w, int64_t{0});
-    if (a < n_) std::fill_n(choice_.begin() + static_cast<std::ptrdiff_t>(idx(a, 0)), w, int32_t{0});
+    std::fill_n(time_.begin() + static_cast<std::ptrdiff_t>(vidx(a, 0)), w, kInf);
   }
 
   // g[a][s] = min(cost + g[next][s - held]) over s >= local.
@@ -452,11 +469,11 @@ class ChainDp {
     if (from > slots_) return;
     // planner4: rows a and next never overlap, and nothing here writes the bounds or the costs
     // added, so they live in registers (the loop reloaded slots_ after every store).
-    int64_t* __restrict ct = &time_[idx(a, 0)];
-    int64_t* __restrict cf = &flops_[idx(a, 0)];
+    int64_t* __restrict ct = &time_[vidx(a, 0)];
+    int64_t* __restrict cf = &flops_[vidx(a, 0)];
     int32_t* __restrict ch = &choice_[idx(a, 0)];
-    const int64_t* __restrict nt = &time_[idx(next, 0)] - h;
-    const int64_t* __restrict nf = &flops_[idx(next, 0)] - h;
+    const int64_t* __restrict nt = &time_[vidx(next, 0)] - h;
+    const int64_t* __restrict nf = &flops_[vidx(next, 0)] - h;
     const int64_t end = slots_, dt = t.cost.time_ns, df = t.cost.flops;
     for (int64_t s = from; s <= end; ++s) {
       const int64_t n_t = nt[s];
@@ -530,29 +547,15 @@ class ChainDp {
     const Cost base = add(prefix_inner_[static_cast<size_t>(a)], m_.blocks[static_cast<size_t>(a)].seg_last_cost);
     const Cost pa = prefix_inner_[static_cast<size_t>(a)];
     int64_t k = 0;  // segments of lengths 1..k fit in s slots
-    int64_t* ct = &time_[idx(a, 0)];
-    int64_t* cf = &flops_[idx(a, 0)];
+    int64_t* ct = &time_[vidx(a, 0)];
+    int64_t* cf = &flops_[vidx(a, 0)];
     int32_t* ch = &choice_[idx(a, 0)];
-    // planner4: each stack's memory is its own allocation, touched once per row at a place
-    // known in advance (push reads its back, the query the entry at its finger), so it is
-    // prefetched kAhead slots early: the pass was bound by those loads' latency.
-    constexpr int64_t kAhead = 16;
-    const auto prefetch = [&](int64_t t) {
-      if (t > slots_) return;
-      const S sp = stack<S>(t);
-      if (!sp.empty()) prefetch_line(&sp.back());
-      if (sp.size() > 1) prefetch_line(&sp[sp.size() - 2]);
-      const int64_t q = t - h;
-      if (q >= 0 && k > 0) {
-        const S sq = stack<S>(q);
-        const int64_t f = finger_[static_cast<size_t>(q)];
-        if (f < sq.size()) prefetch_line(&sq[f]);
-        if (f >= 1 && f - 1 < sq.size()) prefetch_line(&sq[f - 1]);  // planner5: the gallop's first step
-      }
-    };
-    for (int64_t s = 0; s < kAhead; ++s) prefetch(s);
+    // planner7 (issue 15): no software prefetch (planner4 prefetched each stack's back and
+    // finger entries 16 slots ahead, when each stack had its own memory): with the rings
+    // interleaved by position, 75 % of pushes at 1,000 blocks land next to the previous slot's
+    // and the query's finger moves by at most two entries, so the accesses are sequential and
+    // the prefetches cost ~8 % of the DP's time.
     for (int64_t s = 0; s <= slots_; ++s) {
-      prefetch(s + kAhead);
       push<S>(j, s, base, a);
       while (k < kcap && locals[static_cast<size_t>(k)] <= s) ++k;
       if (k == 0 || s - h < 0) continue;
@@ -579,7 +582,7 @@ class ChainDp {
   // Pushes j (the segment ending at j - 1) onto the stack of s; base: P(j - 1) + last(j - 1).
   template <class S>
   void push(int64_t j, int64_t s, Cost base, int64_t a) {
-    const size_t i = idx(j, s);
+    const size_t i = vidx(j, s);  // j = a + 1: the next row
     if (time_[i] == kInf) return;
     const Cost v = {time_[i] + base.time_ns, flops_[i] + base.flops};
     S st = stack<S>(s);
@@ -655,9 +658,10 @@ class ChainDp {
   // planner6 (issue 15): the ring stacks (RingStack), when R x (slots + 1) entries stay within
   // kMaxRingEntries (24 bytes each: 384 MiB at most), else the vectors.
   static constexpr int64_t kMaxRingEntries = int64_t{1} << 24;
-  DpWorkspace& ws_;
+  WindowWorkspace& ws_;
   int64_t lmax_ = 0, ring_cap_ = 1;
   bool ring_ = false;
+  bool rolling_ = false;  // planner7: two value rows (vidx)
 };
 
 template <>
@@ -667,8 +671,8 @@ inline VecStack ChainDp::stack<VecStack>(int64_t s) {
 template <>
 inline RingStack ChainDp::stack<RingStack>(int64_t s) {
   const size_t u = static_cast<size_t>(s);
-  return {ws_.ring.data() + static_cast<size_t>(ring_cap_) * u, ws_.ring_head[u], ws_.ring_size[u],
-          static_cast<int32_t>(ring_cap_ - 1)};
+  return {ws_.ring.data() + u, ws_.ring_head[u], ws_.ring_size[u],
+          static_cast<int32_t>(ring_cap_ - 1), static_cast<size_t>(slots_ + 1)};
 }
 
 // The tables of one model and slot size, kept across budgets (issue 15): the rounded-down and
@@ -677,7 +681,8 @@ inline RingStack ChainDp::stack<RingStack>(int64_t s) {
 }  // namespace
 
 struct ChainScratch::Buffers {
-  DpWorkspace down, up;
+  WindowWorkspace window;
+  DpWorkspace down{{}, {}, {}, &window}, up{{}, {}, {}, &window};
   const void* down_owner = nullptr;  // the ChainDp whose table each holds
   const void* up_owner = nullptr;
 };

@@ -71,7 +71,12 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
       throw ConfigError("--moe-imbalance", "moe_imbalance",
                         "at most the " + E + " experts (every token on one expert)");
   }
-  if (!moe && !is_mla(m)) return;
+  if (!moe && !is_mla(m)) {
+    if (s.moe_shared_expert_overlap)  // moetp
+      throw ConfigError("--moe-shared-expert-overlap", "moe_shared_expert_overlap",
+                        m.name + " has no shared experts to overlap");
+    return;
+  }
   if (!impl)
     throw Unsupported("--profile", "profile",
                       "mixture of experts and MLA under the paper profile (Korthikanti et al.'s "
@@ -89,17 +94,31 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
     throw Unsupported("--attention", "attention", "eager MLA attention" + in +
                                                       " (modeled: TE's fused attention, --attention flash)");
   // etp (issue 13): tensor parallelism of MoE blocks is Megatron's alltoall dispatcher with
-  // expert tensor parallelism (blocks_moe.cpp megatron_alltoall); MLA under TP also gathers
-  // kv_combined and k_pos_emb (multi_latent_attention.py), not written
-  if (s.tp > 1 && is_mla(m))
-    throw Unsupported("--tp", "tp", "tensor parallelism of MLA attention" + in);
+  // expert tensor parallelism (blocks_moe.cpp megatron_alltoall). moetp (issue 13): MLA under TP
+  // is Megatron's (blocks_mla.cpp build_mla_megatron: duplicated down projections, column-
+  // parallel up projections, k_pos_emb gathered); HF's DeepseekV2Attention has no TP here (the
+  // code base check below refuses --tp outside megatron)
+  if (s.tp > 1 && is_mla(m) && impl->mla_ops != MlaOps::kMegatronTe)
+    throw NotInCode("--tp", "tp", "tensor parallelism of MLA attention" + in);
   if ((s.tp > 1 || resolved_etp(s) > 1) && impl->moe != MoeDispatch::kAllToAll)
     throw NotInCode(s.tp > 1 ? "--tp" : "--etp", s.tp > 1 ? "tp" : "etp",
                     "tensor parallelism of MoE blocks" + in);
-  if (moe && s.tp > 1 && m.shared_ffn > 0)
-    // the shared experts run HF's op list here (blocks_moe.cpp shared_experts), not Megatron's
-    // tensor-parallel SharedExpertMLP (shared_experts.py)
-    throw Unsupported("--tp", "tp", "tensor parallelism of shared experts" + in);
+  // moetp (issue 13): Megatron's SharedExpertMLP under TP (blocks_moetp.cpp): its
+  // ColumnParallelLinear divides moe_shared_expert_intermediate_size by tp (utils.divide raises)
+  if (moe && s.tp > 1 && m.shared_ffn % s.tp != 0)
+    throw ConfigError("--tp", "tp",
+                      std::to_string(s.tp) + " does not divide the shared experts' width " +
+                          std::to_string(m.shared_ffn) + " (SharedExpertMLP is column-parallel)");
+  if (s.moe_shared_expert_overlap) {
+    // transformer_config.py @ d98e8a64: "moe_shared_expert_overlap only works with alltoall or
+    // flex token dispatcher"; "Only effective when moe-shared-expert-intermediate-size is set"
+    if (impl->moe != MoeDispatch::kAllToAll)
+      throw NotInCode("--moe-shared-expert-overlap", "moe_shared_expert_overlap",
+                      "overlapping the shared experts with the dispatcher" + in);
+    if (!moe || m.shared_ffn == 0)
+      throw ConfigError("--moe-shared-expert-overlap", "moe_shared_expert_overlap",
+                        m.name + " has no shared experts to overlap");
+  }
   if (moe && s.tp > 1 && !s.sp)
     // moe_layer.py @ d98e8a64 MoELayer.forward: "During training, performance may degrade if MoE
     // and tensor parallelism are enabled without also enabling sequence parallelism" (ValueError)

@@ -278,6 +278,13 @@ struct Op {
   // (sim/src/deepspeed.cpp) ---
   IdxRange persistent_reads;
   // --- end ds3 ---
+  // --- moetp (issue 13): of param_numel, the routed experts' elements (Storage::expert), whose
+  // gradients Megatron reduces over the expert-data-parallel group, not dp (engine.cpp) ---
+  int64_t expert_param_numel = 0;
+  // a shared expert's op under --moe-shared-expert-overlap: it runs on SharedExpertMLP.stream
+  // while the dispatcher's all-to-alls of its MoE layer run (engine.cpp moe_overlap)
+  bool moe_overlap = false;
+  // --- end moetp ---
 };
 
 // fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the

@@ -145,6 +145,11 @@ struct Result {
   double mfu_peak_flops_per_s = 0;
   int64_t fp8_model_flops = 0;
   double mfu_fp8_mixed = 0;
+  // moetp (issue 13): gradient bytes reduced per step over dp (DDP buckets, ZeRO-3 blocks), and
+  // the routed experts' over their expert-data-parallel group (edp = tp cp dp / (etp ep), where
+  // it differs from dp; engine.cpp setup_comm)
+  int64_t grad_reduce_bytes = 0;
+  int64_t expert_grad_reduce_bytes = 0;
 
   // execreg (issue 10): where the offload copies ended, for the CPU executor (which has no copy
   // engine and takes the copy stream's timing from here). Per device buffer whose kFree came

@@ -173,6 +173,12 @@ struct TrainSetup {
   // output Transformer Engine allocates (sim/src/graph_builder.cpp, time7)
   bool deterministic = false;
   // --- end time7 ---
+  // --- moetp (issue 13): --moe-shared-expert-overlap on|off, Megatron's
+  // --moe-shared-expert-overlap (default off): the shared experts run inside the alltoall
+  // dispatcher on their own stream, their linears without TP communication
+  // (sim/src/blocks_moetp.cpp). Only megatron has the knob; needs shared experts.
+  bool moe_shared_expert_overlap = false;
+  // --- end moetp ---
 };
 
 // etp (issue 13): the expert-tensor-parallel size simulated: --etp, else --tp (Megatron's default)

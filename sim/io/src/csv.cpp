@@ -89,7 +89,10 @@ std::vector<std::string> make_columns() {
         "cross_entropy_loss_fusion",
         // time7 (issue 11): Megatron's --deterministic-mode (--deterministic on|off; a key
         // column, appended)
-        "deterministic"})
+        "deterministic",
+        // moetp (issue 13): Megatron's --moe-shared-expert-overlap (on/off; a key column,
+        // appended)
+        "moe_shared_expert_overlap"})
     c.emplace_back(name);
   return c;
 }
@@ -172,8 +175,8 @@ std::string csv_row(const Row& row) {
   // famenc: target_seq; moe: ep, moe_imbalance; feat: lora_rank, lora_targets, qlora, cp, fp8;
   // implver: impl_version; hfimpl: padding; time5: norm_kernel; fp8sac: compile; time6:
   // grad_accum_fusion; polish: the three MFU columns; mla5: moe_aux_loss_coeff; etp: etp;
-  // te_norm: cross_entropy_loss_fusion; time7: deterministic
-  constexpr int kAfterError = 38;
+  // te_norm: cross_entropy_loss_fusion; time7: deterministic; moetp: moe_shared_expert_overlap
+  constexpr int kAfterError = 39;
   const int result_columns =
       static_cast<int>(csv_columns().size()) - kKeyColumns - 1 - kAfterError;
   const bool failed = !row.result || !row.error.empty();
@@ -284,6 +287,7 @@ std::string csv_row(const Row& row) {
   w.integer(sim::resolved_etp(s));   // etp (issue 13)
   w.text(s.cross_entropy_loss_fusion ? "on" : "off");  // te_norm (issue 10)
   w.text(s.deterministic ? "on" : "off");  // time7 (issue 11)
+  w.text(s.moe_shared_expert_overlap ? "on" : "off");  // moetp (issue 13)
   buf.push_back('\n');
   return fmt::to_string(buf);
 }

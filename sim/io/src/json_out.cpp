@@ -59,6 +59,7 @@ std::string result_json(const Row& row) {
   j["ds_max_reuse_distance"] = ds(s.ds_max_reuse_distance);
   j["grad_accum_fusion"] = s.grad_accum_fusion;  // time6 (issue 11)
   j["deterministic"] = s.deterministic;  // time7 (issue 11)
+  j["moe_shared_expert_overlap"] = s.moe_shared_expert_overlap;  // moetp (issue 13)
   j["cp"] = s.cp;
   j["fp8"] = std::string(sim::name(s.fp8));
   j["impl_version"] = s.impl ? Json(std::string(s.impl_version)) : Json(nullptr);  // implver
