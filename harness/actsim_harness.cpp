@@ -120,6 +120,11 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
     (void)timings;  // unreachable: main() refuses --backend cuda in a build without it
 #endif
   } else {
+    // execreg (issue 10): offload plans take the copy stream's ends from the simulator
+    const sim::Result sim_run =
+        sim::run_engine(g, schedule, in.devices[static_cast<size_t>(p.device)], {});
+    opt.has_copy_releases = true;
+    opt.copy_releases = sim_run.copy_releases;
     run = executor::run_cpu(g, plan, schedule, opt);
     reserved = run.peak_bytes;
   }
@@ -135,6 +140,8 @@ sim_io::Row measure(const cli_common::Axes& axes, const cli_common::Inputs& in, 
   r.peak_allocated_bytes = r.peak_requested_bytes = run.peak_bytes;
   r.peak_reserved_bytes = reserved;
   r.peak_phase = run.peak_phase;
+  r.offload_bytes = run.offload_bytes;        // execreg: the executor's host pool
+  r.pinned_host_bytes = run.host_peak_bytes;
   row.result = r;
   return row;
 }

@@ -402,41 +402,7 @@ TEST_CASE("executor: agrees with the simulator to the byte on 50 random small co
   }
 }
 
-TEST_CASE("executor: refuses fsdp2-bf16 (fp32 shards beside bf16 compute copies) with one line") {
-  TrainSetup t;
-  t.micro_batch = 1;
-  t.seq = 16;
-  t.impl = Impl::kTorchtitan;  // fsdp2-bf16 by default
-  const Graph g = build_graph_exec(fixtures::tiny_gqa_llama(), t, fixtures::executor_device());
-  CHECK(g.precision == Precision::kFsdp2Bf16);
-  try {
-    execute(g, "none");
-    FAIL("the executor ran fsdp2-bf16");
-  } catch (const Unsupported& e) {
-    const std::string what = e.what();
-    CHECK(contains(what, "fsdp2-bf16"));
-    CHECK(what.find('\n') == std::string::npos);
-  }
-}
-
-TEST_CASE("executor: refuses deepspeed-bf16 (flat fp32 partitions beside the bf16 module) with one line") {
-  // hfds (issue 10): HF's Trainer under DeepSpeed, asked for on one rank
-  TrainSetup t;
-  t.micro_batch = 1;
-  t.seq = 16;
-  t.impl = Impl::kHf;
-  t.precision = Precision::kDeepspeedBf16;
-  const Graph g = build_graph_exec(fixtures::tiny_gqa_llama(), t, fixtures::executor_device());
-  CHECK(g.precision == Precision::kDeepspeedBf16);
-  try {
-    execute(g, "none");
-    FAIL("the executor ran deepspeed-bf16");
-  } catch (const Unsupported& e) {
-    const std::string what = e.what();
-    CHECK(contains(what, "deepspeed-bf16"));
-    CHECK(what.find('\n') == std::string::npos);
-  }
-}
+// execreg: fsdp2-bf16 and deepspeed-bf16 now run at one rank (tests/test_exec_offload.cpp).
 
 TEST_CASE("executor: --impl nanogpt with SDPA and its slow path run to the simulator's byte") {
   const Device dev = fixtures::executor_device();

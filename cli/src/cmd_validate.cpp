@@ -203,6 +203,8 @@ int cmd_validate(const Invocation& inv) {
     s.pp = optional_integer("pp", 1);
     s.vpp = optional_integer("vpp", 1);
     s.microbatches = optional_integer("num_microbatches", 1);
+    // execreg (issue 10): the offload knob (a key column since offload; absent or empty: 1)
+    s.prefetch = optional_integer("prefetch", 1);
     // Release knobs (appended key columns): absent or empty means the default.
     for (const char* knob : {"set_to_none", "reentrant"}) {
       const std::string v = optional(knob);

@@ -166,6 +166,7 @@ class Engine {
     r.baseline_bytes = total_;
     const auto& ev = sched_.events;
     for (int32_t k = 0; k < static_cast<int32_t>(ev.size()); ++k) {
+      event_ = k;  // execreg: Result::copy_releases
       if (k == sched_.forward_end) end_of_forward();
       const Event& e = ev[k];
       if (!pending_.empty()) release_copied(clock_);
@@ -194,6 +195,7 @@ class Engine {
       }
     }
     if (sched_.forward_end >= static_cast<int32_t>(ev.size())) end_of_forward();
+    event_ = static_cast<int32_t>(ev.size());  // execreg
     release_copied(INT64_MAX);
     r.end_bytes = total_;
     if (r.end_bytes != r.baseline_bytes)
@@ -295,6 +297,7 @@ class Engine {
     // most once, since it is freed once per allocation.)
     if (in_pending_[s]) {
       in_pending_[s] = 0;
+      res_.copy_releases.push_back({k, s, 1});  // execreg
       ready_[s] = clock_;
       record(k);
       return;
@@ -338,7 +341,10 @@ class Engine {
       due_.push_back({seq, s});
     }
     std::sort(due_.begin(), due_.end());
-    for (const auto& [seq, s] : due_) release(s);
+    for (const auto& [seq, s] : due_) {
+      release(s);
+      res_.copy_releases.push_back({event_, s, 0});  // execreg
+    }
   }
 
   // Data-parallel communication set-up (DESIGN.md §5): per op, the fp32 gradient bytes whose
@@ -947,6 +953,7 @@ class Engine {
   std::vector<std::pair<int64_t, int32_t>> due_;  // release_copied's scratch
   std::vector<uint8_t> in_pending_;  // per storage: in pending_ and not yet fetched back
   int64_t d2h_free_ = 0, h2d_free_ = 0, host_bytes_ = 0;
+  int32_t event_ = 0;  // execreg: the running event, for Result::copy_releases
   Breakdown by_cat_{};
   int64_t total_ = 0;
   int64_t clock_ = 0;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,29 @@ class CpuBackend final : public Backend {
     std::vector<uint8_t>().swap(buf_[s]);
     live_[s] = 0;
   }
+  // execreg (issue 10): the offload host pool, one buffer per storage copied out
+  void copy_to_host(int32_t s) override {
+    if (!live_[s]) throw ExecutionError("executor: copy to the host of a released storage");
+    host_[s] = buf_[s];
+  }
+  void copy_to_device(int32_t s) override {
+    if (live_[s]) throw ExecutionError("executor: copy to the device of a live storage");
+    buf_[s] = std::move(host_.at(s));
+    std::vector<uint8_t>().swap(host_[s]);
+    live_[s] = 1;
+  }
+  void drop_host_copy(int32_t s) override { std::vector<uint8_t>().swap(host_.at(s)); }
   void scratch(int64_t bytes) override { scratch_.assign(static_cast<size_t>(bytes), 0); }
   void release_scratch() override { std::vector<uint8_t>().swap(scratch_); }
 
+  // execreg (issue 10): fsdp2-bf16 keeps fp32 parameter shards and computes on the bf16 copies
+  // its all-gather makes (the graph's kComm storage). The shards are initialized to values bf16
+  // represents exactly, so a copy equals its shard and the kernels read the shard: the step's
+  // forward and backward see the values FSDP2's would (one step: the optimizer is not run).
+  double compute_copy(double v) const {
+    if (g_.precision != sim::Precision::kFsdp2Bf16) return v;
+    return detail::from_bf16(detail::to_bf16(static_cast<float>(v)));
+  }
   void initialize_persistent() override {
     for (size_t p = 0; p < g_.param_storages.size(); ++p) {
       const int32_t s = g_.param_storages[p];
@@ -78,7 +99,7 @@ class CpuBackend final : public Backend {
         double v = norm ? 1.0 + 0.4 * u : 0.8 * u;
         if (static_cast<int32_t>(p) == opt_.perturb_param && i == opt_.perturb_element)
           v += opt_.perturb_delta;
-        detail::store(buf_[s].data(), st.dtype, i, v);
+        detail::store(buf_[s].data(), st.dtype, i, compute_copy(v));
       }
     }
     if (opt_.perturb_param >= 0) {
@@ -92,7 +113,7 @@ class CpuBackend final : public Backend {
       const bool norm = std::string(st.role).find("norm") != std::string::npos;
       for (int64_t i = 0; i < numel(s); ++i) {
         const double u = uniform(opt_.seed, 0xf20ce, static_cast<uint64_t>(s), static_cast<uint64_t>(i)) - 0.5;
-        detail::store(buf_[s].data(), st.dtype, i, norm ? 1.0 + 0.4 * u : 0.8 * u);
+        detail::store(buf_[s].data(), st.dtype, i, compute_copy(norm ? 1.0 + 0.4 * u : 0.8 * u));
       }
     }
     // exec11: QLoRA's packed NF4 weights (Exec::kNf4Linear's input 1): random 4-bit codes and
@@ -335,6 +356,7 @@ class CpuBackend final : public Backend {
   const Graph& g_;
   StepOptions opt_;
   std::vector<std::vector<uint8_t>> buf_;
+  std::map<int32_t, std::vector<uint8_t>> host_;  // execreg: the offload host pool
   std::vector<uint8_t> live_;
   std::vector<uint8_t> scratch_;
   std::vector<int64_t> param_offset_;

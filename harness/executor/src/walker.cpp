@@ -117,6 +117,7 @@ struct Region {
   int32_t trigger = -1;          // the backward node before which the replay runs
   std::vector<int32_t> inputs;   // storages made before `first` and read inside
   bool reentrant = false;  // replays the whole region and keeps its output (sim schedule.cpp)
+  bool offload_inputs = false;  // execreg: offload+full: the inputs wait on the host
 };
 
 std::string describe_storage(const Graph& g, int32_t s) {
@@ -148,17 +149,19 @@ std::string describe_event(const sim::Event& e) {
 
 class Walker {
  public:
-  Walker(const Graph& g, const sim::Plan& plan, const sim::Schedule& sched, Backend& b)
+  Walker(const Graph& g, const sim::Plan& plan, const sim::Schedule& sched, Backend& b,
+         const std::vector<sim::Result::CopyRelease>* copies)
       : g_(g), plan_(plan), sched_(sched), be_(b),
         reentrant_(sim::recompute_mode(g) == sim::RecomputeMode::kReentrant) {
-    // Offload plans move storages between device and host on copy streams; this executor has
-    // no host copies yet (issue 5 offload; say so rather than run them wrong).
-    for (sim::BlockMode m : plan.mode)
-      if (m == sim::BlockMode::kOffload)
-        throw std::runtime_error("executor: offload plans are not supported yet");
-    for (const sim::Segment& sg : plan.segments)
-      if (sg.offload_inputs)
-        throw std::runtime_error("executor: offload+full plans are not supported yet");
+    // execreg (issue 10): offload plans run with a host pool (plan_offload below); where the
+    // copies to the host ended is the simulator's time model's (StepOptions::copy_releases).
+    bool offloads = false;
+    for (sim::BlockMode m : plan.mode) offloads |= m == sim::BlockMode::kOffload;
+    for (const sim::Segment& sg : plan.segments) offloads |= sg.offload_inputs;
+    if (offloads && copies == nullptr)
+      throw sim::Unsupported("--strategy", "strategy",
+                             "executing an offload plan without the simulator's copy ends "
+                             "(StepOptions::copy_releases)");
     const size_t n = g.storages.size();
     refs_.assign(n, 0);
     live_.assign(n, 0);
@@ -180,6 +183,7 @@ class Walker {
     saves_held_.assign(g.ops.size(), 0);
     sac_held_.assign(g.ops.size(), 0);
     make_regions();
+    if (offloads) plan_offload(*copies);
   }
 
   StepResult run() {
@@ -198,8 +202,13 @@ class Walker {
            ", the executor's at event " + std::to_string(cursor_));
     for (int32_t s : g_.autocast_cached) release(s);  // autocast's cache is cleared on exit
     for (int32_t s : g_.forward_held) release(s);  // hfimpl: the model's forward has returned
+    next_fetch_ = static_cast<int32_t>(g_.n_blocks) - 1;  // execreg: offload's prefetch
+    fetch_through(static_cast<int32_t>(g_.n_blocks - g_.prefetch));
     for (int32_t i = n_ops - 1; i >= 0; --i) {
       const int32_t r = region_of_[i];
+      // execreg: a block's storages come back `prefetch` blocks ahead of its backward
+      if (g_.ops[i].block >= 0 && (g_.ops[i].has_backward || (r >= 0 && regions_[r].trigger == i)))
+        fetch_through(g_.ops[i].block - static_cast<int32_t>(g_.prefetch));
       if (r >= 0 && regions_[r].trigger == i) recompute(regions_[r]);
       if (g_.ops[i].has_backward) backward(i);
       if (r >= 0 && regions_[r].first == i) close(regions_[r]);
@@ -215,6 +224,10 @@ class Walker {
     drain();
     if (cursor_ != static_cast<int32_t>(sched_.events.size()))
       fail("the schedule has events after the step ends: " + describe_event(sched_.events[cursor_]));
+    release_copied(cursor_);  // execreg: copies still running when the step's events end
+    if (next_release_ < releases_.size())
+      fail("the simulator releases a copied buffer after the step's end");
+    if (host_bytes_ != 0) fail("host copies outlive the step");
     res_.end_bytes = total_;
     if (total_ != res_.baseline_bytes)
       fail("live bytes did not return to the baseline after the step");
@@ -259,7 +272,9 @@ class Walker {
     };
     for (const sim::Segment& s : plan_.segments) {
       const sim::IdxRange a = g_.block_ops[s.first], b = g_.block_ops[s.last];
+      const size_t before = regions_.size();
       add(RegionKind::kCheckpoint, a.begin, b.begin + b.count - 1);
+      if (regions_.size() > before) regions_.back().offload_inputs = s.offload_inputs;  // execreg
     }
     for (size_t blk = 0; blk < plan_.mode.size(); ++blk) {
       const sim::IdxRange r = g_.block_ops[blk];
@@ -308,6 +323,7 @@ class Walker {
   // The next event must be this one (after the frees due before it).
   uint8_t expect(sim::EventKind kind, int32_t id) {
     drain();
+    release_copied(cursor_);  // execreg: as the engine, at the event's start
     sim::Event want{kind, 0, id};
     if (cursor_ >= static_cast<int32_t>(sched_.events.size()))
       fail("the schedule ends where the executor expects the " + describe_event(want));
@@ -332,10 +348,15 @@ class Walker {
     if (live_[s] && refs_[s] == 0 && !persistent_[s]) die(s);
   }
   // The count reached zero: the buffer goes now, and the schedule must free it next.
+  // execreg: unless its copy to the host is still running (release_copied, fetch_through).
   void die(int32_t s) {
-    be_.release(s);
+    if (!out_host_.empty() && (release_at_[s] >= 0 || (out_host_[s] && taken_back_[s]))) {
+      in_flight_[s] = 1;
+    } else {
+      be_.release(s);
+      total_ -= g_.storages[s].bytes;
+    }
     live_[s] = 0;
-    total_ -= g_.storages[s].bytes;
     pending_[s] = 1;
     ++n_pending_;
   }
@@ -355,6 +376,7 @@ class Walker {
 
   // The engine's sample: live storages plus the transients of the running event.
   void sample(int64_t transient) {
+    release_copied(cursor_);  // execreg
     const int64_t live = total_ + transient;
     if (live > res_.peak_bytes) {
       res_.peak_bytes = live;
@@ -373,17 +395,140 @@ class Walker {
 
   bool active(int32_t i) const { return region_of_[i] >= 0; }
 
+  // execreg (issue 10): offload, derived again from the plan as DESIGN.md §4 defines it (beside
+  // sim/src/schedule.cpp plan_offload, on purpose). A storage waits on the host when the device
+  // holds it only for saves of `offload` blocks (group: the highest such block) or as an input of
+  // offload+full regions only (group: the region's last block); what the training loop holds to
+  // the step's end stays. Each storage is copied once; its holds are taken again on its return.
+  void plan_offload(const std::vector<sim::Result::CopyRelease>& copies) {
+    const size_t n = g_.storages.size();
+    group_.assign(n, -1);
+    std::vector<uint8_t> kept(n, 0);
+    for (int32_t i = 0; i < static_cast<int32_t>(g_.ops.size()); ++i) {
+      if (active(i)) continue;  // saves of recomputed ops are not held
+      const Op& op = g_.ops[i];
+      const bool off = op.block >= 0 && plan_.mode[op.block] == sim::BlockMode::kOffload;
+      for (const int32_t* p = g_.begin(op.saves); p != g_.end(op.saves); ++p) {
+        if (!off || g_.storages[*p].producer < 0) kept[*p] = 1;
+        else group_[*p] = std::max(group_[*p], op.block);
+      }
+    }
+    for (const Region& reg : regions_)
+      for (int32_t s : reg.inputs) {
+        if (!reg.offload_inputs || g_.storages[s].producer < 0 || group_[s] >= 0) kept[s] = 1;
+        else group_[s] = g_.ops[reg.last].block;
+      }
+    for (int32_t s : g_.step_end_frees) kept[s] = 1;
+    members_.assign(static_cast<size_t>(g_.n_blocks), {});
+    deferred_.assign(static_cast<size_t>(g_.n_blocks), {});
+    for (size_t s = 0; s < n; ++s) {
+      if (kept[s]) group_[s] = -1;
+      if (group_[s] >= 0) members_[group_[s]].push_back(static_cast<int32_t>(s));
+    }
+    out_host_.assign(n, 0);
+    in_flight_.assign(n, 0);
+    release_at_.assign(n, -1);
+    taken_back_.assign(n, 0);
+    for (const sim::Result::CopyRelease& c : copies) {
+      if (c.storage < 0 || static_cast<size_t>(c.storage) >= n || group_[c.storage] < 0)
+        fail("the simulator's copy ends name storage " + std::to_string(c.storage) +
+             ", which the executor does not offload");
+      // At most: taken back at its prefetch while its copy ran, then freed again before that
+      // copy ended (the engine keeps the buffer the copy reads), then released.
+      if (release_at_[c.storage] >= 0 || (taken_back_[c.storage] && c.taken_back))
+        fail("the simulator's copy ends name " + describe_storage(g_, c.storage) +
+             " twice in an order the executor does not know");
+      if (c.taken_back) {
+        taken_back_[c.storage] = 1;
+      } else {
+        release_at_[c.storage] = c.event;
+        releases_.push_back(c);
+      }
+    }
+  }
+  bool offloaded(int32_t s) const { return !group_.empty() && group_[s] >= 0; }
+
+  // The save's hold waits on the host with its group; the copy starts at the first such save.
+  // `holder` is for the reader only (the walker's holds are counts).
+  void offload_save(int32_t s, int32_t holder) {
+    (void)holder;
+    if (!out_host_[s]) {
+      expect(sim::EventKind::kOffload, s);
+      if (!live_[s]) fail("the copy to the host reads " + describe_storage(g_, s) + ", which is not live");
+      be_.copy_to_host(s);
+      out_host_[s] = 1;
+      const int64_t bytes = g_.storages[s].bytes;
+      res_.offload_bytes += bytes;
+      host_bytes_ += bytes;
+      res_.host_peak_bytes = std::max(res_.host_peak_bytes, host_bytes_);
+      ++cursor_;
+    }
+    deferred_[group_[s]].push_back(s);
+  }
+
+  // Device buffers whose copy to the host ran past their kFree go when the simulator's copy
+  // stream says it ended (before the sample of event `k`).
+  void release_copied(int32_t k) {
+    while (next_release_ < releases_.size() && releases_[next_release_].event <= k) {
+      const int32_t s = releases_[next_release_++].storage;
+      if (!in_flight_[s])
+        fail("the simulator releases " + describe_storage(g_, s) +
+             " after its copy to the host, which the executor has not let go");
+      in_flight_[s] = 0;
+      release_at_[s] = -1;
+      be_.release(s);
+      total_ -= g_.storages[s].bytes;
+    }
+  }
+
+  // Copies back the storages of blocks next_fetch_ down to `block` (the schedule's prefetch):
+  // each is allocated on the device and filled from its host copy (or, when its copy out was
+  // still running, used as it is), then its deferred holds are taken.
+  void fetch_through(int32_t block) {
+    if (group_.empty()) return;
+    for (; next_fetch_ >= 0 && next_fetch_ >= block; --next_fetch_) {
+      for (int32_t s : members_[next_fetch_]) {
+        if (!out_host_[s]) continue;
+        expect(sim::EventKind::kPrefetch, s);
+        if (live_[s]) fail("the prefetch of " + describe_storage(g_, s) + " finds it live");
+        const int64_t bytes = g_.storages[s].bytes;
+        host_bytes_ -= bytes;
+        live_[s] = 1;
+        refs_[s] = 0;
+        out_host_[s] = 0;
+        if (taken_back_[s]) {
+          if (!in_flight_[s])
+            fail("the simulator uses " + describe_storage(g_, s) +
+                 " as it is on the device, which the executor has released");
+          in_flight_[s] = 0;
+          taken_back_[s] = 0;
+          be_.drop_host_copy(s);
+        } else {
+          if (in_flight_[s]) fail(describe_storage(g_, s) + " comes back while still on the device");
+          be_.copy_to_device(s);
+          total_ += bytes;
+          sample(0);
+        }
+        ++cursor_;
+      }
+      for (int32_t s : deferred_[next_fetch_]) hold(s);
+    }
+  }
+
   void forward(int32_t i) {
     const Op& op = g_.ops[i];
     const int32_t r = region_of_[i];
     if (r >= 0 && regions_[r].first == i)  // the checkpoint keeps its inputs for the replay
-      for (int32_t s : regions_[r].inputs) hold(s);
+      for (int32_t s : regions_[r].inputs) {
+        if (offloaded(s)) offload_save(s, -1 - r);  // execreg: offload+full
+        else hold(s);
+      }
     expect(sim::EventKind::kForward, i);
     for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s)
       make(*s, g_.initial_uses[*s] + autocast_[*s] + step_end_[*s]);
     run_forward(i, op);
     if (!active(i)) {
-      hold_saves(i);
+      hold_saves(i, true);
     } else if (regions_[r].kind == RegionKind::kSac && sac_keeps(op)) {
       for (const int32_t* s = g_.begin(op.outputs); s != g_.end(op.outputs); ++s) hold(*s);
       sac_held_[i] = 1;
@@ -402,9 +547,13 @@ class Walker {
     ++cursor_;
   }
 
-  void hold_saves(int32_t i) {
+  // execreg: `forward`: saves of offloaded storages go to the host instead (offload_save)
+  void hold_saves(int32_t i, bool forward = false) {
     const Op& op = g_.ops[i];
-    for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s) hold(*s);
+    for (const int32_t* s = g_.begin(op.saves); s != g_.end(op.saves); ++s) {
+      if (forward && offloaded(*s)) offload_save(*s, i);
+      else hold(*s);
+    }
     saves_held_[i] = 1;
   }
 
@@ -540,26 +689,49 @@ class Walker {
   std::vector<uint8_t> live_, persistent_, pending_, autocast_, step_end_, saves_held_, sac_held_;
   int32_t n_pending_ = 0;
   int32_t cursor_ = 0;
+  // execreg: offload (empty unless the plan offloads): per storage its group block (-1: stays
+  // on the device), per block its storages and the holds taken when they come back; per storage
+  // whether it waits on the host, whether its device buffer outlives its kFree (the copy still
+  // running), the event the simulator released it at or whether its prefetch took it back.
+  std::vector<int32_t> group_;
+  std::vector<std::vector<int32_t>> members_, deferred_;
+  std::vector<uint8_t> out_host_, in_flight_, taken_back_;
+  std::vector<int32_t> release_at_;
+  std::vector<sim::Result::CopyRelease> releases_;
+  size_t next_release_ = 0;
+  int32_t next_fetch_ = -1;
+  int64_t host_bytes_ = 0;
   int64_t total_ = 0;
   StepResult res_;
 };
 
 }  // namespace
 
+void Backend::copy_to_host(int32_t) {
+  throw sim::Unsupported("--strategy", "strategy", "executing an offload plan (this backend has no host pool)");
+}
+void Backend::copy_to_device(int32_t) {
+  throw sim::Unsupported("--strategy", "strategy", "executing an offload plan (this backend has no host pool)");
+}
+void Backend::drop_host_copy(int32_t) {
+  throw sim::Unsupported("--strategy", "strategy", "executing an offload plan (this backend has no host pool)");
+}
+
 StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
                     Backend& backend) {
+  return run_step(graph, plan, schedule, backend, nullptr);
+}
+
+StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
+                    Backend& backend, const std::vector<sim::Result::CopyRelease>* copies) {
   if (graph.args.size() != graph.ops.size())
     throw sim::Unsupported("<graph>", "args", "executing a graph not built by build_graph_exec");
   if (graph.tp > 1 || graph.dp > 1)
     throw sim::Unsupported("--tp/--dp", "parallelism", "executing more than one rank");
-  if (graph.precision == sim::Precision::kDeepspeedBf16)  // hfds
-    throw sim::Unsupported("--precision", "precision",
-                           "executing deepspeed-bf16 (DeepSpeed's flat fp32 partitions beside the "
-                           "bf16 module: the executor runs one dtype per parameter)");
-  if (graph.precision == sim::Precision::kFsdp2Bf16)
-    throw sim::Unsupported("--precision", "precision",
-                           "executing fsdp2-bf16 (fp32 shards beside bf16 compute copies: the "
-                           "executor runs one dtype per parameter)");
+  // execreg (issue 10): deepspeed-bf16 and fsdp2-bf16 run at one rank. DeepSpeed's bf16 module
+  // and its .grad are the graph's; its fp32 master partition is optimizer state the step does
+  // not run. FSDP2's fp32 shards are read as their bf16 copies (cpu_backend.cpp compute_copy),
+  // its gradients reduced into the fp32 partitioned buffer (GradMode::kMainGrad).
   // inductor (issue 10): a compiled block's backward reads tensors it recomputes from the cut
   if (graph.compiled)
     throw sim::Unsupported("--compile", "compile",
@@ -609,13 +781,14 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     throw sim::Unsupported("--impl", "impl",
                            what + " (no executor kernel for this implementation's variant)");
   }
-  return Walker(graph, plan, schedule, backend).run();
+  return Walker(graph, plan, schedule, backend, copies).run();
 }
 
 StepResult run_cpu(const Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
                    const StepOptions& options) {
   auto backend = make_cpu_backend(graph, options);
-  return run_step(graph, plan, schedule, *backend);
+  return run_step(graph, plan, schedule, *backend,
+                  options.has_copy_releases ? &options.copy_releases : nullptr);
 }
 
 }  // namespace executor

@@ -150,6 +150,18 @@ struct Result {
   // it differs from dp; engine.cpp setup_comm)
   int64_t grad_reduce_bytes = 0;
   int64_t expert_grad_reduce_bytes = 0;
+
+  // execreg (issue 10): where the offload copies ended, for the CPU executor (which has no copy
+  // engine and takes the copy stream's timing from here). Per device buffer whose kFree came
+  // while its copy to the host was still running: the event before whose sample it was released
+  // (`taken_back` 0; events.size() for the step's end), or the prefetch that found it still on
+  // the device and used it as it was (`taken_back` 1). Empty unless the plan offloads.
+  struct CopyRelease {
+    int32_t event = 0;
+    int32_t storage = 0;
+    uint8_t taken_back = 0;
+  };
+  std::vector<CopyRelease> copy_releases;
 };
 
 }  // namespace sim

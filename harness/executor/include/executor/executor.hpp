@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sim/graph.hpp"
+#include "sim/result.hpp"
 #include "sim/schedule.hpp"
 #include "sim/strategy.hpp"
 
@@ -38,6 +39,12 @@ struct StepOptions {
   int32_t perturb_param = -1;
   int64_t perturb_element = 0;
   double perturb_delta = 0;
+  // execreg (issue 10): offload plans. The CPU has no copy engine: where each copy to the host
+  // ended (which device buffers outlived their kFree, and until which event) is the simulator's
+  // time model's, taken from sim::Result::copy_releases of the same graph, plan and schedule.
+  // run_cpu refuses an offload plan without them (has_copy_releases false).
+  bool has_copy_releases = false;
+  std::vector<sim::Result::CopyRelease> copy_releases;
 };
 
 struct StepResult {
@@ -52,6 +59,10 @@ struct StepResult {
   // the stored gradient (dtype of the grad storage), and the raw bytes for bitwise comparisons.
   std::vector<std::vector<double>> grads;
   std::vector<std::vector<uint8_t>> grad_bytes;
+  // execreg: offload plans: bytes copied to the host, and the peak of the host pool (the device
+  // peak above excludes it, as the simulator's peak_allocated does)
+  int64_t offload_bytes = 0;
+  int64_t host_peak_bytes = 0;
 };
 
 // Contract of a backend: allocate() makes a zero-filled buffer of exactly `bytes` for a storage;
@@ -70,6 +81,13 @@ class Backend {
   virtual void forward(int32_t op) = 0;
   virtual void backward(int32_t op, const std::vector<int32_t>& reads) = 0;
   virtual void optimizer(StepResult& out) = 0;  // records loss and gradients
+  // execreg (issue 10): the offload host pool. copy_to_host copies a live device buffer to the
+  // host; copy_to_device allocates the device buffer again and copies the host copy back (which
+  // it then drops); drop_host_copy drops a host copy whose device buffer was never released.
+  // A backend without a host pool refuses offload plans.
+  virtual void copy_to_host(int32_t storage);
+  virtual void copy_to_device(int32_t storage);
+  virtual void drop_host_copy(int32_t storage);
 };
 
 // The CPU backend: single-threaded, deterministic, math in double over values stored in their
@@ -94,6 +112,9 @@ std::vector<int64_t> forced_counts(const sim::Graph& graph, int32_t topk_op);
 // executor cannot run (no Graph::args: use sim::build_graph_exec; tensor or data parallelism).
 StepResult run_step(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
                     Backend& backend);
+// execreg: the same, for offload plans too, with the copies' ends (StepOptions::copy_releases).
+StepResult run_step(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
+                    Backend& backend, const std::vector<sim::Result::CopyRelease>* copies);
 
 // run_step on a fresh CPU backend.
 StepResult run_cpu(const sim::Graph& graph, const sim::Plan& plan, const sim::Schedule& schedule,
