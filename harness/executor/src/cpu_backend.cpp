@@ -56,7 +56,11 @@ class CpuBackend final : public Backend {
   }
 
   void allocate(int32_t s, int64_t bytes) override {
-    buf_[s].assign(static_cast<size_t>(bytes), 0);
+    // A workspace storage (cuBLAS's, Transformer Engine's) is held for the ledger and read by no
+    // kernel here: it is not backed by host memory (32 MiB zeroed per step made finite-difference
+    // runs of thousands of steps spend minutes in the kernel's page faults).
+    if (g_.storages[s].category != sim::Category::kWorkspace)
+      buf_[s].assign(static_cast<size_t>(bytes), 0);
     live_[s] = 1;
   }
   void release(int32_t s) override {
@@ -75,8 +79,11 @@ class CpuBackend final : public Backend {
     live_[s] = 1;
   }
   void drop_host_copy(int32_t s) override { std::vector<uint8_t>().swap(host_.at(s)); }
-  void scratch(int64_t bytes) override { scratch_.assign(static_cast<size_t>(bytes), 0); }
-  void release_scratch() override { std::vector<uint8_t>().swap(scratch_); }
+  // An op's transient bytes (cuBLAS/TE workspaces, temporaries inside one kernel call) are
+  // counted by the walker's ledger (Walker::sample); no kernel here reads or writes them, so they
+  // are not backed by host memory either.
+  void scratch(int64_t bytes) override { scratch_bytes_ = bytes; }
+  void release_scratch() override { scratch_bytes_ = 0; }
 
   // execreg (issue 10): fsdp2-bf16 keeps fp32 parameter shards and computes on the bf16 copies
   // its all-gather makes (the graph's kComm storage). The shards are initialized to values bf16
@@ -358,7 +365,7 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<uint8_t>> buf_;
   std::map<int32_t, std::vector<uint8_t>> host_;  // execreg: the offload host pool
   std::vector<uint8_t> live_;
-  std::vector<uint8_t> scratch_;
+  int64_t scratch_bytes_ = 0;  // the current op's transient bytes (ledger only)
   std::vector<int64_t> param_offset_;
   int32_t main_grad_ = -1;
   int32_t op_ = -1;
