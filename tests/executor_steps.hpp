@@ -18,6 +18,25 @@
 
 namespace fixtures {
 
+// Two sequences of 8 tokens under an implementation, precision and attention (test_exec12,
+// test_exec13).
+inline sim::TrainSetup small(sim::Impl impl, sim::Precision p, sim::AttentionKind att) {
+  sim::TrainSetup s;
+  s.impl = impl;
+  s.micro_batch = 2;
+  s.seq = 8;
+  s.precision = p;
+  s.attention = att;
+  return s;
+}
+
+// How many of g's ops run the executor kernel `e`.
+inline int count(const sim::Graph& g, sim::Exec e) {
+  int n = 0;
+  for (const sim::OpArgs& a : g.args) n += a.exec == e;
+  return n;
+}
+
 // One step of g under `strategy` on the CPU reference executor.
 inline executor::StepResult execute(const sim::Graph& g, const char* strategy,
                                     const executor::StepOptions& o = {}) {

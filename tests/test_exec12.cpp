@@ -21,21 +21,8 @@ namespace {
 using fixtures::execute;  // tests/executor_steps.hpp
 using fixtures::finite_differences;
 
-TrainSetup small(Impl impl, Precision p, AttentionKind att) {
-  TrainSetup s;
-  s.impl = impl;
-  s.micro_batch = 2;
-  s.seq = 8;
-  s.precision = p;
-  s.attention = att;
-  return s;
-}
-
-int count(const Graph& g, Exec e) {
-  int n = 0;
-  for (const OpArgs& a : g.args) n += a.exec == e;
-  return n;
-}
+using fixtures::count;
+using fixtures::small;
 
 // tests/executor_steps.hpp fixtures::runs_exact on the executor's device
 void runs_exact(const ModelConfig& m, const TrainSetup& s,

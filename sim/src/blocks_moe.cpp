@@ -134,23 +134,7 @@ int32_t hf_group_limited(Builder& bld, Ops& o, const Dims& dm, int32_t scores, i
   const ModelConfig& m = *dm.model;
   const int64_t e = m.experts, g = m.router_groups, t = m.router_group_topk;
   *temps = mul(n, 16 * g + 8 * t + 4 * e);
-  OpDraft gm = o.draft(OpKind::kCopy, "router group mask");
-  gm.op.math16 = false;
-  gm.inputs.push_back({scores, GradRule::kNone});  // no gradient flows back through the mask
-  const int32_t mask = bld.fresh(bytes(mul(n, e), DType::kBool), DType::kBool, "router group mask");
-  gm.outputs.push_back(mask);
-  gm.op.fwd_transient_bytes = *temps + mul(n, e);
-  bld.add_op(std::move(gm));
-  OpDraft mf = o.draft(OpKind::kMul, "router masked_fill");
-  mf.op.math16 = false;
-  mf.inputs.push_back({scores, GradRule::kNew});
-  mf.inputs.push_back({mask, GradRule::kNone});
-  const int32_t masked = bld.fresh(bytes(mul(n, e), DType::kF32), DType::kF32, "masked scores");
-  mf.outputs.push_back(masked);
-  mf.saves = {mask};
-  mf.op.fwd_transient_bytes = *temps;
-  bld.add_op(std::move(mf));
-  return masked;
+  return group_masked_scores(bld, o, scores, n, e, *temps + mul(n, e), *temps);
 }
 
 // The router of HF's blocks: gate logits, softmax in fp32, top-k (and the renormalization).
@@ -468,6 +452,27 @@ int32_t shared_experts(Builder& bld, const Dims& dm, int32_t x, int32_t routed) 
 }
 
 }  // namespace
+
+int32_t group_masked_scores(Builder& bld, Ops& o, int32_t scores, int64_t n, int64_t e,
+                            int64_t mask_temps, int64_t fill_temps) {
+  OpDraft gm = o.draft(OpKind::kCopy, "router group mask");
+  gm.op.math16 = false;
+  gm.inputs.push_back({scores, GradRule::kNone});  // no gradient flows back through the mask
+  const int32_t mask = bld.fresh(bytes(mul(n, e), DType::kBool), DType::kBool, "router group mask");
+  gm.outputs.push_back(mask);
+  gm.op.fwd_transient_bytes = mask_temps;
+  bld.add_op(std::move(gm));
+  OpDraft mf = o.draft(OpKind::kMul, "router masked_fill");
+  mf.op.math16 = false;
+  mf.inputs.push_back({scores, GradRule::kNew});
+  mf.inputs.push_back({mask, GradRule::kNone});
+  const int32_t masked = bld.fresh(bytes(mul(n, e), DType::kF32), DType::kF32, "masked scores");
+  mf.outputs.push_back(masked);
+  mf.saves = {mask};  // MaskedFillBackward0 keeps the bool mask
+  mf.op.fwd_transient_bytes = fill_temps;
+  bld.add_op(std::move(mf));
+  return masked;
+}
 
 // moe2: HF's load-balancing auxiliary loss (MixtralForCausalLM.forward and
 // load_balancing_loss_func, src/transformers/models/mixtral/modeling_mixtral.py @ 00d4b3d2142c;

@@ -36,6 +36,12 @@ inline void split_views(Builder& bld, const Dims& dm, int32_t base,
 // etp (issue 13): Megatron's TopKRouter from the gating logits [n, E] to the dense probs [n, E]
 // the dispatcher permutes (the router options DeepSeek's configs take); *sel the int64 top-k
 // indices: blocks_moe_router.cpp.
+// The group-limited routing mask and `scores.masked_fill(mask, ...)` (HF's and Megatron's
+// group_limited routing): a bool [N, E] mask made with `mask_temps` bytes of temporaries alive,
+// the fp32 [N, E] masked scores with `fill_temps`; masked_fill saves the mask. Returns them.
+int32_t group_masked_scores(Builder& bld, Ops& o, int32_t scores, int64_t n, int64_t e,
+                            int64_t mask_temps, int64_t fill_temps);
+
 int32_t megatron_router(Builder& bld, const Dims& dm, int32_t logits, int64_t n, int32_t* sel);
 
 // moetp (issue 13): Megatron's SharedExpertMLP under --tp > 1 (and its gate) from the MoE

@@ -70,26 +70,12 @@ int32_t megatron_router(Builder& bld, const Dims& dm, int32_t logits, int64_t n,
       // and reshaped to [N, E] (a copy), then `scores.masked_fill(~score_mask.bool(), -inf)`:
       // MaskedFillBackward0 saves the bool mask [N, E]
       const int64_t g = m.router_groups, per = k / m.router_group_topk;
-      OpDraft gm = o.draft(OpKind::kCopy, "router group mask");
-      gm.op.math16 = false;
-      gm.inputs.push_back({scores, GradRule::kNone});
-      const int32_t mask = bld.fresh(bytes(mul(n, e), DType::kBool), DType::kBool, "router group mask");
-      gm.outputs.push_back(mask);
       // group top-k values fp32 and indices int64 [N, G, per], their sum [N, G], the groups'
       // top-k [N, group_topk] values and indices, group_mask fp32 [N, G], score_mask fp32
       // [N, E], its .bool() [N, E]
-      gm.op.fwd_transient_bytes = mul(n, mul(g, mul(per, 12)) + 4 * g +
-                                             12 * m.router_group_topk + 4 * g + 4 * e + e);
-      bld.add_op(std::move(gm));
-      OpDraft mf = o.draft(OpKind::kMul, "router masked_fill");
-      mf.op.math16 = false;
-      mf.inputs.push_back({scores, GradRule::kNew});
-      mf.inputs.push_back({mask, GradRule::kNone});
-      const int32_t masked = bld.fresh(bytes(mul(n, e), DType::kF32), DType::kF32, "masked scores");
-      mf.outputs.push_back(masked);
-      mf.saves = {mask};
-      bld.add_op(std::move(mf));
-      scores = masked;
+      scores = group_masked_scores(
+          bld, o, scores, n, e,
+          mul(n, mul(g, mul(per, 12)) + 4 * g + 12 * m.router_group_topk + 4 * g + 4 * e + e), 0);
     }
     probs = topk(bld, o, scores, n, k, "router topk", &idx);
   }
