@@ -132,7 +132,8 @@ TEST_SUITE("tece") {
     TrainSetup t = megatron(1, N);
     CHECK(op_named(build_graph(m, t, fixtures::h100()), "norm1").fwd_serial_bytes == 0);
     t.deterministic = true;
-    const Op& norm = op_named(build_graph(m, t, fixtures::h100()), "norm1");
+    const Graph g = build_graph(m, t, fixtures::h100());  // the op is a reference into it
+    const Op& norm = op_named(g, "norm1");
     // forward: ln_out (bf16) and rsigma (fp32 per row), one fill each
     CHECK(norm.fwd_serial_bytes == 2 * N * h + 4 * N);
     CHECK(norm.fwd_serial_kernels == 2);
