@@ -88,6 +88,21 @@ inline sim::ModelConfig mixtral_shaped(bool moe = true) {
   return m;
 }
 
+// A small Megatron GPT (gpt2_small's layout, 4 layers of h 256, 8 heads of 32, f 1024, vocab
+// 1000, 256 positions): test_te_norm and test_tece.
+inline sim::ModelConfig megatron_gpt_small() {
+  sim::ModelConfig m = gpt2_small();
+  m.family = "megatron-gpt";
+  m.layers = 4;
+  m.hidden = 256;
+  m.heads = m.kv_heads = 8;
+  m.head_dim = 32;
+  m.ffn_hidden = 1024;
+  m.vocab = 1000;
+  m.max_positions = 256;
+  return m;
+}
+
 // DeepSeek-V2-Lite's attention (h 2048, 16 heads, qk 128 + 64 rope, v 128, kv latent 512, no q
 // latent; q_lora > 0 gives DeepSeek-V2's q latent) with a dense SwiGLU, or a Llama attention of
 // the same heads and head dim 192.

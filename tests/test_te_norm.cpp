@@ -79,15 +79,7 @@ TEST_SUITE("te_norm") {
   TEST_CASE("megatron GPT's LayerNorm already saves TE's storages: the local-spec figure holds") {
     // LayerNorm: input, weight and bias, fp32 mu and rsigma per row (layernorm_linear.py:526-536)
     // = Ops::layer_norm's; tests/test_implmt.cpp holds the layer at 34sbh + 5as^2b + 16sb.
-    ModelConfig m = fixtures::gpt2_small();
-    m.family = "megatron-gpt";
-    m.layers = 4;
-    m.hidden = 256;
-    m.heads = m.kv_heads = 8;
-    m.head_dim = 32;
-    m.ffn_hidden = 1024;
-    m.vocab = 1000;
-    m.max_positions = 256;
+    ModelConfig m = fixtures::megatron_gpt_small();
     TrainSetup t = megatron(2, 128);
     t.attention = AttentionKind::kStandard;
     const int64_t b = 2, s = 128, h = 256, a = 8;

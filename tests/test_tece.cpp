@@ -88,15 +88,7 @@ TEST_SUITE("tece") {
   TEST_CASE("TE LayerNorm backward workspace: dgamma and dbeta partials") {
     // megatron GPT, h 256: LayerNorm's general 512 kernel (WARPS_M 4, ctas_per_sm 4 on sm_90),
     // 256 rows: ctas_per_col = min(64, 528) = 64; 2 x 64 x 256 x 4 B
-    ModelConfig m = fixtures::gpt2_small();
-    m.family = "megatron-gpt";
-    m.layers = 4;
-    m.hidden = 256;
-    m.heads = m.kv_heads = 8;
-    m.head_dim = 32;
-    m.ffn_hidden = 1024;
-    m.vocab = 1000;
-    m.max_positions = 256;
+    ModelConfig m = fixtures::megatron_gpt_small();
     TrainSetup t = megatron(2, 128);
     t.attention = AttentionKind::kStandard;
     const Graph g = build_graph(m, t, fixtures::h100());
@@ -190,15 +182,7 @@ TEST_SUITE("tece") {
   }
 
   TEST_CASE("--transformer-impl local: apex's LayerNorm part gradients, [16, h] fp32 x 2") {
-    ModelConfig m = fixtures::gpt2_small();
-    m.family = "megatron-gpt";
-    m.layers = 4;
-    m.hidden = 256;
-    m.heads = m.kv_heads = 8;
-    m.head_dim = 32;
-    m.ffn_hidden = 1024;
-    m.vocab = 1000;
-    m.max_positions = 256;
+    ModelConfig m = fixtures::megatron_gpt_small();
     TrainSetup t = megatron(2, 128);
     t.attention = AttentionKind::kStandard;
     t.local_spec = true;
