@@ -90,6 +90,10 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
       if (a.in[1].mode != sim::GradMode::kNone) in(0);
       if (a.in[0].mode != sim::GradMode::kNone) in(1);
       break;
+    // exec14: Megatron's fused MLA rope: both autograd functions save_for_backward(cos, sin) only
+    case Exec::kMlaRopeTables: break;
+    case Exec::kMlaRopeQ: in(1); break;
+    case Exec::kMlaRopeKv: in(2); break;
   }
   return r;
 }
