@@ -142,7 +142,19 @@ TEST_CASE("exec14: Megatron's MLA with its fused rope runs to the simulator's by
         if (a.exec == Exec::kMlaRopeQ) CHECK(a.out[0].storage == a.in[0].storage);
       }
       fixtures::runs_exact(m, s, fixtures::executor_device(),
-                           {"none", "full", "every:2", "sqrt", "selective", "sac:mm"});
+                           {"none", "full", "every:2", "sqrt", "selective",
+                            "custom:none@0-1+full@2-3+sel@4-4"});
+      // save-matmuls SAC caches the q projection's output, which the rope then rotates in place:
+      // refused by name (walker.cpp run_step), wherever a SAC block holds the rope
+      for (const char* st : {"sac:mm", "custom:none@0-3+sac@4-4"}) {
+        CAPTURE(st);
+        try {
+          execute(g, st);
+          FAIL("expected a refusal");
+        } catch (const Unsupported& e) {
+          CHECK(std::string(e.what()).find("in-place MLA q rope") != std::string::npos);
+        }
+      }
     }
 }
 

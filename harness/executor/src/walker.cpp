@@ -749,6 +749,20 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
       throw sim::Unsupported("--compile", "compile",
                              "executing a compiled SAC region (the executor runs eager code)");
   }
+  // exec14 (issue 10): Megatron's fused MLA q rope rotates the q projection's output in place
+  // (_FusedMLARoPEInplace, a Triton kernel writing through the pointer: no mark_dirty, no version
+  // bump). A save-matmuls SAC block caches that output at forward, already rotated when the
+  // recompute takes it back, and the replayed rope rotates it a second time: the step's
+  // gradients are not those of the model. Refused rather than run either way.
+  for (size_t i = 0; i < graph.args.size(); ++i) {
+    const int64_t b = graph.ops[i].block;
+    if (graph.args[i].exec == Exec::kMlaRopeQ && b >= 0 &&
+        static_cast<size_t>(b) < plan.mode.size() && plan.mode[b] == sim::BlockMode::kSacMm)
+      throw sim::Unsupported("--strategy", "strategy",
+                             "executing a save-matmuls SAC block over Megatron's in-place MLA q "
+                             "rope (the cached q projection output is rotated in place at forward "
+                             "and would be rotated again by the replay)");
+  }
   // Ops of an implementation variant with no kernel here (exec12: SDPA's memory-efficient
   // kernel, the MoE router and dispatch, ...) are refused by name rather than run approximately.
   // exec11: the first such op, then every other distinct name (one line), so one run lists what
