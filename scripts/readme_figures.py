@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Checks that the README's figures are what the current actsim binary prints.
+
+Usage: scripts/readme_figures.py [--actsim build/cli/actsim] [--readme README.md] [--list]
+
+A figure is checked where the README carries an HTML comment (invisible when rendered) right
+before the text or table that holds it:
+
+    <!-- check: run --model gpt2-small --batch 8 --impl hf,megatron --strategy none,full
+         row impl=hf,strategy=none: peak_allocated_bytes 12.35 GiB; step_time_ns 44.7 ms
+         row impl=megatron,strategy=full: activation_bytes_per_layer 12.0 MiB
+         text: 4 rows, 4 within the tolerance of 0 % (exact)
+         env: ACTSIM_MODELS=tests/validation
+    -->
+
+`check:` gives actsim's arguments (without `actsim`), run from the repository root.
+- `row SEL: COL VALUE UNIT; ...` runs the command with `--format csv` appended, picks the one row
+  whose columns equal SEL (`key=value`, comma separated; empty SEL: the only row) and formats
+  column COL in UNIT with as many decimals as VALUE has: GiB and MiB (bytes / 2^30, 2^20), s, ms
+  and us (nanoseconds), TFLOP (FLOPs / 1e12), % (a fraction such as `mfu`, times 100), and no
+  unit (the column's number as is; thousands separators when VALUE has them).
+- `text: LITERAL` runs the command as written and requires LITERAL in its stdout (spaces count).
+- `env: K=V` sets a variable for the command.
+The figure must also be in the README: VALUE (for `row`) or LITERAL (for `text`) has to appear
+in the 60 lines after the comment (comments left out), so the checked figure is the one
+printed. Any difference is one line naming the README line, and the exit
+status is 1. Commands run once each (a `row` and a `text` line of one block: twice).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+UNITS = {
+    "GiB": lambda v: float(v) / 2**30,
+    "MiB": lambda v: float(v) / 2**20,
+    "KiB": lambda v: float(v) / 2**10,
+    "s": lambda v: float(v) / 1e9,
+    "ms": lambda v: float(v) / 1e6,
+    "us": lambda v: float(v) / 1e3,
+    "TFLOP": lambda v: float(v) / 1e12,
+    "%": lambda v: float(v) * 100.0,
+}
+REGION_LINES = 60
+
+
+class Block:
+    def __init__(self, line: int, args: str):
+        self.line = line          # 1-based README line of the comment
+        self.args = args
+        self.env: dict[str, str] = {}
+        self.rows: list[tuple[int, dict[str, str], list[tuple[str, str, str]]]] = []
+        self.texts: list[tuple[int, str]] = []
+        self.block = 0            # README line of a `block` line, 0 when none
+        self.region = ""          # README text the figures must appear in
+
+
+def parse(readme: str) -> list[Block]:
+    lines = readme.split("\n")
+    blocks: list[Block] = []
+    i = 0
+    starts = []
+    while i < len(lines):
+        m = re.match(r"\s*<!-- check:(.*)$", lines[i])
+        if not m:
+            i += 1
+            continue
+        start = i
+        body = [(i + 1, m.group(1))]
+        while "-->" not in body[-1][1]:
+            i += 1
+            if i >= len(lines):
+                raise SystemExit(f"README line {start + 1}: check comment not closed with -->")
+            body.append((i + 1, lines[i]))
+        last_no, last = body[-1]
+        body[-1] = (last_no, last[: last.index("-->")])
+        b = Block(start + 1, body[0][1].strip())
+        if not b.args:
+            raise SystemExit(f"README line {b.line}: check: names no command")
+        for no, text in body[1:]:
+            text = text.strip()
+            if not text:
+                continue
+            if text.startswith("env:"):
+                k, _, v = text[4:].strip().partition("=")
+                b.env[k.strip()] = v.strip()
+            elif text == "block":
+                b.block = no
+            elif text.startswith("text:"):
+                lit = text[5:].strip()
+                if not lit:
+                    raise SystemExit(f"README line {no}: empty text:")
+                b.texts.append((no, lit))
+            elif text.startswith("row"):
+                sel_s, colon, figs_s = text[3:].partition(": ")
+                if not colon:
+                    raise SystemExit(f"README line {no}: row needs ': ' before its figures")
+                sel = {}
+                for kv in filter(None, (s.strip() for s in sel_s.split(","))):
+                    k, eq, v = kv.partition("=")
+                    if not eq:
+                        raise SystemExit(f"README line {no}: row selector '{kv}' is not key=value")
+                    sel[k.strip()] = v.strip()
+                figs = []
+                for f in filter(None, (s.strip() for s in figs_s.split(";"))):
+                    parts = f.split()
+                    if len(parts) not in (2, 3):
+                        raise SystemExit(f"README line {no}: figure '{f}' is not 'column value [unit]'")
+                    unit = parts[2] if len(parts) == 3 else ""
+                    if unit and unit not in UNITS:
+                        raise SystemExit(f"README line {no}: unknown unit '{unit}' (one of {', '.join(UNITS)})")
+                    figs.append((parts[0], parts[1], unit))
+                if not figs:
+                    raise SystemExit(f"README line {no}: row names no figure")
+                b.rows.append((no, sel, figs))
+            else:
+                raise SystemExit(f"README line {no}: expected 'row', 'text:' or 'env:', got '{text}'")
+        if not b.rows and not b.texts and not b.block:
+            raise SystemExit(f"README line {b.line}: check names no figure")
+        blocks.append(b)
+        starts.append(i + 1)  # first line after the comment (0-based)
+        i += 1
+    for k, b in enumerate(blocks):
+        region = "\n".join(lines[starts[k]:starts[k] + REGION_LINES])
+        b.region = re.sub(r"<!--.*?-->", "", region, flags=re.S)  # figures in comments don't count
+        b.raw_region = region
+    return blocks
+
+
+def decimals(value: str) -> int:
+    return len(value.split(".")[1]) if "." in value else 0
+
+
+def formatted(raw: str, value: str, unit: str) -> str:
+    """The column's raw CSV value written as the README writes VALUE."""
+    if unit:
+        x = UNITS[unit](raw)
+    else:
+        x = float(raw)
+    d = decimals(value)
+    s = f"{x:,.{d}f}" if "," in value else f"{x:.{d}f}"
+    if value.startswith("+") and x >= 0:
+        s = "+" + s
+    if s.lstrip("+-").strip("0.,") == "":
+        s = s.lstrip("+-")  # -0.0 reads 0.0
+    return s
+
+
+def written(figure: str, region: str) -> bool:
+    """FIGURE is in the README text REGION, line breaks and runs of spaces read as one space."""
+    return " ".join(figure.split()) in " ".join(region.split())
+
+
+def fenced_block(region: str) -> str | None:
+    """The first fenced code block of REGION without its `$ ` command lines."""
+    m = re.search(r"^```[^\n]*\n(.*?)^```", region, flags=re.S | re.M)
+    if not m:
+        return None
+    return "\n".join(l.rstrip() for l in m.group(1).split("\n") if not l.startswith("$ ")).strip("\n")
+
+
+def run(actsim: str, args: list[str], env: dict[str, str]) -> tuple[int, str, str, float]:
+    e = dict(os.environ)
+    e.update(env)
+    t0 = time.monotonic()
+    p = subprocess.run([actsim] + args, capture_output=True, text=True, env=e, timeout=120)
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--actsim", default="build/cli/actsim")
+    ap.add_argument("--readme", default="README.md")
+    ap.add_argument("--list", action="store_true", help="print the checks and run nothing")
+    ap.add_argument("--times", action="store_true", help="print each command's wall time")
+    a = ap.parse_args()
+
+    with open(a.readme, encoding="utf-8") as f:
+        blocks = parse(f.read())
+    if not blocks:
+        print(f"{a.readme}: no check comments", file=sys.stderr)
+        return 1
+    failures: list[str] = []
+    figures = 0
+    for b in blocks:
+        args = shlex.split(b.args)
+        if args and args[0] == "actsim":
+            args = args[1:]
+        if a.list:
+            print(f"{a.readme}:{b.line}: actsim {' '.join(args)}")
+            continue
+        where = f"{a.readme}:{b.line}"
+        if b.rows:
+            rc, out, err, dt = run(a.actsim, args + ["--format", "csv"], b.env)
+            if a.times:
+                print(f"{dt:6.2f} s  {where}  actsim {' '.join(args)} --format csv")
+            if rc != 0:
+                failures.append(f"{where}: actsim {' '.join(args)} --format csv: exit {rc}: {err.strip()[:300]}")
+            else:
+                table = list(csv.DictReader(io.StringIO(out)))
+                for no, sel, figs in b.rows:
+                    wl = f"{a.readme}:{no}"
+                    bad = [k for k in sel if table and k not in table[0]]
+                    if bad:
+                        failures.append(f"{wl}: no CSV column {bad[0]}")
+                        continue
+                    hits = [r for r in table if all(r[k] == v for k, v in sel.items())]
+                    if len(hits) != 1:
+                        failures.append(f"{wl}: row {sel} matches {len(hits)} of {len(table)} rows, not one")
+                        continue
+                    for col, value, unit in figs:
+                        figures += 1
+                        cols = col.split("+")
+                        missing = [c for c in cols if c not in hits[0]]
+                        if missing:
+                            failures.append(f"{wl}: no CSV column {missing[0]}")
+                            continue
+                        if any(hits[0][c] == "" for c in cols):
+                            failures.append(f"{wl}: {col} is empty in the row {sel}")
+                            continue
+                        raw = str(sum(float(hits[0][c]) for c in cols))
+                        got = formatted(raw, value.replace("\u2212", "-"), unit).replace("-", "\u2212") \
+                            if "\u2212" in value else formatted(raw, value, unit)
+                        shown = f"{value} {unit}".strip()
+                        if got != value:
+                            failures.append(f"{wl}: {col} {sel}: README {shown}, actsim prints {got} {unit}".rstrip())
+                        if not written(value, b.region):
+                            failures.append(f"{wl}: {shown} is checked but not written in the text after the comment")
+        if b.block:
+            wl = f"{a.readme}:{b.block}"
+            want = fenced_block(b.raw_region)
+            rc, out, err, dt = run(a.actsim, args, b.env)
+            if a.times:
+                print(f"{dt:6.2f} s  {where}  actsim {' '.join(args)} (block)")
+            figures += 1
+            got = "\n".join(l.rstrip() for l in out.split("\n"))
+            if want is None:
+                failures.append(f"{wl}: block: no fenced code block after the comment")
+            elif rc != 0:
+                failures.append(f"{wl}: actsim {' '.join(args)}: exit {rc}: {err.strip()[:300]}")
+            elif want not in got:
+                wl_lines, got_lines = want.split("\n"), got.split("\n")
+                first = next((l for l in wl_lines if l not in got_lines), wl_lines[0])
+                failures.append(f"{wl}: the code block is not what actsim {' '.join(args)} prints; "
+                                f"first line not printed: {first.strip()}")
+        if b.texts:
+            rc, out, err, dt = run(a.actsim, args, b.env)
+            if a.times:
+                print(f"{dt:6.2f} s  {where}  actsim {' '.join(args)}")
+            for no, lit in b.texts:
+                figures += 1
+                wl = f"{a.readme}:{no}"
+                if rc != 0 and lit not in err:
+                    failures.append(f"{wl}: actsim {' '.join(args)}: exit {rc}: {err.strip()[:300]}")
+                elif lit not in out and lit not in err:
+                    failures.append(f"{wl}: actsim {' '.join(args)} no longer prints: {lit}")
+                if not written(lit, b.region):
+                    failures.append(f"{wl}: '{lit}' is checked but not written in the text after the comment")
+    if a.list:
+        return 0
+    for f in failures:
+        print(f)
+    print(f"{a.readme}: {len(blocks)} commands, {figures} figures checked, {len(failures)} differences")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
