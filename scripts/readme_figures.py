@@ -13,18 +13,27 @@ before the text or table that holds it:
          env: ACTSIM_MODELS=tests/validation
     -->
 
-`check:` gives actsim's arguments (without `actsim`), run from the repository root.
+`check:` gives actsim's arguments (without `actsim`), run from the repository root; or `$ `
+and a program with its arguments, `{actsim}` standing for the binary (a script that runs it).
 - `row SEL: COL VALUE UNIT; ...` runs the command with `--format csv` appended, picks the one row
   whose columns equal SEL (`key=value`, comma separated; empty SEL: the only row) and formats
   column COL in UNIT with as many decimals as VALUE has: GiB and MiB (bytes / 2^30, 2^20), s, ms
   and us (nanoseconds), TFLOP (FLOPs / 1e12), % (a fraction such as `mfu`, times 100), and no
   unit (the column's number as is; thousands separators when VALUE has them).
 - `text: LITERAL` runs the command as written and requires LITERAL in its stdout (spaces count).
+- `find: REGEX = VALUE` runs the command as written; REGEX's one group, the first match in its
+  stdout, rounded as VALUE is written (a sign or thousands separators as VALUE has them), must
+  equal VALUE (tables such as `validate`'s, which have no CSV form; stderr is searched after
+  stdout). Exit status 3 (`validate`'s
+  "outside the tolerance") is accepted here.
+- `block` requires the first fenced code block after the comment, less its `$ ` lines, in the
+  command's stdout, line for line (trailing spaces aside).
 - `env: K=V` sets a variable for the command.
+- A column `a+b` in a `row` line is the sum of the two columns.
 The figure must also be in the README: VALUE (for `row`) or LITERAL (for `text`) has to appear
 in the 60 lines after the comment (comments left out), so the checked figure is the one
 printed. Any difference is one line naming the README line, and the exit
-status is 1. Commands run once each (a `row` and a `text` line of one block: twice).
+status is 1. Each distinct command runs once (with `--format csv` for `row` lines).
 """
 from __future__ import annotations
 
@@ -58,6 +67,7 @@ class Block:
         self.env: dict[str, str] = {}
         self.rows: list[tuple[int, dict[str, str], list[tuple[str, str, str]]]] = []
         self.texts: list[tuple[int, str]] = []
+        self.finds: list[tuple[int, str, str]] = []
         self.block = 0            # README line of a `block` line, 0 when none
         self.region = ""          # README text the figures must appear in
 
@@ -93,6 +103,16 @@ def parse(readme: str) -> list[Block]:
                 b.env[k.strip()] = v.strip()
             elif text == "block":
                 b.block = no
+            elif text.startswith("find:"):
+                pat, eq, value = text[5:].strip().rpartition(" = ")
+                if not eq or not value:
+                    raise SystemExit(f"README line {no}: find: needs 'REGEX = VALUE'")
+                try:
+                    if re.compile(pat).groups != 1:
+                        raise SystemExit(f"README line {no}: find: the pattern needs one (group)")
+                except re.error as e:
+                    raise SystemExit(f"README line {no}: find: {e}")
+                b.finds.append((no, pat, value.strip()))
             elif text.startswith("text:"):
                 lit = text[5:].strip()
                 if not lit:
@@ -122,7 +142,7 @@ def parse(readme: str) -> list[Block]:
                 b.rows.append((no, sel, figs))
             else:
                 raise SystemExit(f"README line {no}: expected 'row', 'text:' or 'env:', got '{text}'")
-        if not b.rows and not b.texts and not b.block:
+        if not b.rows and not b.texts and not b.block and not b.finds:
             raise SystemExit(f"README line {b.line}: check names no figure")
         blocks.append(b)
         starts.append(i + 1)  # first line after the comment (0-based)
@@ -166,11 +186,24 @@ def fenced_block(region: str) -> str | None:
     return "\n".join(l.rstrip() for l in m.group(1).split("\n") if not l.startswith("$ ")).strip("\n")
 
 
+_ran: dict[tuple, tuple[int, str, str, float]] = {}
+
+
 def run(actsim: str, args: list[str], env: dict[str, str]) -> tuple[int, str, str, float]:
+    """actsim ARGS, or ARGS as a program of its own when they start with `$` (`{actsim}` in
+    them replaced by the binary's path). A command checked twice runs once."""
+    key = (actsim, tuple(args), tuple(sorted(env.items())))
+    if key not in _ran:
+        _ran[key] = _run(actsim, args, env)
+    return _ran[key]
+
+
+def _run(actsim: str, args: list[str], env: dict[str, str]) -> tuple[int, str, str, float]:
     e = dict(os.environ)
     e.update(env)
+    argv = [x.replace("{actsim}", actsim) for x in args[1:]] if args[:1] == ["$"] else [actsim] + args
     t0 = time.monotonic()
-    p = subprocess.run([actsim] + args, capture_output=True, text=True, env=e, timeout=120)
+    p = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=120)
     return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
 
 
@@ -250,11 +283,26 @@ def main() -> int:
                 first = next((l for l in wl_lines if l not in got_lines), wl_lines[0])
                 failures.append(f"{wl}: the code block is not what actsim {' '.join(args)} prints; "
                                 f"first line not printed: {first.strip()}")
-        if b.texts:
+        if b.texts or b.finds:
             rc, out, err, dt = run(a.actsim, args, b.env)
+            for no, pat, value in b.finds:
+                figures += 1
+                wl = f"{a.readme}:{no}"
+                m = re.search(pat, out, flags=re.M) or re.search(pat, err, flags=re.M)
+                if rc not in (0, 3):  # validate exits 3 when a row is outside its tolerance
+                    failures.append(f"{wl}: actsim {' '.join(args)}: exit {rc}: {err.strip()[:300]}")
+                elif not m:
+                    failures.append(f"{wl}: actsim {' '.join(args)}: nothing printed matches {pat}")
+                else:
+                    plain = value.replace("\u2212", "-")
+                    got = formatted(m.group(1).replace(",", "").replace("\u2212", "-"), plain, "")
+                    if got != plain:
+                        failures.append(f"{wl}: {pat}: README {value}, actsim prints {m.group(1)}")
+                if not written(value, b.region):
+                    failures.append(f"{wl}: {value} is checked but not written in the text after the comment")
             if a.times:
                 print(f"{dt:6.2f} s  {where}  actsim {' '.join(args)}")
-            for no, lit in b.texts:
+            for no, lit in b.texts:  # text: the literal, exit status as printed
                 figures += 1
                 wl = f"{a.readme}:{no}"
                 if rc != 0 and lit not in err:
