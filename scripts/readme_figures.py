@@ -14,7 +14,8 @@ before the text or table that holds it:
     -->
 
 `check:` gives actsim's arguments (without `actsim`), run from the repository root; or `$ `
-and a program with its arguments, `{actsim}` standing for the binary (a script that runs it).
+and a program with its arguments, `{actsim}` standing for the binary, `{harness}` for
+actsim-harness (`--harness`) and `{tmp}` for a temporary folder of the command's own.
 - `row SEL: COL VALUE UNIT; ...` runs the command with `--format csv` appended, picks the one row
   whose columns equal SEL (`key=value`, comma separated; empty SEL: the only row) and formats
   column COL in UNIT with as many decimals as VALUE has: GiB and MiB (bytes / 2^30, 2^20), s, ms
@@ -26,7 +27,8 @@ and a program with its arguments, `{actsim}` standing for the binary (a script t
   equal VALUE (tables such as `validate`'s, which have no CSV form; stderr is searched after
   stdout). Exit status 3 (`validate`'s
   "outside the tolerance") is accepted here.
-- `block` requires the first fenced code block after the comment, less its `$ ` lines, in the
+- `block` requires the first fenced code block after the comment, less its `$ ` lines (and their
+  `\\` continuations), in the
   command's stdout, line for line (trailing spaces aside).
 - `env: K=V` sets a variable for the command.
 - A column `a+b` in a `row` line is the sum of the two columns.
@@ -45,6 +47,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 UNITS = {
@@ -58,6 +61,7 @@ UNITS = {
     "%": lambda v: float(v) * 100.0,
 }
 REGION_LINES = 60
+HARNESS = ["build/harness/actsim-harness"]  # set from --harness
 
 
 class Block:
@@ -183,7 +187,13 @@ def fenced_block(region: str) -> str | None:
     m = re.search(r"^```[^\n]*\n(.*?)^```", region, flags=re.S | re.M)
     if not m:
         return None
-    return "\n".join(l.rstrip() for l in m.group(1).split("\n") if not l.startswith("$ ")).strip("\n")
+    kept, command = [], False
+    for l in m.group(1).split("\n"):
+        if l.startswith("$ ") or command:  # a command line and its continuations
+            command = l.rstrip().endswith("\\")
+            continue
+        kept.append(l.rstrip())
+    return "\n".join(kept).strip("\n")
 
 
 _ran: dict[tuple, tuple[int, str, str, float]] = {}
@@ -201,9 +211,15 @@ def run(actsim: str, args: list[str], env: dict[str, str]) -> tuple[int, str, st
 def _run(actsim: str, args: list[str], env: dict[str, str]) -> tuple[int, str, str, float]:
     e = dict(os.environ)
     e.update(env)
-    argv = [x.replace("{actsim}", actsim) for x in args[1:]] if args[:1] == ["$"] else [actsim] + args
-    t0 = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=120)
+    with tempfile.TemporaryDirectory() as tmp:
+        subst = {"{actsim}": actsim, "{harness}": HARNESS[0], "{tmp}": tmp}
+        argv = [actsim] + args
+        if args[:1] == ["$"]:
+            argv = args[1:]
+            for k, v in subst.items():
+                argv = [x.replace(k, v) for x in argv]
+        t0 = time.monotonic()
+        p = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=120)
     return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
 
 
@@ -211,9 +227,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--actsim", default="build/cli/actsim")
     ap.add_argument("--readme", default="README.md")
+    ap.add_argument("--harness", default="build/harness/actsim-harness", help="actsim-harness, for {harness}")
     ap.add_argument("--list", action="store_true", help="print the checks and run nothing")
     ap.add_argument("--times", action="store_true", help="print each command's wall time")
     a = ap.parse_args()
+    HARNESS[0] = a.harness
 
     with open(a.readme, encoding="utf-8") as f:
         blocks = parse(f.read())

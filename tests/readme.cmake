@@ -3,7 +3,8 @@
 # this test names the README line, the figure written and the one printed: re-run the command
 # and correct the README.
 add_test(NAME readme.figures
-         COMMAND python3 scripts/readme_figures.py --actsim $<TARGET_FILE:actsim> --readme README.md
+         COMMAND python3 scripts/readme_figures.py --actsim $<TARGET_FILE:actsim>
+                 --harness $<TARGET_FILE:actsim-harness> --readme README.md
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(readme.figures PROPERTIES LABELS readme TIMEOUT 120)
 
