@@ -1,41 +1,40 @@
 #!/usr/bin/env python3
 """Checks that the README's figures are what the current actsim binary prints.
 
-Usage: scripts/readme_figures.py [--actsim build/cli/actsim] [--readme README.md] [--list]
+Usage: scripts/readme_figures.py [--actsim build/cli/actsim] [--harness build/harness/actsim-harness]
+                                 [--readme README.md] [--list] [--times]
 
-A figure is checked where the README carries an HTML comment (invisible when rendered) right
-before the text or table that holds it:
+A figure is checked where the README carries an HTML comment (invisible when rendered) before
+the text, table or code block that holds it:
 
     <!-- check: run --model gpt2-small --batch 8 --impl hf,megatron --strategy none,full
          row impl=hf,strategy=none: peak_allocated_bytes 12.35 GiB; step_time_ns 44.7 ms
-         row impl=megatron,strategy=full: activation_bytes_per_layer 12.0 MiB
-         text: 4 rows, 4 within the tolerance of 0 % (exact)
-         env: ACTSIM_MODELS=tests/validation
+         row impl=megatron,strategy=full: weights_bytes+optimizer_bytes 1.62 GiB
     -->
 
 `check:` gives actsim's arguments (without `actsim`), run from the repository root; or `$ `
 and a program with its arguments, `{actsim}` standing for the binary, `{harness}` for
-actsim-harness (`--harness`) and `{tmp}` for a temporary folder of the command's own.
-- `row SEL: COL VALUE UNIT; ...` runs the command with `--format csv` appended, picks the one row
-  whose columns equal SEL (`key=value`, comma separated; empty SEL: the only row) and formats
-  column COL in UNIT with as many decimals as VALUE has: GiB and MiB (bytes / 2^30, 2^20), s, ms
-  and us (nanoseconds), TFLOP (FLOPs / 1e12), % (a fraction such as `mfu`, times 100), and no
-  unit (the column's number as is; thousands separators when VALUE has them).
-- `text: LITERAL` runs the command as written and requires LITERAL in its stdout (spaces count).
-- `find: REGEX = VALUE` runs the command as written; REGEX's one group, the first match in its
-  stdout, rounded as VALUE is written (a sign or thousands separators as VALUE has them), must
-  equal VALUE (tables such as `validate`'s, which have no CSV form; stderr is searched after
-  stdout). Exit status 3 (`validate`'s
-  "outside the tolerance") is accepted here.
-- `block` requires the first fenced code block after the comment, less its `$ ` lines (and their
-  `\\` continuations), in the
-  command's stdout, line for line (trailing spaces aside).
+actsim-harness and `{tmp}` for a temporary folder of the command's own. Then one per line:
+- `row SEL: COL VALUE [UNIT]; ...` runs the command with `--format csv` appended, picks the one
+  row whose columns equal SEL (`key=value`, comma separated; empty: the only row) and writes
+  column COL in UNIT with as many decimals as VALUE has: GiB, MiB, KiB (bytes / 2^30, 2^20,
+  2^10), s, ms, us (nanoseconds), TFLOP (FLOPs / 1e12), % (a fraction such as `mfu`, x 100), or
+  no unit (the number as is; thousands separators, a `+` or a `−` as VALUE has them). COL
+  `a+b` is the sum of two columns.
+- `text: LITERAL` runs the command as written and requires LITERAL in its stdout (or, when it
+  fails, its stderr: error messages), spaces included.
+- `find: REGEX = VALUE` runs the command as written; REGEX's one group, at its first match in
+  stdout (then stderr), written as VALUE is, must equal VALUE: for tables with no CSV form
+  (`validate`'s, evaluate.py's). Exit status 3 (`validate`: a row outside its tolerance) is
+  accepted.
+- `block`: the first fenced code block after the comment, less its `$ ` lines and their `\\`
+  continuations, must be in the command's stdout line for line (trailing spaces aside).
 - `env: K=V` sets a variable for the command.
-- A column `a+b` in a `row` line is the sum of the two columns.
-The figure must also be in the README: VALUE (for `row`) or LITERAL (for `text`) has to appear
-in the 60 lines after the comment (comments left out), so the checked figure is the one
-printed. Any difference is one line naming the README line, and the exit
-status is 1. Each distinct command runs once (with `--format csv` for `row` lines).
+The figure must also be written in the README: VALUE or LITERAL has to appear in the 60 lines
+after the comment (other comments left out, runs of spaces and line breaks read as one space),
+so the figure checked is the one a reader sees. Each difference is one line naming the README
+line, the figure written and the one printed; the exit status is then 1 (2 for a malformed
+check). Each distinct command runs once.
 """
 from __future__ import annotations
 
@@ -62,6 +61,12 @@ UNITS = {
 }
 REGION_LINES = 60
 HARNESS = ["build/harness/actsim-harness"]  # set from --harness
+
+
+def die(msg: str) -> None:
+    """A malformed check comment: one line, exit status 2."""
+    print(msg, file=sys.stderr)
+    sys.exit(2)
 
 
 class Block:
@@ -91,13 +96,13 @@ def parse(readme: str) -> list[Block]:
         while "-->" not in body[-1][1]:
             i += 1
             if i >= len(lines):
-                raise SystemExit(f"README line {start + 1}: check comment not closed with -->")
+                die(f"README line {start + 1}: check comment not closed with -->")
             body.append((i + 1, lines[i]))
         last_no, last = body[-1]
         body[-1] = (last_no, last[: last.index("-->")])
         b = Block(start + 1, body[0][1].strip())
         if not b.args:
-            raise SystemExit(f"README line {b.line}: check: names no command")
+            die(f"README line {b.line}: check: names no command")
         for no, text in body[1:]:
             text = text.strip()
             if not text:
@@ -110,44 +115,44 @@ def parse(readme: str) -> list[Block]:
             elif text.startswith("find:"):
                 pat, eq, value = text[5:].strip().rpartition(" = ")
                 if not eq or not value:
-                    raise SystemExit(f"README line {no}: find: needs 'REGEX = VALUE'")
+                    die(f"README line {no}: find: needs 'REGEX = VALUE'")
                 try:
                     if re.compile(pat).groups != 1:
-                        raise SystemExit(f"README line {no}: find: the pattern needs one (group)")
+                        die(f"README line {no}: find: the pattern needs one (group)")
                 except re.error as e:
-                    raise SystemExit(f"README line {no}: find: {e}")
+                    die(f"README line {no}: find: {e}")
                 b.finds.append((no, pat, value.strip()))
             elif text.startswith("text:"):
                 lit = text[5:].strip()
                 if not lit:
-                    raise SystemExit(f"README line {no}: empty text:")
+                    die(f"README line {no}: empty text:")
                 b.texts.append((no, lit))
             elif text.startswith("row"):
                 sel_s, colon, figs_s = text[3:].partition(": ")
                 if not colon:
-                    raise SystemExit(f"README line {no}: row needs ': ' before its figures")
+                    die(f"README line {no}: row needs ': ' before its figures")
                 sel = {}
                 for kv in filter(None, (s.strip() for s in sel_s.split(","))):
                     k, eq, v = kv.partition("=")
                     if not eq:
-                        raise SystemExit(f"README line {no}: row selector '{kv}' is not key=value")
+                        die(f"README line {no}: row selector '{kv}' is not key=value")
                     sel[k.strip()] = v.strip()
                 figs = []
                 for f in filter(None, (s.strip() for s in figs_s.split(";"))):
                     parts = f.split()
                     if len(parts) not in (2, 3):
-                        raise SystemExit(f"README line {no}: figure '{f}' is not 'column value [unit]'")
+                        die(f"README line {no}: figure '{f}' is not 'column value [unit]'")
                     unit = parts[2] if len(parts) == 3 else ""
                     if unit and unit not in UNITS:
-                        raise SystemExit(f"README line {no}: unknown unit '{unit}' (one of {', '.join(UNITS)})")
+                        die(f"README line {no}: unknown unit '{unit}' (one of {', '.join(UNITS)})")
                     figs.append((parts[0], parts[1], unit))
                 if not figs:
-                    raise SystemExit(f"README line {no}: row names no figure")
+                    die(f"README line {no}: row names no figure")
                 b.rows.append((no, sel, figs))
             else:
-                raise SystemExit(f"README line {no}: expected 'row', 'text:' or 'env:', got '{text}'")
+                die(f"README line {no}: expected 'row', 'text:' or 'env:', got '{text}'")
         if not b.rows and not b.texts and not b.block and not b.finds:
-            raise SystemExit(f"README line {b.line}: check names no figure")
+            die(f"README line {b.line}: check names no figure")
         blocks.append(b)
         starts.append(i + 1)  # first line after the comment (0-based)
         i += 1
