@@ -1,5 +1,5 @@
 # readme: every figure of the README that carries a `<!-- check: ... -->` comment is what this
-# build of actsim prints (scripts/readme_figures.py; about 2 s). When a change moves a figure,
+# build of actsim prints (scripts/readme_figures.py; about 6 s, most of it validation/time/evaluate.py). When a change moves a figure,
 # this test names the README line, the figure written and the one printed: re-run the command
 # and correct the README.
 add_test(NAME readme.figures
