@@ -1,7 +1,7 @@
 # readme: every figure of the README that carries a `<!-- check: ... -->` comment is what this
-# build of actsim prints (scripts/readme_figures.py; about 6 s, most of it validation/time/evaluate.py). When a change moves a figure,
-# this test names the README line, the figure written and the one printed: re-run the command
-# and correct the README.
+# build of actsim prints (scripts/readme_figures.py; about 6 s, most of it evaluate.py). When a
+# change moves a figure, this test names the README line, the figure written and the one
+# printed: re-run the command and correct the README.
 add_test(NAME readme.figures
          COMMAND python3 scripts/readme_figures.py --actsim $<TARGET_FILE:actsim>
                  --harness $<TARGET_FILE:actsim-harness> --readme README.md
