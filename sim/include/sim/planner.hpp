@@ -94,6 +94,10 @@ struct ChainModel {
   int64_t outer_bytes = 0;      // peak outside the blocks and the head (embedding, optimizer)
   int64_t head_fwd_bytes = 0;   // head forward peak = D_n + sum of held + this
   int64_t head_bwd_bytes = 0;   // head backward peak = sum of held + this
+  // --- planner8 (issue 15): the probe simulations the model was measured by (7, or 9 where the
+  // inner blocks' recompute is timed beside the data-parallel stream: planner_probe.cpp) ---
+  int64_t probes = 7;
+  // --- end planner8 ---
   friend bool operator==(const ChainModel&, const ChainModel&) = default;
 };
 
