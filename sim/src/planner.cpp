@@ -334,9 +334,11 @@ FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
   const auto add = [](Cost x, Cost y) { return Cost{x.time_ns + y.time_ns, x.flops + y.flops}; };
   const auto sub = [](Cost x, Cost y) { return Cost{x.time_ns - y.time_ns, x.flops - y.flops}; };
   std::vector<Cost> inner(static_cast<size_t>(n + 1)), last(static_cast<size_t>(n + 1)),
-      store(static_cast<size_t>(n + 1));
+      store(static_cast<size_t>(n + 1)), final_inner(static_cast<size_t>(n + 1));
   for (int64_t b = 0; b < n; ++b) {
     inner[static_cast<size_t>(b + 1)] = add(inner[static_cast<size_t>(b)], at(b).seg_inner_cost);
+    final_inner[static_cast<size_t>(b + 1)] =  // planner8: the segment ending at block n - 1
+        add(final_inner[static_cast<size_t>(b)], final_inner_cost(at(b)));
     last[static_cast<size_t>(b + 1)] = add(last[static_cast<size_t>(b)], at(b).seg_last_cost);
     store[static_cast<size_t>(b + 1)] =
         add(store[static_cast<size_t>(b)], at(b).single[static_cast<size_t>(PlanOption::kStore)].cost);
@@ -347,7 +349,8 @@ FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
       Cost c;
       for (int64_t a0 = 0; a0 < n; a0 += s.k) {
         const int64_t e = std::min(a0 + s.k, n) - 1;
-        c = add(c, add(sub(inner[static_cast<size_t>(e)], inner[static_cast<size_t>(a0)]),
+        const std::vector<Cost>& p = e == n - 1 ? final_inner : inner;  // planner8
+        c = add(c, add(sub(p[static_cast<size_t>(e)], p[static_cast<size_t>(a0)]),
                        at(e).seg_last_cost));
       }
       f.cost[i] = c;

@@ -258,6 +258,8 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
   // (inner) block after one block's backward: [0,1],[2,3],... and [0],[1,2],[3,4],...
   // Without a data-parallel stream to contend with they equal `one`'s (the same kernels), so
   // they are run only where one exists: dp > 1, or the experts' edp group (engine.cpp edp_).
+  // The segment that ends at block n - 1 is still recomputed as in `one`, first in backward:
+  // its inner blocks keep `one`'s costs (BlockCosts::seg_final_inner_cost).
   const bool contends = n >= 2 && (g.dp > 1 || g.tp * g.dp > std::max<int64_t>(1, g.etp * g.ep));
   Probe pairs_even, pairs_odd;
   if (contends) {
@@ -347,6 +349,9 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
     c.seg_grad_state = full.live_before_bwd[i] - full_hb[i + 1] - base;
     c.seg_last_cost = full.rc_cost[i];
     c.seg_inner_cost = j + 1 < n ? contended_inner(i, one.rc_cost[i]) : full.rc_cost[i];
+    // planner8: in the segment ending at block n - 1 (recomputed first in backward), as `one`
+    // recomputed it
+    if (contends && j + 1 < n) c.seg_final_inner_cost = one.rc_cost[i];
   }
   return m;
 }
