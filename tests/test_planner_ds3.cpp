@@ -52,7 +52,7 @@ TEST_CASE("planner: under ZeRO-3's replay, every fixed strategy's cost lies betw
     // best_fixed_search prunes by this bound: no plan's recompute runs faster than its work
     CHECK(sim >= static_cast<int64_t>(static_cast<double>(model.time_ns) / slow) - margin);
     // ... nor slower than all of it beside a busy stream
-    CHECK(static_cast<double>(sim) <= static_cast<double>(model.time_ns) * slow + margin);
+    CHECK(static_cast<double>(sim) <= static_cast<double>(model.time_ns) * slow + static_cast<double>(margin));
     CHECK(cost_of(r).flops == model.flops);  // FLOPs stay exact
     if (sim != model.time_ns) ++inexact;
     if (model.time_ns > 0)
@@ -98,5 +98,37 @@ TEST_CASE("planner: under ZeRO-3's replay, best_fixed equals the exhaustive sear
       }
     }
     CHECK(plans >= 5);
+  }
+}
+
+TEST_CASE("planner: the segment ending at the last block is priced at its final inner costs") {
+  // Three blocks, every term zero but the costs: [0, 2] recomputes blocks 0 and 1 at their
+  // final inner costs, [0, 1] at their inner ones; the DP (window and scan) picks by them.
+  ChainModel m;
+  m.blocks.resize(3);
+  for (BlockCosts& b : m.blocks) {
+    b.seg_inner_cost = {10, 1};
+    b.seg_final_inner_cost = {2, 1};
+    b.seg_last_cost = {5, 1};
+    for (OptionRow& o : b.single) o.available = false;
+    b.single[0].available = true;
+    b.single[0].held_bytes = 100;  // storing does not fit the budgets below
+  }
+  const auto seg = [](int64_t a, int64_t b) { return ChainUnit{a, b, true, PlanOption::kStore}; };
+  CHECK(evaluate_chain(m, {seg(0, 2)}).cost == Cost{2 + 2 + 5, 3});
+  CHECK(evaluate_chain(m, {seg(0, 1), seg(2, 2)}).cost == Cost{10 + 5 + 5, 3});
+  CHECK(evaluate_chain(m, {seg(0, 0), seg(1, 2)}).cost == Cost{5 + 2 + 5, 3});
+  for (bool window : {true, false}) {
+    const ChainSolution s = solve_chain(m, 50, 1, window);
+    REQUIRE(s.feasible);
+    CHECK(s.cost == Cost{9, 3});
+    CHECK(s.units == std::vector<ChainUnit>{seg(0, 2)});
+  }
+  // Without final costs of their own, [0, 2] costs 25 and three one-block segments 15.
+  for (BlockCosts& b : m.blocks) b.seg_final_inner_cost = {-1, -1};
+  for (bool window : {true, false}) {
+    const ChainSolution s = solve_chain(m, 50, 1, window);
+    REQUIRE(s.feasible);
+    CHECK(s.cost == Cost{15, 3});
   }
 }
