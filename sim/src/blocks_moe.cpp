@@ -373,11 +373,29 @@ int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   } else {
     for (int64_t ne : expert_tokens(dm, n)) recv += ne;
   }
-  // permute: sorted indices (argsort of the routing map, int64 [sent], no gradient), the probs
-  // gathered (IndexBackward saves the indices) and tokens.index_select (saves the indices)
-  int32_t sorted = no_grad_op(bld, o, map, sent, DType::kI64, "permutation indices");
+  // mtmoe (issue 13): permute, unfused (moe_utils.py permute @ d98e8a64ddf3; moe_permute_fusion
+  // off by default), two int64 index storages kept until backward (torch 1.13, CPU: the saved
+  // tensors' storages, docs/memory-model.md):
+  // - dropless: `flat_sorted = routing_map.T.contiguous().reshape(-1).argsort(...)` is int64
+  //   [E N]; `flat_sorted[:num_out_tokens]` is a view of it, and the probs' `[flat_sorted]`
+  //   (IndexBackward0 saves the indices) keeps the whole [E N] storage; `sorted_indices =
+  //   flat_sorted % num_tokens` is a new int64 [sent] that tokens.index_select saves (and
+  //   unpermute's scatter_add_).
+  // - drop and pad (--moe-capacity): the argsort [E, N] is sliced to [:, :capacity].contiguous()
+  //   (sorted_indices, int64 [sent]; the argsort dies), and `indices_1D = (arange(E)[:, None] N +
+  //   sorted_indices).view(-1)` is a second int64 [sent] that the probs' index_select saves.
+  int32_t sorted = -1, probs_index = -1;
+  if (dm.moe_capacity > 0) {
+    const int32_t order = no_grad_op(bld, o, map, mul(n, e), DType::kI64, "permute argsort");
+    sorted = no_grad_op(bld, o, order, sent, DType::kI64, "permutation indices");
+    probs_index = no_grad_op(bld, o, sorted, sent, DType::kI64, "probs indices (indices_1D)");
+  } else {
+    probs_index = no_grad_op(bld, o, map, mul(n, e), DType::kI64, "permute argsort (flat_sorted)");
+    sorted = no_grad_op(bld, o, probs_index, sent, DType::kI64, "permutation indices");
+  }
   int32_t pprobs = op(bld, o, OpKind::kCopy, "permute probs",
-                      {{probs, GradRule::kNew}, {sorted, GradRule::kNone}}, sent, dt, {sorted});
+                      {{probs, GradRule::kNew}, {probs_index, GradRule::kNone}}, sent, dt,
+                      {probs_index});
   int32_t px = op(bld, o, OpKind::kCopy, "permute tokens",
                   {{x, GradRule::kNew}, {sorted, GradRule::kNone}}, mul(sent, h), dt, {sorted});
   // all_to_all over the expert-parallel group (tensor_parallel/mappings.py _AllToAll saves
