@@ -405,6 +405,17 @@ struct Graph {
   std::vector<int32_t> ds3_fwd_step, ds3_bwd_step;  // per op: its step in forward / backward, -1
   int64_t ds3_reduce_bucket_bytes = 0;  // > 0: stage 3 reduce-scatters IPG buckets of this size
   // --- end ds3b ---
+  // --- ds3c (issue 10): what the engine needs to replay the coordinator over the step's own
+  // module order (sim/src/deepspeed.cpp ds3_replay), filled at stage 3 under deepspeed-bf16
+  // only. ds3_steps above stay the replay of the trace without recompute (forward, backward).
+  struct Ds3Params {
+    std::vector<int32_t> param_of;      // per storage: its index among the sharded parameters, -1
+    std::vector<int64_t> numel, bytes;  // per sharded parameter: whole elements and bf16 bytes
+    std::vector<uint8_t> persist;       // ds_persist (<= stage3_param_persistence_threshold)
+    int64_t prefetch_bucket = 0, max_live = 0, reuse_distance = 0;  // elements
+  };
+  Ds3Params ds3;
+  // --- end ds3c ---
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;
