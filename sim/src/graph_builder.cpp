@@ -358,6 +358,7 @@ void Builder::finalize() {
       op.shape = {dr.dim[0], dr.dim[1], dr.dim[2], dr.dim[3], dr.exec == Exec::kQk ? 1 : 2};
     } else if (dr.exec == Exec::kFlash) {
       op.shape = {dr.dim[0], dr.dim[1], dr.dim[2], dr.dim[3], dr.dim[5]};
+      op.attn_dropout = dr.p;  // time9 (issue 11): dropout inside the kernel, timed (kernels.cpp)
     }
     g_.ops.push_back(op);
   }
