@@ -152,3 +152,17 @@ TEST_CASE("time9: an op's kernels after its own are host calls too (eager Float8
   CHECK(r.host_wait_ns > 0);
   CHECK(r.step_time_ns - rp.step_time_ns >= cast_calls * d.host_dispatch_ns);
 }
+
+TEST_CASE("time9: the optimizer step reads the gradients for their norm and scales them") {
+  // Megatron bf16-mixed: TE's FusedAdam 28 B + the bf16 copy 2 B, + the clip: 4 B read for the
+  // norm, 4 + 4 B for the scale, per element of this rank's shard (no ZeRO: every parameter)
+  const Graph g = build_graph(gpt2(0.1), megatron(), fixtures::h100());
+  REQUIRE(g.params_per_rank > 0);
+  CHECK(g.optimizer_cost.bytes == (28 + 2 + 12) * g.params_per_rank);
+  // sharded over dp 4 (ZeRO 1): the shard's elements only
+  TrainSetup z = megatron();
+  z.dp = 4;
+  z.zero = 1;
+  const Graph gz = build_graph(gpt2(0.1), z, fixtures::h100());
+  CHECK(gz.optimizer_cost.bytes == (28 + 2 + 12) * (gz.params_per_rank / 4));
+}
