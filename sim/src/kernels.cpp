@@ -249,9 +249,9 @@ double attention_flops_per_s(KernelChoice kernel, const Device& d, int64_t seq, 
 // - flash-attention 2 (SDPA's flash backend; TE's FlashAttention backend; cuDNN requested
 //   before Hopper, timed as FA2 here): NVIDIA/TransformerEngine PR 3313 (2026-08-05), flash-attn
 //   2.7.4 under TE 2.17, thd, dropout 0.0 -> 0.1: 0.695 -> 0.728 ms (x1.047), measured on GB200.
-//   ASSUMPTION: the same factor on A100 and H100: FA2 runs its sm80 kernels on every GPU; GB200's
-//   faster tensor cores make the philox ALU work a larger share there, so this is at most the
-//   factor on A100/H100 (no A100 or H100 figure for FA2 with dropout was found).
+//   ASSUMPTION: the same factor on A100 and H100 (FA2 runs the same sm80 kernels, philox
+//   included, on every GPU; how the philox work's share differs between GB200 and A100/H100 is
+//   not known; no A100 or H100 figure for FA2 with dropout was found).
 // - flash-attention 3 has no dropout (TE's backend filter drops it for p > 0; a run asking for it
 //   would not get it); SDPA's memory-efficient kernel: no figure found. Both 1.
 double attention_dropout_factor(KernelChoice kernel, const Device& d, float p) {
