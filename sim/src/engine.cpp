@@ -732,6 +732,15 @@ class Engine {
   int64_t host_ops(const Op& op, int64_t kernels) const {
     return g_.compiled && op.block >= 0 ? kernels : std::max<int64_t>(1, kernels);
   }
+  // time9 (issue 11): and one per kernel the op runs after its own (Op::fwd_serial_kernels,
+  // bwd_serial_kernels: torchao's fp8 casts, the CP ring's merges and copies, Megatron's
+  // main_grad adds, the deterministic NaN fills), each issued like any other kernel at the same
+  // host_dispatch_ns (the device file's figure: Python, dispatcher and cudaLaunchKernel per
+  // aten op). The NaN fills are launched from C++ inside at::empty, with no Python of their own:
+  // for them the figure is an upper bound.
+  int64_t host_ops(const Op& op, int64_t kernels, int32_t serial_kernels) const {
+    return checked_add(host_ops(op, kernels), serial_kernels, "step_time_ns");
+  }
 
   // Contention (issue 11, time; sim/src/comm.hpp kOverlapComputeSlowdown): a kernel issued
   // while the data-parallel stream is busy runs slower for as long as the stream stays busy
@@ -881,7 +890,7 @@ class Engine {
     sample(k, op.fwd_transient_bytes);
     fsdp_enter(op.block, recompute || forward_done_);
     // time3: one host dispatch per aten op, i.e. per kernel of an unfused op (host_dispatch_ns)
-    dispatch(host_ops(op, op.fwd.kernels));
+    dispatch(host_ops(op, op.fwd.kernels, op.fwd_serial_kernels));  // time9: + its serial kernels
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
@@ -914,7 +923,7 @@ class Engine {
     ds3_enter(ds3_step, false);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
-    dispatch(host_ops(op, op.bwd.kernels));  // time3: per kernel, as in forward
+    dispatch(host_ops(op, op.bwd.kernels, op.bwd_serial_kernels));  // time3, time9: per kernel
     int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
     int64_t comm = tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns);  // feat(2)

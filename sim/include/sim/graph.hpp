@@ -307,6 +307,11 @@ struct Op {
   // while the dispatcher's all-to-alls of its MoE layer run (engine.cpp moe_overlap)
   bool moe_overlap = false;
   // --- end moetp ---
+  // --- time9 (issue 11): a fused attention op's dropout probability on the probabilities (its
+  // draft's p), which the kernel applies inside (philox in-kernel); timed by kernels.cpp
+  // attention_dropout_factor. 0 for every other op.
+  float attn_dropout = 0;
+  // --- end time9 ---
 };
 
 // fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the
