@@ -23,9 +23,11 @@ namespace {
 
 constexpr int64_t kN = 3'283'200;
 constexpr int64_t kBucket = 2 * 256 * 256;  // "auto" reduce_bucket_size = h^2 bf16 elements
-const std::string kGathered =
-    "ZeRO-3 gathered bf16 parameters (partitioned_param_coordinator: the module running, the "
-    "prefetch bucket, those kept within stage3_max_reuse_distance)";
+// ds3c: the most bf16 bytes of gathered parameters at once in the step the engine runs (the
+// coordinator replayed over its schedule); before ds3c one storage held for the whole step
+int64_t gathered(const ModelConfig& m, const TrainSetup& t, const char* strategy = "none") {
+  return fixtures::run(m, t, strategy).ds3_gathered_peak_bytes;
+}
 
 bool contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -161,13 +163,13 @@ TEST_CASE("deepspeed-bf16 stage 3: bf16 partitions, persisted norms, reuse-dista
   // parameters are released between its forward and its backward, so at the forward's end every
   // partitioned parameter is gathered, 2 x 3,280,896 B (the persisted norms are counted once,
   // whole, in the weights)
-  CHECK(storage_bytes(g, kGathered) == 2 * 3'280'896);
+  CHECK(gathered(m, hf_dp(3)) == 2 * 3'280'896);
   CHECK(storage_bytes(g, "grad_partitions_flat_buffer (bf16 partition)") == 2 * kN / 4);
   CHECK(storage_bytes(g, "ZeRO-3 IPG bucket (bf16, reduce_bucket_size)") == kBucket);
   CHECK(g.grads_bytes == 2 * kN / 4);
   CHECK(g.optimizer_bytes == 12 * kN / 4);
   CHECK(g.optimizer_transient_bytes == 2 * kN);  // fp32 grad partition + sqrt(v): 4 N/4 each
-  CHECK(g.comm_persistent_bytes == 2 * 3'280'896 + kBucket);
+  CHECK(g.comm_persistent_bytes == kBucket);  // ds3c: the gathered parameters come and go
 }
 
 TEST_CASE("deepspeed-bf16 stage 3: no prefetch and no reuse leave the running module alone") {
@@ -177,14 +179,13 @@ TEST_CASE("deepspeed-bf16 stage 3: no prefetch and no reuse leave the running mo
   TrainSetup t = hf_dp(3);
   t.ds_prefetch_bucket = 0;
   t.ds_max_reuse_distance = 0;
-  const Graph g = build_graph(fixtures::tiny_llama(), t, fixtures::h100());
-  CHECK(storage_bytes(g, kGathered) == 512'000);
+  CHECK(gathered(fixtures::tiny_llama(), t) == 512'000);
   // a persistence threshold of 1,000,000 elements keeps every parameter whole: none partitioned,
   // none gathered, the weights 2 N as without ZeRO-3
   TrainSetup p = hf_dp(3);
   p.ds_persistence_threshold = 1'000'000;
   const Graph gp = build_graph(fixtures::tiny_llama(), p, fixtures::h100());
-  CHECK(storage_bytes(gp, kGathered) == 0);
+  CHECK(gathered(fixtures::tiny_llama(), p) == 0);
   CHECK(gp.weights_bytes == 2 * kN + 2 * kN / 4);  // whole, and their (unused) partitions
   // reduce_bucket_size sizes the IPG bucket (bf16)
   TrainSetup r = hf_dp(3);
@@ -206,8 +207,7 @@ TEST_CASE("deepspeed-bf16 stage 3 at Llama-2-7B's width: modules beyond the reus
   const ModelConfig m = fixtures::llama7b_width();
   TrainSetup none = hf_dp(3, 8);
   none.ds_prefetch_bucket = 0;
-  CHECK(storage_bytes(build_graph(m, none, fixtures::h100()), kGathered) ==
-        2 * int64_t{544'112'640});
+  CHECK(gathered(m, none) == 2 * int64_t{544'112'640});
   // With the "auto" bucket (0.9 x 4096^2 = 15,099,494) each module's fetch prefetches up to a
   // bucket of NOT-available parameters beyond those already in flight, skipping available
   // ones: once the queue's front has passed into the backward, whose first modules are the kept
@@ -215,13 +215,12 @@ TEST_CASE("deepspeed-bf16 stage 3 at Llama-2-7B's width: modules beyond the reus
   // (block 1's o, v, k, q, then block 0's and the embeddings). By lm_head's backward all
   // 4 x 202,375,168 + 2 x 4,096,000 = 817,692,672 partitioned elements are gathered
   // (max_live_parameters, 1e9, does not bind).
-  const Graph g = build_graph(m, hf_dp(3, 8), fixtures::h100());
-  CHECK(storage_bytes(g, kGathered) == 2 * int64_t{817'692'672});
+  CHECK(gathered(m, hf_dp(3, 8)) == 2 * int64_t{817'692'672});
   // stage3_max_live_parameters caps the prefetch (not the releases): at 6e8 the kept
   // parameters alone pass it and the prefetch stops short of the whole model
   TrainSetup live = hf_dp(3, 8);
   live.ds_max_live = 600'000'000;
-  const int64_t capped = storage_bytes(build_graph(m, live, fixtures::h100()), kGathered);
+  const int64_t capped = gathered(m, live);
   CHECK(capped < 2 * int64_t{817'692'672});
   CHECK(capped >= 2 * int64_t{544'112'640});
 }
@@ -366,4 +365,119 @@ TEST_CASE("ds3b: the prefetch hides the all-gathers that fetching on demand expo
   CHECK(demand.comm_wait_ns > demand.dp_comm_ns / 3);
   CHECK(ahead.comm_wait_ns < demand.comm_wait_ns / 10);  // 7.4 ms -> 0.1 ms when written
   CHECK(ahead.step_time_ns < demand.step_time_ns);
+}
+
+// ds3c (issue 10): the coordinator replayed over the step's own module order. Under activation
+// checkpointing the recompute re-runs the module forward hooks inside backward (HF wraps each
+// layer's __call__ in torch.utils.checkpoint), so the trace DeepSpeed records, and replays every
+// step after, holds each checkpointed layer's modules three times: forward, recompute, backward.
+namespace {
+
+// no prefetch, no reuse: every module gathers its own parameters and releases them after it
+TrainSetup on_demand() {
+  TrainSetup t = hf_dp(3);
+  t.ds_prefetch_bucket = 0;
+  t.ds_max_reuse_distance = 0;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("ds3c: recompute fetches each checkpointed layer's parameters again") {
+  // tiny Llama, `full` (every layer checkpointed). Per block 692,736 parameters, of which the two
+  // norms (512) are persisted: 692,224 gathered, bf16. Outside the blocks the embeddings and
+  // lm_head (256,000 each) and the final norm (persisted).
+  const ModelConfig m = fixtures::tiny_llama();
+  constexpr int64_t kAll = 2 * 3'280'896;       // every partitioned parameter, bf16
+  constexpr int64_t kBlocks = 2 * 4 * 692'224;  // the 4 checkpointed blocks' partitioned ones
+  constexpr int64_t kDown = 2 * 4 * 176'128;    // the blocks' down_proj
+  // Reentrant (the whole layer re-run, every hook returns): forward, recompute, backward.
+  TrainSetup re = on_demand();
+  re.reentrant = true;
+  const Result r = fixtures::run(m, re, "full");
+  CHECK(r.ds3_recompute_gather_bytes == kBlocks);
+  CHECK(r.ds3_gather_bytes == kAll + kBlocks + kAll);
+  // Non-reentrant (hf's own, with early stop): the recompute stops inside down_proj, the last op
+  // that saves a tensor, so down_proj's post-forward hook never runs and its weight stays gathered
+  // into its backward, which then fetches nothing for it.
+  const Result n = fixtures::run(m, on_demand(), "full");
+  CHECK(n.ds3_recompute_gather_bytes == kBlocks);
+  CHECK(n.ds3_gather_bytes == kAll + kBlocks + kAll - kDown);
+  // the most at once is still one module, the embeddings or lm_head (1000 x 256 bf16): the kept
+  // down_proj (2 x 176,128 B) is released by its own backward, the block's first with parameters
+  CHECK(r.ds3_gathered_peak_bytes == 512'000);
+  CHECK(n.ds3_gathered_peak_bytes == 512'000);
+  // without checkpointing no recompute gathers
+  const Result none = fixtures::run(m, on_demand(), "none");
+  CHECK(none.ds3_recompute_gather_bytes == 0);
+  CHECK(none.ds3_gather_bytes == 2 * kAll);
+  // and the recompute's all-gathers are time on the data-parallel streams
+  CHECK(r.dp_comm_ns > none.dp_comm_ns);
+}
+
+TEST_CASE("ds3c: with the default reuse distance the recompute finds its parameters gathered") {
+  // 3.3 M parameters are within stage3_max_reuse_distance (1e9): nothing is released between a
+  // module's forward, its recompute and its backward, so the recompute gathers nothing and the
+  // step's gathers are the forward's, as without checkpointing
+  const ModelConfig m = fixtures::tiny_llama();
+  const Result full = fixtures::run(m, hf_dp(3), "full");
+  CHECK(full.ds3_recompute_gather_bytes == 0);
+  CHECK(full.ds3_gather_bytes == 2 * 3'280'896);
+  CHECK(full.ds3_gathered_peak_bytes == 2 * 3'280'896);
+}
+
+TEST_CASE("ds3c: step() releases every gathered parameter before the optimizer") {
+  // stage3.py step() -> _partition_all_parameters -> release_and_reset_all: at the optimizer
+  // step the comm bytes are the IPG bucket alone (h^2 bf16), not the gathered parameters
+  const ModelConfig m = fixtures::tiny_llama();
+  SimOptions o;
+  o.record_timeline = true;
+  const Result r = simulate(m, hf_dp(3), fixtures::h100(), parse_strategy("none"), o);
+  REQUIRE(r.timeline.size() == r.timeline_breakdown.size());
+  bool seen_opt = false, seen_full = false;
+  for (size_t i = 0; i < r.timeline.size(); ++i) {
+    const int64_t comm = r.timeline_breakdown[i][static_cast<int>(Category::kComm)];
+    if (r.timeline[i].phase == Phase::kOptimizer) {
+      seen_opt = true;
+      CHECK(comm == kBucket);
+    } else if (comm == kBucket + 2 * 3'280'896) {
+      seen_full = true;  // every partitioned parameter gathered, before the step
+    }
+  }
+  CHECK(seen_opt);
+  CHECK(seen_full);
+}
+
+TEST_CASE("ds3c: the all-gathers and the reduce-scatters run on two NCCL streams at once") {
+  // On demand with a one-element reduce bucket: in backward each module's gather is issued while
+  // the reduce-scatter of the previous module's gradients may still run. The all-gathers use
+  // the world group and the reduce-scatters the optimizer's clone of it: two communicators,
+  // two streams. Some all-gather therefore starts before a reduce-scatter issued earlier ends,
+  // and one that overlaps takes longer than alone (the links shared).
+  const ModelConfig m = fixtures::llama7b_width();
+  TrainSetup t = hf_dp(3, 8);
+  t.ds_prefetch_bucket = 0;
+  t.ds_max_reuse_distance = 0;
+  t.ds_reduce_bucket = 1;
+  SimOptions o;
+  o.record_timeline = true;
+  const Device d = fixtures::h100();
+  const Result r = simulate(m, t, d, parse_strategy("none"), o);
+  std::vector<OpSpan> ag, rs;
+  for (const OpSpan& s : r.spans)
+    if (s.stream == 5) (s.storage == 2 ? ag : rs).push_back(s);
+  REQUIRE(!ag.empty());
+  REQUIRE(!rs.empty());
+  // on one stream (before ds3c) no all-gather could start while a reduce-scatter ran
+  int overlapping = 0;
+  for (const OpSpan& a : ag)
+    for (const OpSpan& x : rs)
+      if (x.start_ns < a.start_ns && a.start_ns < x.start_ns + x.duration_ns) ++overlapping;
+  CHECK(overlapping > 0);
+  // sharing the links: a collective issued while the other stream is busy for w lasts ns + w/2
+  // (2 ns when w >= 2 ns), so the spans add up to more than the collectives at the full rate
+  int64_t total = 0;
+  for (const OpSpan& s : r.spans)
+    if (s.stream == 5) total += s.duration_ns;
+  CHECK(total > r.dp_comm_ns);
 }

@@ -215,6 +215,27 @@ TEST_CASE("pipeline planner: never worse than a fixed strategy on any stage, pla
       for (const StageResult& st : plan.fixed_result.stages) CHECK(budget_peak_bytes(st.result) <= budget);
       CHECK(plan.result.summary.recompute_flops <= plan.fixed_result.summary.recompute_flops);
     }
+    // planner8 (issue 15): the fixed strategy named is the exhaustive one (every fixed strategy
+    // simulated on the whole pipeline: every stage fits, least summed cost, the first on ties),
+    // though the planner now simulates every:k and block:k only while they could win.
+    {
+      bool found = false;
+      Strategy want;
+      Cost want_cost;
+      for (const Strategy& f : fixed_strategies(m.layers / s.pp)) {
+        const PipelineResult fr = simulate_pipeline(m, s, dev, f);
+        Cost total;
+        bool fits = true;
+        for (const StageResult& st : fr.stages) {
+          fits = fits && budget_peak_bytes(st.result) <= budget;
+          total.time_ns += cost_of(st.result).time_ns;
+          total.flops += cost_of(st.result).flops;
+        }
+        if (fits && (!found || total < want_cost)) found = true, want = f, want_cost = total;
+      }
+      REQUIRE(plan.fixed_found == found);
+      if (found) CHECK(plan.fixed.canonical() == want.canonical());
+    }
     // The global spec re-runs to the same stages (simulate_pipeline splits it), and budget: runs
     // the plan.
     const PipelineResult again = simulate_pipeline(m, s, dev, parse_strategy(plan.strategy.canonical()));

@@ -98,17 +98,17 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "entropy, cross_entropy_fusion_impl native); default off, as Megatron's");
   // ds3 (issue 10): the HF Trainer's DeepSpeed ZeRO config (deepspeed-bf16), in elements
   add("--ds-reduce-bucket", f.ds_reduce_bucket,
-      "DeepSpeed (hf under --dp, --zero >= 1): zero_optimization.reduce_bucket_size in elements "
-      "(default \"auto\": hidden^2)");
+      "DeepSpeed (hf under --dp, --zero >= 1): zero_optimization.reduce_bucket_size in elements, "
+      "a list (default \"auto\": hidden^2)");
   add("--ds-prefetch-bucket", f.ds_prefetch_bucket,
-      "DeepSpeed ZeRO-3: stage3_prefetch_bucket_size in elements (default \"auto\": 0.9 hidden^2)");
+      "DeepSpeed ZeRO-3: stage3_prefetch_bucket_size in elements, a list (default \"auto\": 0.9 hidden^2)");
   add("--ds-persistence-threshold", f.ds_persistence_threshold,
-      "DeepSpeed ZeRO-3: stage3_param_persistence_threshold in elements (default \"auto\": "
+      "DeepSpeed ZeRO-3: stage3_param_persistence_threshold in elements, a list (default \"auto\": "
       "10 hidden)");
   add("--ds-max-live", f.ds_max_live,
-      "DeepSpeed ZeRO-3: stage3_max_live_parameters (default 1e9 = 1000000000)");
+      "DeepSpeed ZeRO-3: stage3_max_live_parameters, a list (default 1e9 = 1000000000)");
   add("--ds-max-reuse-distance", f.ds_max_reuse_distance,
-      "DeepSpeed ZeRO-3: stage3_max_reuse_distance in elements (default 1000000000)");
+      "DeepSpeed ZeRO-3: stage3_max_reuse_distance in elements, a list (default 1000000000)");
   // time7 (issue 11): Megatron's --deterministic-mode, a run setting
   add("--deterministic", f.deterministic,
       "on|off: Megatron's --deterministic-mode (on: torch.use_deterministic_algorithms(True), whose "
@@ -157,7 +157,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "start:stop[:step] with an additive step or a multiplicative xN, and sizes take k = 1024\n"
       "and M = 1024^2: --seq 1k:32k:x2 is 1024, 2048, ..., 32768. Lists make the cartesian\n"
       "product: model outermost, then device, strategy, profile, impl, precision, attention, dropout,\n"
-      "batch, seq, tp, sp, dp, zero, optimizer, allocator, ep, lora-rank, cp, fp8, etp, lora-dropout\n(fastest).");
+      "batch, seq, tp, sp, dp, zero, optimizer, allocator, ep, lora-rank, cp, fp8, etp, lora-dropout,\n"
+      "ds-reduce-bucket, ds-prefetch-bucket, ds-persistence-threshold, ds-max-live,\n"
+      "ds-max-reuse-distance (fastest).");
 }
 
 Axes parse_axes(const CommonFlags& f) {
@@ -269,15 +271,18 @@ Axes parse_axes(const CommonFlags& f) {
     a.norm_kernel = *k;
   }
   a.compile = one_switch(f.compile, "--compile");  // fp8sac (issue 10)
-  // ds3 (issue 10): one value each, >= 0
-  if (!f.ds_reduce_bucket.empty()) a.ds_reduce_bucket = one(f.ds_reduce_bucket, "--ds-reduce-bucket", 0);
+  // ds3 (issue 10): >= 0 each. ds3c: each a sweep list (like --tp 1,2,4); not given: "auto"
+  if (!f.ds_reduce_bucket.empty())
+    a.ds_reduce_buckets = parse_int_axis(f.ds_reduce_bucket, "--ds-reduce-bucket", false, 0);
   if (!f.ds_prefetch_bucket.empty())
-    a.ds_prefetch_bucket = one(f.ds_prefetch_bucket, "--ds-prefetch-bucket", 0);
+    a.ds_prefetch_buckets = parse_int_axis(f.ds_prefetch_bucket, "--ds-prefetch-bucket", false, 0);
   if (!f.ds_persistence_threshold.empty())
-    a.ds_persistence_threshold = one(f.ds_persistence_threshold, "--ds-persistence-threshold", 0);
-  if (!f.ds_max_live.empty()) a.ds_max_live = one(f.ds_max_live, "--ds-max-live", 0);
+    a.ds_persistence_thresholds =
+        parse_int_axis(f.ds_persistence_threshold, "--ds-persistence-threshold", false, 0);
+  if (!f.ds_max_live.empty()) a.ds_max_lives = parse_int_axis(f.ds_max_live, "--ds-max-live", false, 0);
   if (!f.ds_max_reuse_distance.empty())
-    a.ds_max_reuse_distance = one(f.ds_max_reuse_distance, "--ds-max-reuse-distance", 0);
+    a.ds_max_reuse_distances =
+        parse_int_axis(f.ds_max_reuse_distance, "--ds-max-reuse-distance", false, 0);
   a.grad_accum_fusion = one_switch(f.grad_accum_fusion, "--grad-accum-fusion");  // time6
   a.cross_entropy_loss_fusion =  // te_norm (issue 10)
       one_switch(f.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");

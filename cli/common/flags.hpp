@@ -64,7 +64,7 @@ struct CommonFlags {
   std::string grad_accum_fusion = "on"; // time6 (issue 11): --grad-accum-fusion on|off (one value)
   // te_norm (issue 10): --cross-entropy-loss-fusion on|off (one value)
   std::string cross_entropy_loss_fusion = "off";
-  // --- ds3 (issue 10): DeepSpeed ZeRO knobs (one value each); empty: the HF Trainer's "auto"
+  // --- ds3 (issue 10): DeepSpeed ZeRO knobs (ds3c: each a list); empty: the HF Trainer's "auto"
   std::string ds_reduce_bucket, ds_prefetch_bucket, ds_persistence_threshold, ds_max_live,
       ds_max_reuse_distance;
   // --- end ds3 ---
@@ -132,9 +132,10 @@ struct Axes {
   bool compile = false;  // fp8sac (issue 10): --compile (one value)
   bool grad_accum_fusion = true;  // time6 (issue 11): --grad-accum-fusion (one value)
   bool cross_entropy_loss_fusion = false;  // te_norm (issue 10): one value
-  // --- ds3 (issue 10): --ds-* (sim::TrainSetup's ds_* fields; -1: "auto") ---
-  int64_t ds_reduce_bucket = -1, ds_prefetch_bucket = -1, ds_persistence_threshold = -1,
-          ds_max_live = -1, ds_max_reuse_distance = -1;
+  // --- ds3 (issue 10): --ds-* (sim::TrainSetup's ds_* fields; -1: "auto"). ds3c: sweep lists,
+  // swept innermost after --lora-dropout (ds-reduce-bucket outermost of the five) ---
+  std::vector<int64_t> ds_reduce_buckets{-1}, ds_prefetch_buckets{-1},
+      ds_persistence_thresholds{-1}, ds_max_lives{-1}, ds_max_reuse_distances{-1};
   // --- end ds3 ---
   bool deterministic = false;     // time7 (issue 11): --deterministic (one value)
   bool moe_shared_expert_overlap = false;  // moetp (issue 13): one value

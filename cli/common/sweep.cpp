@@ -30,7 +30,10 @@ std::vector<int64_t> setup_radices(const Axes& a) {
           n(a.optimizers), n(a.allocators),
           // feat2 (issue 13): the swept feature lists, innermost
           n(a.eps), n(a.lora_ranks), n(a.cps), n(a.fp8s),
-          n(a.etps), n(a.lora_dropouts)};  // feat13: --etp, --lora-dropout, the fastest
+          n(a.etps), n(a.lora_dropouts),  // feat13: --etp, --lora-dropout
+          // ds3c (issue 10): the --ds-* lists, the fastest
+          n(a.ds_reduce_buckets), n(a.ds_prefetch_buckets), n(a.ds_persistence_thresholds),
+          n(a.ds_max_lives), n(a.ds_max_reuse_distances)};
 }
 
 int64_t setup_count(const Axes& a) {
@@ -69,6 +72,11 @@ void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) 
   one(a.lora_ranks.size(), "--lora-rank", f.lora_rank);
   one(a.cps.size(), "--cp", f.cp);
   one(a.fp8s.size(), "--fp8", f.fp8);
+  one(a.ds_reduce_buckets.size(), "--ds-reduce-bucket", f.ds_reduce_bucket);  // ds3c
+  one(a.ds_prefetch_buckets.size(), "--ds-prefetch-bucket", f.ds_prefetch_bucket);
+  one(a.ds_persistence_thresholds.size(), "--ds-persistence-threshold", f.ds_persistence_threshold);
+  one(a.ds_max_lives.size(), "--ds-max-live", f.ds_max_live);
+  one(a.ds_max_reuse_distances.size(), "--ds-max-reuse-distance", f.ds_max_reuse_distance);
 }
 
 int64_t point_count(const Axes& a) {
@@ -106,7 +114,12 @@ Point point_at(const Axes& a, int64_t index) {
     return axis[i];
   };
   sim::TrainSetup& t = p.setup;
-  t.lora_dropout = digit(a.lora_dropouts);  // feat13: --lora-dropout, the fastest
+  t.ds_max_reuse_distance = digit(a.ds_max_reuse_distances);  // ds3c: the --ds-* lists, fastest
+  t.ds_max_live = digit(a.ds_max_lives);
+  t.ds_persistence_threshold = digit(a.ds_persistence_thresholds);
+  t.ds_prefetch_bucket = digit(a.ds_prefetch_buckets);
+  t.ds_reduce_bucket = digit(a.ds_reduce_buckets);
+  t.lora_dropout = digit(a.lora_dropouts);  // feat13: --lora-dropout
   t.etp = digit(a.etps);  // feat13: --etp
   t.fp8 = digit(a.fp8s);  // feat2: the swept feature lists
   t.cp = digit(a.cps);
@@ -148,11 +161,6 @@ Point point_at(const Axes& a, int64_t index) {
   t.norm_kernel = a.norm_kernel;  // time5 (issue 11)
   t.compile = a.compile;          // fp8sac (issue 10)
   t.grad_accum_fusion = a.grad_accum_fusion;  // time6 (issue 11)
-  t.ds_reduce_bucket = a.ds_reduce_bucket;  // ds3 (issue 10)
-  t.ds_prefetch_bucket = a.ds_prefetch_bucket;
-  t.ds_persistence_threshold = a.ds_persistence_threshold;
-  t.ds_max_live = a.ds_max_live;
-  t.ds_max_reuse_distance = a.ds_max_reuse_distance;
   t.deterministic = a.deterministic;  // time7 (issue 11)
   t.moe_shared_expert_overlap = a.moe_shared_expert_overlap;  // moetp (issue 13)
   t.local_spec = a.local_spec;        // tece (issue 10)

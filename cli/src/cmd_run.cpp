@@ -259,8 +259,16 @@ std::string render_table(const sim_io::Row& row, const sim::ModelConfig& model,
   work.add({"tensor-parallel comm", "", ms(r.comm_time_ns), "on the critical path"});
   if (r.dp_comm_ns > 0)
     work.add({"data-parallel comm", "", ms(r.dp_comm_ns),
-              fmt::format("own stream, {} collectives; compute waited {} for it", r.dp_buckets,
-                          ms(r.comm_wait_ns))});
+              fmt::format("{}, {} collectives; compute waited {} for it",
+                          // ds3c: DeepSpeed ZeRO-3's all-gathers and reduce-scatters
+                          r.ds3_gather_bytes > 0 ? "two NCCL streams" : "own stream",
+                          r.dp_buckets, ms(r.comm_wait_ns))});
+  if (r.ds3_gather_bytes > 0)  // ds3c (issue 10): DeepSpeed ZeRO-3's coordinator, replayed
+    work.add({"  ZeRO-3 all-gathers", "", "",
+              fmt::format("{} gathered in the step, {} of it by the recompute; at most {} "
+                          "gathered at once",
+                          human_bytes(r.ds3_gather_bytes), human_bytes(r.ds3_recompute_gather_bytes),
+                          human_bytes(r.ds3_gathered_peak_bytes))});
   if (r.host_wait_ns > 0)
     work.add({"host-bound wait", "", ms(r.host_wait_ns),
               "GPU idle while eager PyTorch issues ops (host lane)"});

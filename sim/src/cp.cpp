@@ -45,6 +45,7 @@
 //   (Op::fwd_serial_bytes); the slowest rank, cp - 1, merges full-length outputs every step.
 #include "ops.hpp"
 
+#include "inductor.hpp"  // cptime2: cp_compiled_dead_cats
 #include "sim/impl.hpp"
 
 namespace sim::detail {
@@ -132,5 +133,32 @@ void cp_ring_attention(OpDraft& d, const Dims& dm, int64_t q_bytes, int64_t kv_b
   d.op.bwd.comm_bytes = mul(cp - 1, mul(2, kv_bytes));
   d.op.bwd.comm_kind = kSendRecv;
 }
+
+
+// --- cptime2 (issue 11): the ring's dead torch.cat under torch.compile. In both loops of
+// _templated_ring_attention(_backward) (torch/distributed/tensor/experimental/_attention.py, the
+// Dec 2024 form read for feat2) every step but the last makes `next_kv = torch.cat([key.flatten(),
+// value.flatten()])` and hands it to the rotater; _AllGatherRotater.exchange_buffers gathers only
+// the first ("We only need to perform the allgather once": `if self._aggregated_buffer is None`)
+// and drops the others. Traced into the compiled block (torchtitan 9dec370 apply_compile,
+// fullgraph=True), the cats of steps 1 .. cp - 2 are nodes without users, which Inductor's
+// Scheduler.dead_node_elimination removes ("Remove any nodes without users", torch/_inductor/
+// scheduler.py; a cat has no side effects). Eager torch runs them: torch_allgather_ring charges
+// cp - 1 cats each way (2 kv bytes and one kernel each). Under compile only the first stays.
+void cp_compiled_dead_cats(Graph& g) {
+  if (g.cp <= 2) return;
+  const int64_t dead = g.cp - 2;
+  for (Op& op : g.ops) {
+    if (op.cp_gather_bytes <= 0) continue;  // torch's all-gather ring only (CpRing::kTorchAllGather)
+    const int64_t kv = op.cp_gather_bytes / g.cp;  // cp_gather_bytes = cp kv (torch_allgather_ring)
+    const int64_t bytes = mul(dead, mul(2, kv));
+    const int32_t kernels = static_cast<int32_t>(dead);
+    if (op.fwd_serial_bytes >= bytes && op.fwd_serial_kernels >= kernels)
+      op.fwd_serial_bytes -= bytes, op.fwd_serial_kernels -= kernels;
+    if (op.bwd_serial_bytes >= bytes && op.bwd_serial_kernels >= kernels)
+      op.bwd_serial_bytes -= bytes, op.bwd_serial_kernels -= kernels;
+  }
+}
+// --- end cptime2 ---
 
 }  // namespace sim::detail

@@ -44,11 +44,11 @@ DsKnobs ds3_knobs(const ModelConfig& model, const TrainSetup& s) {
           pick(s.ds_max_reuse_distance, 1'000'000'000)};
 }
 
-// ds3: the most bf16 bytes of gathered (non-persisted) parameters alive at once in a
-// steady-state step, replaying DeepSpeed v0.16.2's partitioned_param_coordinator.py
-// (PartitionedParameterCoordinator, b344c04d) over the module trace. The trace: every op that
-// reads a parameter is one module step, in forward order, then those autograd runs in reverse
-// (the pre-backward hooks); `sharded[i]` holds full_numel[i] elements of full_bytes[i].
+// ds3: the coordinator's replay, DeepSpeed v0.16.2's partitioned_param_coordinator.py
+// (PartitionedParameterCoordinator, b344c04d) over a module trace. ds3c: the trace is given (the
+// engine's schedule, recompute included; add_deepspeed_state's forward-then-backward), and the
+// replay says which parameters each step gathers and releases. The trace: every op that reads a
+// parameter is one module step; g.ds3 holds each sharded parameter's whole elements and bytes.
 //  - fetch_sub_module: the module's not-available parameters are all-gathered (counted in
 //    __n_available_params); its own entries are popped off the parameter queue; then, with a
 //    complete trace, the queue is popped while numel_prefetching < min(max_live_parameters -
@@ -59,36 +59,39 @@ DsKnobs ds3_knobs(const ModelConfig& model, const TrainSetup& s) {
 //    fetched_for > step_id) or it is used again within max_reuse_distance elements of the
 //    modules after this one (params_traversed, counted over every module's parameters).
 // Persisted parameters (ds_persist) are gathered for good and not counted here (their whole
-// storage stays in the graph). The maximum is sampled once each module's gathers are issued.
-// ds3b: the same replay fills g.ds3_steps, ds3_fwd_step and ds3_bwd_step, the all-gathers each
-// module step issues (its own fetch, then, after waiting for its parameters, the prefetch) and
-// the last gather it waits for, which engine.cpp times on the data-parallel stream.
-int64_t ds3_gathered_peak(Graph& g, const std::vector<int32_t>& sharded,
-                          const std::vector<int64_t>& full_numel,
-                          const std::vector<int64_t>& full_bytes, const DsKnobs& k) {
+// storage stays in the graph). The peak is sampled once each module's gathers are issued.
+// ds3b: per step, the all-gathers it issues (its own fetch, then, after waiting for its
+// parameters, the prefetch) and the last gather it waits for, which engine.cpp times.
+}  // namespace
+
+bool ds3_is_step(const Graph& g, const Op& op) {
+  if (g.ds3.param_of.empty()) return false;
+  for (const int32_t* s = g.begin(op.persistent_reads); s != g.end(op.persistent_reads); ++s)
+    if (g.ds3.param_of[static_cast<size_t>(*s)] >= 0) return true;
+  return false;
+}
+
+void ds3_replay(const Graph& g, const std::vector<int32_t>& trace, Ds3Replay& out,
+                const std::vector<uint8_t>* no_release) {
   const char* f = "persistent bytes";
-  std::vector<int32_t> index(g.storages.size(), -1);
-  for (size_t i = 0; i < sharded.size(); ++i) index[static_cast<size_t>(sharded[i])] = static_cast<int32_t>(i);
+  const Graph::Ds3Params& k = g.ds3;
+  const std::vector<int64_t>& full_numel = k.numel;
+  const std::vector<int64_t>& full_bytes = k.bytes;
+  const size_t n_params = full_numel.size();
   // the trace: per step, the parameters it reads (sorted, unique, as record_parameters sorts by
   // ds_id), flattened into `order` (the parameter queue: __param_order)
   std::vector<int32_t> order, step_begin;
   std::vector<int32_t> scratch;
-  g.ds3_fwd_step.assign(g.ops.size(), -1);  // ds3b
-  g.ds3_bwd_step.assign(g.ops.size(), -1);
-  auto add_step = [&](const Op& op, std::vector<int32_t>& step_of_op) {
+  for (int32_t id : trace) {
+    const Op& op = g.ops[static_cast<size_t>(id)];
     scratch.clear();
     for (const int32_t* s = g.begin(op.persistent_reads); s != g.end(op.persistent_reads); ++s)
-      if (index[static_cast<size_t>(*s)] >= 0) scratch.push_back(index[static_cast<size_t>(*s)]);
-    if (scratch.empty()) return;
+      if (k.param_of[static_cast<size_t>(*s)] >= 0) scratch.push_back(k.param_of[static_cast<size_t>(*s)]);
     std::sort(scratch.begin(), scratch.end());
     scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
-    step_of_op[static_cast<size_t>(&op - g.ops.data())] = static_cast<int32_t>(step_begin.size());
     step_begin.push_back(static_cast<int32_t>(order.size()));
     order.insert(order.end(), scratch.begin(), scratch.end());
-  };
-  for (const Op& op : g.ops) add_step(op, g.ds3_fwd_step);
-  for (size_t i = g.ops.size(); i-- > 0;)
-    if (g.ops[i].has_backward) add_step(g.ops[i], g.ds3_bwd_step);
+  }
   const int32_t steps = static_cast<int32_t>(step_begin.size());
   step_begin.push_back(static_cast<int32_t>(order.size()));
   std::vector<int32_t> step_of(order.size());
@@ -102,21 +105,25 @@ int64_t ds3_gathered_peak(Graph& g, const std::vector<int32_t>& sharded,
     for (int32_t e = step_begin[t]; e < step_begin[t + 1]; ++e) n += full_numel[order[e]];
     before[t + 1] = checked_add(before[t], n, f);
   }
-  std::vector<int32_t> next(order.size(), steps), seen(sharded.size(), steps);
+  std::vector<int32_t> next(order.size(), steps), seen(n_params, steps);
   for (size_t e = order.size(); e-- > 0;) {
     next[e] = seen[order[e]];
     seen[order[e]] = step_of[e];
   }
-  std::vector<char> persist(sharded.size(), 0), avail(sharded.size(), 0);
-  std::vector<int64_t> recent(sharded.size(), INT64_MIN);  // __most_recent_step_id_param_fetched_for
+  std::vector<char> avail(n_params, 0);
+  std::vector<int64_t> recent(n_params, INT64_MIN);  // __most_recent_step_id_param_fetched_for
   int64_t n_avail = 0, live = 0, peak = 0;
-  for (size_t i = 0; i < sharded.size(); ++i)
-    if (full_numel[i] <= k.persistence) persist[i] = avail[i] = 1, n_avail += full_numel[i];
+  for (size_t i = 0; i < n_params; ++i)
+    if (k.persist[i]) avail[i] = 1, n_avail += full_numel[i];
   size_t q = 0;  // the queue's front
   // ds3b: per parameter, the event that last gathered it (2t: step t's fetch, 2t + 1: its
   // prefetch); per step, the bytes each event gathers
-  std::vector<int32_t> event_of(sharded.size(), -1);
-  g.ds3_steps.assign(static_cast<size_t>(steps), Graph::Ds3Step{});
+  std::vector<int32_t> event_of(n_params, -1);
+  out.steps.assign(static_cast<size_t>(steps), Graph::Ds3Step{});
+  out.gathered.clear();
+  out.released.clear();
+  out.gathered_begin.assign(1, 0);
+  out.released_begin.assign(1, 0);
   int64_t* gathered = nullptr;  // the bytes of the event being issued
   int32_t event = -1;
   auto gather = [&](int32_t p) {
@@ -125,10 +132,11 @@ int64_t ds3_gathered_peak(Graph& g, const std::vector<int32_t>& sharded,
     live = checked_add(live, full_bytes[p], f);
     *gathered = checked_add(*gathered, full_bytes[p], f);  // ds3b
     event_of[p] = event;
+    out.gathered.push_back(p);  // ds3c
   };
   for (int32_t t = 0; t < steps; ++t) {
     const int32_t b = step_begin[t], e_end = step_begin[t + 1];
-    Graph::Ds3Step& ev = g.ds3_steps[static_cast<size_t>(t)];  // ds3b
+    Graph::Ds3Step& ev = out.steps[static_cast<size_t>(t)];  // ds3b
     gathered = &ev.fetch_bytes;
     event = 2 * t;
     int64_t not_fetched = 0;
@@ -136,7 +144,7 @@ int64_t ds3_gathered_peak(Graph& g, const std::vector<int32_t>& sharded,
       const int32_t p = order[e];
       if (!avail[p]) gather(p);
       if (recent[p] < t) ++not_fetched;
-      if (!persist[p]) ev.wait_event = std::max(ev.wait_event, event_of[p]);  // ds3b
+      if (!k.persist[p]) ev.wait_event = std::max(ev.wait_event, event_of[p]);  // ds3b
     }
     gathered = &ev.prefetch_bytes;  // ds3b: issued after the wait (fetch_sub_module)
     event = 2 * t + 1;
@@ -154,20 +162,28 @@ int64_t ds3_gathered_peak(Graph& g, const std::vector<int32_t>& sharded,
         gather(p);
       }
     }
+    out.gathered_begin.push_back(static_cast<int32_t>(out.gathered.size()));
     peak = std::max(peak, live);
-    // the module's post-forward (post-backward) hook, __step_id already t + 1
-    for (int32_t e = b; e < e_end; ++e) {
+    // the module's post-forward (post-backward) hook, __step_id already t + 1. ds3c: none where
+    // the recompute stopped inside the module: its parameters stay gathered (ds_active_sub_
+    // modules still holds it) until its backward's post hook releases them
+    const bool hook = !no_release || !(*no_release)[static_cast<size_t>(t)];
+    for (int32_t e = b; hook && e < e_end; ++e) {
       const int32_t p = order[e];
-      if (persist[p] || !avail[p]) continue;
+      if (k.persist[p] || !avail[p]) continue;
       if (recent[p] > t + 1) continue;
       if (next[e] < steps && before[next[e]] - before[t + 1] < k.reuse_distance) continue;
       avail[p] = 0;
       n_avail -= full_numel[p];
       live -= full_bytes[p];
+      out.released.push_back(p);  // ds3c
     }
+    out.released_begin.push_back(static_cast<int32_t>(out.released.size()));
   }
-  return peak;
+  out.peak_bytes = peak;
 }
+
+namespace {
 
 // ds3: a buffer allocated as backward starts (with the first backward node autograd runs: the
 // highest op with a backward) and freed at the step's end, or, with `at_backward_end`, once the
@@ -225,25 +241,54 @@ DeepspeedStep add_deepspeed_state(Graph& g, const ModelConfig& model, const Trai
     // partition_parameters.py: each parameter's bf16 data is replaced by its 1/dp partition
     // (ds_tensor, padded); one of at most stage3_param_persistence_threshold elements ("auto":
     // 10 x hidden_size) is ds_persist: gathered once and kept whole, beside its partition.
-    const int64_t persist = ds3_knobs(model, s).persistence;
-    std::vector<int64_t> full_numel, full_bytes;  // ds3: before partitioning, for the coordinator
+    const DsKnobs knobs = ds3_knobs(model, s);
+    const int64_t persist = knobs.persistence;
+    // ds3c: the coordinator's view of every parameter (whole, before partitioning), which the
+    // engine replays over its own schedule (engine.cpp ds3_enter, ds3_release)
+    Graph::Ds3Params& k = g.ds3;
+    k.param_of.assign(g.storages.size(), -1);
+    k.numel.clear();
+    k.bytes.clear();
+    k.persist.clear();
+    k.prefetch_bucket = knobs.prefetch_bucket;
+    k.max_live = knobs.max_live;
+    k.reuse_distance = knobs.reuse_distance;
     int64_t persisted_parts = 0;
     for (int32_t sid : sharded) {
       Storage& st = g.storages[sid];
       const int64_t n = st.bytes / bytes_of(st.dtype);
-      full_numel.push_back(n);
-      full_bytes.push_back(st.bytes);
+      k.param_of[static_cast<size_t>(sid)] = static_cast<int32_t>(k.numel.size());
+      k.numel.push_back(n);
+      k.bytes.push_back(st.bytes);
+      k.persist.push_back(n <= persist ? 1 : 0);
       const int64_t part = checked_mul(ceil_div(n, d), bytes_of(st.dtype), f);
       if (n <= persist) persisted_parts += part;  // stays whole: st.bytes unchanged
       else st.bytes = part;
     }
     add(persisted_parts, Category::kWeights, "ZeRO-3 partitions of persisted parameters (bf16)");
-    // ds3: gathered bf16 parameters, as partitioned_param_coordinator.py replays its trace
-    // (ds3_gathered_peak below): the module running, what it prefetched, and what a release
-    // kept within stage3_max_reuse_distance.
-    add(ds3_gathered_peak(g, sharded, full_numel, full_bytes, ds3_knobs(model, s)), Category::kComm,
-        "ZeRO-3 gathered bf16 parameters (partitioned_param_coordinator: the module running, "
-        "the prefetch bucket, those kept within stage3_max_reuse_distance)");
+    // ds3b: the replay over the trace without recompute (forward, then autograd's backward), kept
+    // in g.ds3_steps. ds3c: the gathered parameters are no longer one storage held for the whole
+    // step: the engine replays the coordinator over its schedule and allocates each parameter as
+    // it is gathered and frees it as it is released (engine.cpp), and step() releases them all
+    // before the optimizer (stage3.py _partition_all_parameters -> release_and_reset_all).
+    {
+      std::vector<int32_t> trace;
+      g.ds3_fwd_step.assign(g.ops.size(), -1);
+      g.ds3_bwd_step.assign(g.ops.size(), -1);
+      for (size_t i = 0; i < g.ops.size(); ++i)
+        if (ds3_is_step(g, g.ops[i])) {
+          g.ds3_fwd_step[i] = static_cast<int32_t>(trace.size());
+          trace.push_back(static_cast<int32_t>(i));
+        }
+      for (size_t i = g.ops.size(); i-- > 0;)
+        if (g.ops[i].has_backward && ds3_is_step(g, g.ops[i])) {
+          g.ds3_bwd_step[i] = static_cast<int32_t>(trace.size());
+          trace.push_back(static_cast<int32_t>(i));
+        }
+      Ds3Replay r;
+      ds3_replay(g, trace, r);
+      g.ds3_steps = std::move(r.steps);
+    }
     // stage3.py: grad_partitions_flat_buffer, this rank's gradient partition in the
     // accumulation dtype (bf16), zeros for the whole run; the IPG bucket, one bf16 flat buffer
     // of reduce_bucket_size (contiguous_gradients, default True), allocated at init.

@@ -17,6 +17,7 @@
 #include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 #include "comm.hpp"
+#include "deepspeed.hpp"  // ds3c
 #include "kernels.hpp"
 #include "utilization.hpp"  // cpfp8
 #include "workspace.hpp"
@@ -197,6 +198,7 @@ class Engine {
     if (sched_.forward_end >= static_cast<int32_t>(ev.size())) end_of_forward();
     event_ = static_cast<int32_t>(ev.size());  // execreg
     release_copied(INT64_MAX);
+    ds3_release_all();  // ds3c: a schedule without an optimizer step
     r.end_bytes = total_;
     if (r.end_bytes != r.baseline_bytes)
       throw std::logic_error("engine: ledger did not return to baseline after the step");
@@ -381,7 +383,7 @@ class Engine {
     block_grad_.clear();
     ds3_done_.clear();
     if (g_.dp <= 1 && edp_ <= 1) return;
-    if (g_.zero >= 3 && g_.dp > 1) ds3_done_.assign(2 * g_.ds3_steps.size(), 0);  // ds3b
+    if (g_.zero >= 3 && g_.dp > 1 && !g_.ds3.param_of.empty()) ds3_setup();  // ds3b, ds3c
     grad_at_.assign(g_.ops.size(), 0);
     block_gather_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);  // last: outside the blocks
     block_grad_.assign(static_cast<size_t>(g_.n_blocks) + 1, 0);
@@ -434,13 +436,25 @@ class Engine {
   }
   // moetp: the same stream, another group (the experts' edp)
   int64_t dp_collective(Collective c, int64_t bytes, int64_t issue, CommGroup group) {
+    return link_collective(c, bytes, issue, group, dp_free_, ag_free_);
+  }
+  // ds3c (issue 10): one collective on a NCCL stream whose clock is `free`, while another NCCL
+  // stream may be busy until `other` (DeepSpeed ZeRO-3's all-gathers, ag_free_, beside its
+  // reduce-scatters, dp_free_; other is 0 everywhere else). The two share the links: while both
+  // run, each moves data at half the rate, and the collective issued later absorbs the sharing
+  // (its duration grows by half the overlap; the earlier one keeps its end). dp_comm_ns counts
+  // the collective at the full rate.
+  int64_t link_collective(Collective c, int64_t bytes, int64_t issue, CommGroup group,
+                          int64_t& free, int64_t other) {
     const int64_t ns = comm_ns(c, bytes, group, dev_);
-    const int64_t start = std::max(issue, dp_free_);
-    dp_free_ = checked_add(start, ns, "step_time_ns");
+    const int64_t start = std::max(issue, free);
+    const int64_t overlap = std::max<int64_t>(0, other - start);
+    const int64_t dur = overlap == 0 ? ns : 2 * ns <= overlap ? 2 * ns : ns + overlap / 2;
+    free = checked_add(start, dur, "step_time_ns");
     res_.dp_comm_ns += ns;
     if (opt_.record_timeline && ns > 0)
-      res_.spans.push_back({start, ns, cur_op_, kDpComm, phase_, static_cast<int32_t>(c)});
-    return dp_free_;
+      res_.spans.push_back({start, dur, cur_op_, kDpComm, phase_, static_cast<int32_t>(c)});
+    return free;
   }
 
   // The compute stream waits until `t` (a gather, or the gradient reduction before the step).
@@ -559,21 +573,106 @@ class Engine {
   }
 
   // ds3b (issue 10/11): DeepSpeed ZeRO-3 (deepspeed-bf16), as partitioned_param_coordinator.py
-  // @ v0.16.2 (b344c04d) fetch_sub_module issues it per module step of its trace (the replay in
-  // sim/src/deepspeed.cpp): the module's not-available parameters all-gathered on the allgather
-  // stream, the compute stream waiting for every gather that brought one of its parameters
-  // (current_stream().wait_stream(allgather_stream)), then the prefetch all-gathered behind
-  // them. Recomputed forwards gather nothing here (not modeled: their parameters are taken as
-  // gathered).
-  void ds3_enter(int32_t step) {
+  // @ v0.16.2 (b344c04d) fetch_sub_module issues it per module step of its trace: the module's
+  // not-available parameters all-gathered on the allgather stream, the compute stream waiting
+  // for every gather that brought one of its parameters
+  // (current_stream().wait_stream(allgather_stream)), then the prefetch all-gathered behind them.
+  // ds3c: the trace is this schedule's own module order (ds3_setup): a checkpointed layer's
+  // recompute re-runs its module forward hooks inside backward, so it fetches again whatever
+  // the coordinator released since the forward. Memory: every gathered parameter is allocated
+  // as its all-gather is issued (partition_parameters.py all_gather_coalesced allocates the
+  // whole buffer then) and freed as release_sub_module partitions it again (free_param).
+  void ds3_setup() {
+    const auto& ev = sched_.events;
+    ds3_event_step_.assign(ev.size(), -1);
+    std::vector<int32_t> trace;
+    // torch.utils.checkpoint(use_reentrant=False) stops a recompute early
+    // (_StopRecomputationError, raised from the saved-tensor hook of the last tensor the region
+    // saves): the module of the last recomputed op never returns, so its post-forward hook
+    // (release_sub_module) does not run. A reentrant recompute re-runs the whole forward.
+    const bool early_stop = recompute_mode(g_) == RecomputeMode::kNonReentrant;
+    std::vector<uint8_t> no_release;
+    int32_t last_recompute = -1;  // the trace step of the run of recomputes being read
+    for (size_t k = 0; k < ev.size(); ++k) {
+      const Event& e = ev[k];
+      if (e.kind == EventKind::kBackward && last_recompute >= 0) {
+        if (early_stop) no_release[static_cast<size_t>(last_recompute)] = 1;
+        last_recompute = -1;
+      }
+      if (e.kind == EventKind::kRecompute) last_recompute = -1;  // the run goes on
+      const bool module = e.kind == EventKind::kForward ||
+                          (e.kind == EventKind::kRecompute && !(e.flags & kCachedOutput)) ||
+                          e.kind == EventKind::kBackward;
+      if (!module || !detail::ds3_is_step(g_, g_.ops[static_cast<size_t>(e.id)])) continue;
+      ds3_event_step_[k] = static_cast<int32_t>(trace.size());
+      if (e.kind == EventKind::kRecompute) last_recompute = static_cast<int32_t>(trace.size());
+      trace.push_back(e.id);
+      no_release.push_back(0);
+    }
+    detail::ds3_replay(g_, trace, ds3_, &no_release);
+    ds3_done_.assign(2 * ds3_.steps.size(), 0);
+    ds3_handle_.assign(g_.ds3.numel.size(), -1);
+    ds3_live_.assign(g_.ds3.numel.size(), 0);
+  }
+  int32_t ds3_step_at(int32_t k) const {
+    return ds3_event_step_.empty() ? -1 : ds3_event_step_[static_cast<size_t>(k)];
+  }
+  void ds3_enter(int32_t step, bool recompute) {
     if (step < 0 || g_.dp <= 1) return;
-    const Graph::Ds3Step& st = g_.ds3_steps[static_cast<size_t>(step)];
+    const Graph::Ds3Step& st = ds3_.steps[static_cast<size_t>(step)];
+    for (int32_t i = ds3_.gathered_begin[static_cast<size_t>(step)];
+         i < ds3_.gathered_begin[static_cast<size_t>(step) + 1]; ++i)
+      ds3_alloc(ds3_.gathered[static_cast<size_t>(i)]);
+    res_.ds3_gathered_peak_bytes = std::max(res_.ds3_gathered_peak_bytes, ds3_bytes_);
+    const int64_t bytes = st.fetch_bytes + st.prefetch_bytes;
+    res_.ds3_gather_bytes += bytes;
+    if (recompute) res_.ds3_recompute_gather_bytes += bytes;
     const size_t e = 2 * static_cast<size_t>(step);
-    if (st.fetch_bytes > 0)
-      ds3_done_[e] = dp_collective(Collective::kAllGather, st.fetch_bytes, clock_);
+    if (st.fetch_bytes > 0) ds3_done_[e] = ds3_gather(st.fetch_bytes);
     if (st.wait_event >= 0) wait_until(ds3_done_[static_cast<size_t>(st.wait_event)], false);
-    if (st.prefetch_bytes > 0)
-      ds3_done_[e + 1] = dp_collective(Collective::kAllGather, st.prefetch_bytes, clock_);
+    if (st.prefetch_bytes > 0) ds3_done_[e + 1] = ds3_gather(st.prefetch_bytes);
+  }
+  // ds3c: the two streams. The all-gathers run on the parameters' process group, the world group
+  // (partition_parameters.py Init: ds_process_group = dist.get_world_group() without an mpu; HF
+  // loads the model under zero.Init), the reduce-scatters on the optimizer's
+  // (stage3.py dp_process_group = engine.py seq_data_parallel_group = groups.py
+  // _clone_world_group(), a dist.new_group of the same ranks). Two process groups are two NCCL
+  // communicators, each with its own stream (torch ProcessGroupNCCL), so they run concurrently.
+  int64_t ds3_gather(int64_t bytes) {
+    return link_collective(Collective::kAllGather, bytes, clock_, dp_group_, ag_free_, dp_free_);
+  }
+  // release_sub_module after the module's forward (backward): the parameters the replay frees
+  void ds3_release(int32_t step) {
+    if (step < 0) return;
+    for (int32_t i = ds3_.released_begin[static_cast<size_t>(step)];
+         i < ds3_.released_begin[static_cast<size_t>(step) + 1]; ++i)
+      ds3_free(ds3_.released[static_cast<size_t>(i)]);
+  }
+  // stage3.py step() -> _partition_all_parameters -> release_and_reset_all (before the optimizer)
+  void ds3_release_all() {
+    for (size_t p = 0; p < ds3_live_.size(); ++p)
+      if (ds3_live_[p]) ds3_free(static_cast<int32_t>(p));
+  }
+  void ds3_alloc(int32_t p) {
+    const int64_t b = g_.ds3.bytes[static_cast<size_t>(p)];
+    if (ds3_live_[static_cast<size_t>(p)]) throw std::logic_error("engine: parameter gathered twice");
+    ds3_live_[static_cast<size_t>(p)] = 1;
+    by_cat_[static_cast<int>(Category::kComm)] += b;
+    total_ += b;
+    ds3_bytes_ += b;
+    if (heap_) ds3_handle_[static_cast<size_t>(p)] = heap_alloc(b);
+  }
+  void ds3_free(int32_t p) {
+    const int64_t b = g_.ds3.bytes[static_cast<size_t>(p)];
+    if (!ds3_live_[static_cast<size_t>(p)]) throw std::logic_error("engine: parameter released twice");
+    ds3_live_[static_cast<size_t>(p)] = 0;
+    by_cat_[static_cast<int>(Category::kComm)] -= b;
+    total_ -= b;
+    ds3_bytes_ -= b;
+    if (heap_ && ds3_handle_[static_cast<size_t>(p)] >= 0) {
+      heap_->allocator.free(ds3_handle_[static_cast<size_t>(p)]);
+      ds3_handle_[static_cast<size_t>(p)] = -1;
+    }
   }
   // ds3b: stage3.py reduce_independent_p_g_buckets_and_remove_grads, per op's gradients (bf16):
   // a gradient that would overflow a non-empty IPG bucket of reduce_bucket_size first sends the
@@ -595,7 +694,7 @@ class Engine {
       flush_bucket();
       flush_expert_bucket();  // moetp
     }
-    wait_until(dp_free_, true);
+    wait_until(std::max(dp_free_, ag_free_), true);  // ds3c: and the gathers in flight
   }
 
   // After the optimizer, ZeRO-1/2 gather the updated weight shards (16-bit under bf16-mixed,
@@ -633,13 +732,23 @@ class Engine {
   int64_t host_ops(const Op& op, int64_t kernels) const {
     return g_.compiled && op.block >= 0 ? kernels : std::max<int64_t>(1, kernels);
   }
+  // time9 (issue 11): and one per kernel the op runs after its own (Op::fwd_serial_kernels,
+  // bwd_serial_kernels: torchao's fp8 casts, the CP ring's merges and copies, Megatron's
+  // main_grad adds, the deterministic NaN fills), each issued like any other kernel at the same
+  // host_dispatch_ns (the device file's figure: Python, dispatcher and cudaLaunchKernel per
+  // aten op). The NaN fills are launched from C++ inside at::empty, with no Python of their own:
+  // for them the figure is an upper bound.
+  int64_t host_ops(const Op& op, int64_t kernels, int32_t serial_kernels) const {
+    return checked_add(host_ops(op, kernels), serial_kernels, "step_time_ns");
+  }
 
   // Contention (issue 11, time; sim/src/comm.hpp kOverlapComputeSlowdown): a kernel issued
   // while the data-parallel stream is busy runs slower for as long as the stream stays busy
   // (the stream is busy from now until dp_free_: a collective issued at the clock starts no
   // earlier than it).
   int64_t contended(int64_t ns) const {
-    return dp_free_ > clock_ ? contended_ns(ns, dp_free_ - clock_) : ns;
+    const int64_t busy = std::max(dp_free_, ag_free_);  // ds3c: either NCCL stream
+    return busy > clock_ ? contended_ns(ns, busy - clock_) : ns;
   }
 
   void advance(int32_t op, int64_t compute_ns, int64_t comm_ns) {
@@ -775,11 +884,13 @@ class Engine {
       if (recompute && c == Category::kActivations) c = Category::kRecomputed;
       alloc(*s, c);
     }
+    // ds3b, ds3c: the module's gathers (recompute's too), allocated before the sample
+    const int32_t ds3_step = ds3_step_at(k);
+    ds3_enter(ds3_step, recompute);
     sample(k, op.fwd_transient_bytes);
     fsdp_enter(op.block, recompute || forward_done_);
-    if (!recompute && !forward_done_ && !ds3_done_.empty()) ds3_enter(g_.ds3_fwd_step[id]);  // ds3b
     // time3: one host dispatch per aten op, i.e. per kernel of an unfused op (host_dispatch_ns)
-    dispatch(host_ops(op, op.fwd.kernels));
+    dispatch(host_ops(op, op.fwd.kernels, op.fwd_serial_kernels));  // time9: + its serial kernels
     // A recomputed op costs what its forward cost: computed once per run.
     int64_t& ns = fwd_ns_[id];
     if (ns < 0) ns = op_ns(op, false, dev_, g_.precision, eff_[static_cast<int>(op.kind)]);
@@ -788,6 +899,7 @@ class Engine {
     int64_t dur = contended(ns);
     moe_overlap(op, op.fwd, &dur, &comm);  // moetp
     advance(id, dur, comm);  // checks the clock, which bounds every time sum below
+    ds3_release(ds3_step);  // ds3c: the post-forward hook
     if (recompute) {
       res_.recompute_flops = checked_add(res_.recompute_flops, op.fwd.flops, "recompute_flops");
       res_.recompute_time_ns += dur;
@@ -807,16 +919,18 @@ class Engine {
     stall(g_.begin(op.saves), g_.end(op.saves), id);
     for (const int32_t* s = g_.begin(op.bwd_allocs); s != g_.end(op.bwd_allocs); ++s)
       alloc(*s, g_.storages[*s].category);
+    const int32_t ds3_step = ds3_step_at(k);  // ds3b, ds3c: before the sample
+    ds3_enter(ds3_step, false);
     sample(k, op.bwd_transient_bytes, op.bwd_accum_bytes);
     fsdp_enter(op.block, true);
-    if (!ds3_done_.empty()) ds3_enter(g_.ds3_bwd_step[id]);  // ds3b
-    dispatch(host_ops(op, op.bwd.kernels));  // time3: per kernel, as in forward
+    dispatch(host_ops(op, op.bwd.kernels, op.bwd_serial_kernels));  // time3, time9: per kernel
     int64_t ns =
         contended(op_ns(op, true, dev_, g_.precision, eff_[static_cast<int>(op.kind)]));
     int64_t comm = tp_ns(op.bwd) + cp_ring_ns(op.bwd, ns) + cp_torch_ns(op, true, ns);  // feat(2)
     moe_overlap(op, op.bwd, &ns, &comm);  // moetp
     advance(id, ns, comm);
     bucket_grads(id);
+    ds3_release(ds3_step);  // ds3c: the post-backward hook
     if (!ds3_done_.empty()) ds3_reduce(id);  // ds3b
     res_.bwd_flops = checked_add(res_.bwd_flops, op.bwd.flops, "bwd_flops");
     if (op.fp8)  // cpfp8
@@ -828,6 +942,7 @@ class Engine {
   void run_optimizer(int32_t k) {
     phase_ = Phase::kOptimizer;
     cur_op_ = -1;
+    ds3_release_all();  // ds3c: step() partitions every gathered parameter before the optimizer
     sample(k, g_.optimizer_transient_bytes);
     finish_grads();
     const int64_t t0 = clock_;
@@ -977,6 +1092,13 @@ class Engine {
   int32_t fwd_block_ = -1, bwd_block_ = -1, fwd_ready_block_ = -1, bwd_ready_block_ = -1;
   int64_t fwd_ready_ = 0, bwd_ready_ = 0;
   std::vector<int64_t> ds3_done_;  // ds3b: per gather event (Graph::Ds3Step), when it completes
+  // ds3c: the coordinator replayed over this schedule, each event's trace step (-1: none),
+  // per parameter whether it is gathered and its allocator block, the bytes gathered, and the
+  // all-gather stream's clock (the reduce-scatters keep dp_free_)
+  detail::Ds3Replay ds3_;
+  std::vector<int32_t> ds3_event_step_, ds3_handle_;
+  std::vector<uint8_t> ds3_live_;
+  int64_t ds3_bytes_ = 0, ag_free_ = 0;
   Phase phase_ = Phase::kForward;
   int32_t cur_op_ = -1, peak_op_ = -1;
   bool forward_done_ = false;

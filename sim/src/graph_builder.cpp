@@ -358,6 +358,7 @@ void Builder::finalize() {
       op.shape = {dr.dim[0], dr.dim[1], dr.dim[2], dr.dim[3], dr.exec == Exec::kQk ? 1 : 2};
     } else if (dr.exec == Exec::kFlash) {
       op.shape = {dr.dim[0], dr.dim[1], dr.dim[2], dr.dim[3], dr.dim[5]};
+      op.attn_dropout = dr.p;  // time9 (issue 11): dropout inside the kernel, timed (kernels.cpp)
     }
     g_.ops.push_back(op);
   }
@@ -726,6 +727,20 @@ void add_persistent_state(Graph& g, const ModelConfig& model, const TrainSetup& 
                   : optim == Optimizer::kAdamFused ? 28 : 20;
   if (prec == Precision::kBf16Mixed && g.lora_rank == 0) moved += 2;  // moe2: LoRA's are fp32
   if (deepspeed) moved += 2;  // hfds: the bf16 partition copied from the fp32 master
+  // --- time9 (issue 11): gradient-norm clipping before the update, on by default in every code
+  // base modeled (Megatron --clip-grad 1.0, arguments.py, also set by the functional tests'
+  // model_config.yaml; torchtitan training.max_norm 1.0 with clip_grad_norm_(foreach=True);
+  // HF Trainer max_grad_norm 1.0; nanoGPT grad_clip 1.0; Megatron 2021 likewise). torch's
+  // clip_grad_norm_ (torch/nn/utils/clip_grad.py): _foreach_norm reads every gradient of the
+  // shard once, then _foreach_mul_ by the clamped coefficient reads and writes it again, always;
+  // Megatron's clip_grads.py: multi_tensor_l2norm, then multi_tensor_scale when the norm exceeds
+  // the threshold (ASSUMPTION: it does, as early in training; the golden values do not log the
+  // norm). The gradients the optimizer reads are fp32 under every precision modeled (main_grad,
+  // FSDP2's fp32 shards, autocast's fp32 parameters, DeepSpeed's fp32 partition): 4 + 8 B per
+  // element of the shard. Left out: the few scalar kernels (stack, norm of norms, coefficient,
+  // clamp) and the norm's one-element all-reduce, microseconds each. ---
+  moved += 12;
+  // --- end time9 ---
   g.optimizer_cost.bytes = checked_mul(moved, shard, f);
   // time (issue 11): adam-loop launches these 8 per parameter tensor (HF's adamw_hf, transformers
   // optimization.py AdamW.step: mul_, add_, mul_, addcmul_, sqrt, add_, addcdiv_, add_ per p);

@@ -592,6 +592,7 @@ void inductor_partition(Graph& g, PartitionRules rules) {
     }
     for (int32_t s : bc.nodes) local[s] = -1;
   }
+  cp_compiled_dead_cats(g);  // cptime2 (issue 11): the CP ring's dead torch.cat (cp.cpp)
 }
 
 }  // namespace sim::detail

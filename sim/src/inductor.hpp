@@ -19,6 +19,10 @@ enum class PartitionRules : uint8_t { kTorch113, kTorch2 };
 // backward recomputes; those ops' forward bytes are added to that backward (memory-bound time).
 // Run after mark_torchtitan_sac, which reads the eager saves.
 void inductor_partition(Graph& g, PartitionRules rules = PartitionRules::kTorch2);
+// cptime2 (issue 11): the CP ring's dead torch.cat of k, v (steps 1 .. cp - 2, each way)
+// removed from the ops of a graph torch.compile traces (Inductor's dead-node elimination;
+// sim/src/cp.cpp); inductor_partition calls it once, last.
+void cp_compiled_dead_cats(Graph& g);
 
 // The partition of one block, for tests: the storages the cut saves (ascending), and the ops
 // the backward recomputes (ascending).

@@ -236,6 +236,38 @@ double attention_flops_per_s(KernelChoice kernel, const Device& d, int64_t seq, 
   return tf * 1e12 * d.peak_bf16_flops_per_s / ref_peak;
 }
 
+// time9 (issue 11): dropout inside a fused attention kernel. The kernel draws one philox number
+// per probability whatever p is (p > 0 switches the path on), so the cost is one factor for any
+// p > 0; published per-kernel figures are forward + backward only, so the factor is applied to
+// both passes.
+// - cuDNN fused attention on Hopper (Transformer Engine's FusedAttention, F16_arbitrary_seqlen,
+//   Megatron's sbhd layout): NVIDIA/TransformerEngine issue 3312 (2026-08-04), H200 (sm90), TE
+//   2.15.0, bf16, 4 sequences x 1,024 tokens, 16 heads, head dim 128, one DotProductAttention
+//   forward + backward, median of 50: 0.594 ms at p = 0, 0.614 ms at p = 0.1 (x1.034). H200 and
+//   H100 are the same GH100 SMs. (Its packed thd layout pays x1.26 on H200 and routes to another
+//   engine; no row here uses thd.)
+// - flash-attention 2 (SDPA's flash backend; TE's FlashAttention backend; cuDNN requested
+//   before Hopper, timed as FA2 here): NVIDIA/TransformerEngine PR 3313 (2026-08-05), flash-attn
+//   2.7.4 under TE 2.17, thd, dropout 0.0 -> 0.1: 0.695 -> 0.728 ms (x1.047), measured on GB200.
+//   ASSUMPTION: the same factor on A100 and H100 (FA2 runs the same sm80 kernels, philox
+//   included, on every GPU; how the philox work's share differs between GB200 and A100/H100 is
+//   not known; no A100 or H100 figure for FA2 with dropout was found).
+// - flash-attention 3 has no dropout (TE's backend filter drops it for p > 0; a run asking for it
+//   would not get it); SDPA's memory-efficient kernel: no figure found. Both 1.
+double attention_dropout_factor(KernelChoice kernel, const Device& d, float p) {
+  if (!(p > 0)) return 1.0;
+  const bool hopper = d.sm_arch >= 90;
+  switch (kernel) {
+    case KernelChoice::kCudnnAttention:
+      return hopper ? 0.614 / 0.594 : 0.728 / 0.695;  // before Hopper: timed as FA2 (above)
+    case KernelChoice::kDefault:
+    case KernelChoice::kFlashAttention2:
+      return 0.728 / 0.695;
+    default:
+      return 1.0;
+  }
+}
+
 double attention_seconds(const Op& op, bool backward, const Device& d) {
   const int64_t b = op.shape[0], heads = op.shape[1], s = op.shape[2], hd = op.shape[3];
   const bool causal = op.shape[4] != 0;
@@ -248,6 +280,8 @@ double attention_seconds(const Op& op, bool backward, const Device& d) {
   if (backward) f *= 2.5;
   const KernelPick k = pick_kernel(op);
   const double rate = attention_flops_per_s(k.attention, d, s, hd, causal, backward);
+  // time9: dropout inside the kernel (attention_dropout_factor)
+  f *= attention_dropout_factor(k.attention, d, op.attn_dropout);
   // time6 (issue 11): a load-balanced CP ring's steps after the first (Op::noncausal_calls of
   // the b calls) are non-causal calls of half a block's pairs: a causal call's FLOPs at the
   // kernel's non-causal rate (torch _templated_ring_attention's `is_causal_behavior`

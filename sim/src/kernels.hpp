@@ -41,6 +41,10 @@ double gemm_seconds(const Op& op, bool backward, const Device& d, double peak,
 // Seconds of a fused attention op's kernel.
 double attention_seconds(const Op& op, bool backward, const Device& d);
 
+// time9 (issue 11): how much longer a fused attention kernel runs with dropout on (p > 0) than
+// without, for the kernel that runs on the device (1 where none is published); see kernels.cpp.
+double attention_dropout_factor(KernelChoice kernel, const Device& d, float p);
+
 // Issue 11 (time2): the rate fp8 GEMMs (sim/src/fp8.cpp's Float8/TE linears) run at, as the
 // `peak` gemm_seconds takes before the device's large-GEMM efficiency: the device file's dense
 // fp8 tensor-core peak (peak_fp8_flops_per_s; twice the bf16 peak where the file has none, the

@@ -13,6 +13,7 @@
 #include "sim/error.hpp"
 #include "sim/planner.hpp"
 #include "sim/simulate.hpp"
+#include "comm.hpp"
 #include "workspace.hpp"
 
 namespace sim {
@@ -333,9 +334,11 @@ FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
   const auto add = [](Cost x, Cost y) { return Cost{x.time_ns + y.time_ns, x.flops + y.flops}; };
   const auto sub = [](Cost x, Cost y) { return Cost{x.time_ns - y.time_ns, x.flops - y.flops}; };
   std::vector<Cost> inner(static_cast<size_t>(n + 1)), last(static_cast<size_t>(n + 1)),
-      store(static_cast<size_t>(n + 1));
+      store(static_cast<size_t>(n + 1)), final_inner(static_cast<size_t>(n + 1));
   for (int64_t b = 0; b < n; ++b) {
     inner[static_cast<size_t>(b + 1)] = add(inner[static_cast<size_t>(b)], at(b).seg_inner_cost);
+    final_inner[static_cast<size_t>(b + 1)] =  // planner8: the segment ending at block n - 1
+        add(final_inner[static_cast<size_t>(b)], final_inner_cost(at(b)));
     last[static_cast<size_t>(b + 1)] = add(last[static_cast<size_t>(b)], at(b).seg_last_cost);
     store[static_cast<size_t>(b + 1)] =
         add(store[static_cast<size_t>(b)], at(b).single[static_cast<size_t>(PlanOption::kStore)].cost);
@@ -346,7 +349,8 @@ FixedCosts fixed_costs(const ChainModel& m, int64_t n) {
       Cost c;
       for (int64_t a0 = 0; a0 < n; a0 += s.k) {
         const int64_t e = std::min(a0 + s.k, n) - 1;
-        c = add(c, add(sub(inner[static_cast<size_t>(e)], inner[static_cast<size_t>(a0)]),
+        const std::vector<Cost>& p = e == n - 1 ? final_inner : inner;  // planner8
+        c = add(c, add(sub(p[static_cast<size_t>(e)], p[static_cast<size_t>(a0)]),
                        at(e).seg_last_cost));
       }
       f.cost[i] = c;
@@ -406,7 +410,9 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
   // simulation is skipped (none, selective, sac:mm, the longest every:k and the first block:k
   // of a deep model: a fifth of the price each). The verdict and cost are the caching
   // simulation's, so the search runs as before.
+  int64_t last_time = -1;  // planner8: the simulated cost (time) of the last candidate, -1: none
   const auto fits = [&](size_t i) {
+    last_time = -1;
     const Result* r = nullptr;
     try {
       const std::vector<ChainUnit> units = units_of(resolve(f.list[i], n));
@@ -419,6 +425,7 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
     } catch (const ConfigError&) {
       return false;
     }
+    last_time = cost_of(*r).time_ns;
     if (!(cost_of(*r) == f.cost[i])) {
       inexact = true;
       rel = std::max(rel, static_cast<double>(std::llabs(cost_of(*r).time_ns - f.cost[i].time_ns)) /
@@ -435,6 +442,7 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
     }
     return true;
   };
+  const auto bounds_broken = [&](int64_t bound) { return last_time >= 0 && last_time < bound; };
   // Indices in fixed_strategies' order.
   const size_t i_sqrt = static_cast<size_t>(n + 1);
   const auto i_every = [](int64_t k) { return static_cast<size_t>(k); };            // k = 2..n
@@ -448,6 +456,7 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
     if (could_win(i) && fits(i) && rel == 0) break;  // inexact: the others within the slack too
   // block:k: the largest k that could still win, then the least k that fits below it.
   int64_t kmax = 0;
+  int64_t block_misses = 0;  // planner8: block:k for k <= this miss (the search's assumption)
   for (int64_t k = 1; k < n && could_win(i_block(k)); ++k) kmax = k;
   if (kmax >= 1) {
     // The model's prediction: the least k whose model peak fits (bisection; the model's peak is
@@ -482,6 +491,7 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
       const int64_t mid = below + (above - below) / 2;
       if (fits(i_block(mid))) above = mid; else below = mid;
     }
+    block_misses = below;
   }
   // every:k among those that could win: the simulated peak falls as k grows to the k of least
   // model peak (k*) and rises after it, and the cost rises with k (fewer segment ends stop
@@ -564,7 +574,39 @@ FixedChoice best_fixed_search(Session& session, const Graph& graph, const Device
   // Inexact costs: the exhaustive search where it is cheap (what the planner did before issue 15
   // up to kFullSearchBlocks blocks); deeper, the best simulated candidate within the slack
   // (planner2: 2n + 5 simulations, 20,005 at 10,000 blocks, are not interactive).
-  if (inexact && n <= kFullSearchBlocks) return best_fixed_exhaustive(graph, device, budget);
+  // planner8 (issue 15): up to kFullSearchBlocks, the answer of the exhaustive search without
+  // simulating every strategy. The model's costs are each block's recompute as a probe timed it;
+  // the one part of that time a plan changes is the overlap slowdown (engine.cpp contended(),
+  // comm.hpp contended_ns: a kernel beside a busy data-parallel stream takes between 1 and
+  // 1 + kOverlapComputeSlowdown times its work, rounded per op), so a strategy's simulated cost
+  // is at least its model cost / (1 + kOverlapComputeSlowdown) less one ns per op. Offload's
+  // stalls have no such bound (0). Every strategy whose bound does not exceed the best cost
+  // found is simulated, in bound order, except block:k below the least k found to fit (the
+  // block:k search's own assumption above); a simulated cost below its bound (the assumption
+  // broken) hands the search to best_fixed_exhaustive.
+  if (inexact && n <= kFullSearchBlocks) {
+    const double slow = 1.0 + kOverlapComputeSlowdown;
+    const int64_t margin = static_cast<int64_t>(graph.ops.size());
+    std::vector<int64_t> bound(f.list.size(), 0);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < f.list.size(); ++i) {
+      if (!f.ok[i]) continue;
+      if (f.list[i].kind == StrategyKind::kBlock && f.list[i].k <= block_misses) continue;
+      const bool offload = f.list[i].kind == StrategyKind::kOffload ||
+                           f.list[i].kind == StrategyKind::kOffloadFull;
+      if (!offload)
+        bound[i] = std::max<int64_t>(
+            0, static_cast<int64_t>(static_cast<double>(f.cost[i].time_ns) / slow) - margin);
+      order.push_back(i);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return bound[x] < bound[y]; });
+    for (size_t i : order) {
+      if (best.found && bound[i] > best_cost.time_ns) break;
+      fits(i);
+      if (bounds_broken(bound[i])) return best_fixed_exhaustive(graph, device, budget);
+    }
+    return best;
+  }
   return best;
 }
 
@@ -722,10 +764,10 @@ BudgetPlan plan_budget(const Graph& graph, const Device& device, int64_t budget)
   char buf[480];
   std::snprintf(buf, sizeof buf,
                 "rotor-style DP over %" PRId64 " blocks x {store, selective, sac:mm, offload, "
-                "offload+full, segments}; costs (recompute and offload stalls) from 7 probe "
+                "offload+full, segments}; costs (recompute and offload stalls) from %" PRId64 " probe "
                 "simulations; memory in %" PRId64 " MiB slots; %s; %" PRId64
                 " DP solve%s (%s%s)",
-                n, out.slot_bytes / kMiB, quality, out.solves, out.solves == 1 ? "" : "s",
+                n, with_offload.probes, out.slot_bytes / kMiB, quality, out.solves, out.solves == 1 ? "" : "s",
                 views == 1 ? "backward view, refinements" : "backward and forward views, refinements",
                 tightened ? ", tightened after simulation" : "");
   out.model_line = buf;

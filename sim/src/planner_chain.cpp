@@ -64,14 +64,21 @@ class SegmentTerms {
     rc_peak_ = std::max(rc_peak_, recomputed_ + c.seg_recompute);
     bwd_peak_ = std::max(bwd_peak_, recomputed_ + c.seg_bwd);
     recomputed_ += c.seg_recomputed;
-    if (len_ > 0) inner_cost_ = add(inner_cost_, prev_inner_);  // block b - 1 is now inner
+    if (len_ > 0) {
+      inner_cost_ = add(inner_cost_, prev_inner_);  // block b - 1 is now inner
+      final_inner_ = add(final_inner_, prev_final_);  // planner8
+    }
     prev_inner_ = c.seg_inner_cost;
+    prev_final_ = final_inner_cost(c);  // planner8
     ++len_;
     UnitTerms t;
     // The recompute runs with the gradients live before b's backward (seg_grad_state of b).
     t.local = std::max({fwd_peak_, rc_peak_ + c.seg_grad_state, bwd_peak_});
     t.held = held_;
-    t.cost = add(inner_cost_, c.seg_last_cost);
+    // planner8: the segment that ends at the chain's last block is recomputed first in
+    // backward, its inner blocks at their seg_final_inner_cost
+    t.cost = add(b + 1 == static_cast<int64_t>(m_.blocks.size()) ? final_inner_ : inner_cost_,
+                 c.seg_last_cost);
     return t;
   }
   // The part of the terms that only grows with b (the gradient state may shrink).
@@ -84,6 +91,7 @@ class SegmentTerms {
   int64_t held_ = 0, recomputed_ = 0;
   int64_t rc_peak_ = std::numeric_limits<int64_t>::min(), bwd_peak_ = rc_peak_;
   Cost inner_cost_, prev_inner_;
+  Cost final_inner_, prev_final_;  // planner8
 };
 
 int64_t head_local(const ChainModel& m, const Prefix& p) {
@@ -392,6 +400,7 @@ class ChainDp {
     choice_.resize(static_cast<size_t>(n_) * w);
     clear_row(n_);
     const int64_t head = rs(head_local(m_, p_));
+    head_slots_ = head;  // planner8: relax_final
     for (int64_t s = head; s <= slots_; ++s) time_[vidx(n_, s)] = 0, flops_[vidx(n_, s)] = 0;
     for (int64_t a = n_ - 1; a >= 0; --a) {
       clear_row(a);
@@ -463,6 +472,18 @@ class ChainDp {
   }
 
   // g[a][s] = min(cost + g[next][s - held]) over s >= local.
+  // planner8: relax(a, n, t, code) against the last row as build() set it.
+  void relax_final(int64_t a, const UnitTerms& t, int32_t code) {
+    const int64_t h = rs(t.held);
+    const int64_t from = std::max({rs(t.local), h, head_slots_ + h});
+    int64_t* ct = &time_[vidx(a, 0)];
+    int64_t* cf = &flops_[vidx(a, 0)];
+    int32_t* ch = &choice_[idx(a, 0)];
+    for (int64_t s = from; s <= slots_; ++s)
+      if (t.cost.time_ns < ct[s] || (t.cost.time_ns == ct[s] && t.cost.flops < cf[s]))
+        ct[s] = t.cost.time_ns, cf[s] = t.cost.flops, ch[s] = code;
+  }
+
   void relax(int64_t a, int64_t next, const UnitTerms& t, int32_t code) {
     const int64_t lo = rs(t.local), h = rs(t.held);
     const int64_t from = std::max(lo, h);
@@ -498,6 +519,8 @@ class ChainDp {
     bool monotone = true;
     int64_t held = 0;
     SegmentTerms seg(m_, p_, a);
+    UnitTerms final_t;  // planner8: the segment [a, n - 1], relaxed outside the window
+    bool has_final = false;
     for (int64_t b = a; b < n_; ++b) {
       const UnitTerms t = seg.extend();
       if (rs(seg.growing()) > slots_) break;  // no longer segment from a fits either
@@ -506,6 +529,7 @@ class ChainDp {
         monotone = monotone && (locals.empty() || lo >= locals.back());
         locals.push_back(lo);
         held = rs(t.held);
+        if (b == n_ - 1) final_t = t, has_final = true;
       } else if (lo <= slots_) {
         relax(a, b + 1, t, kSegCode + static_cast<int32_t>(b - a));
       }
@@ -518,6 +542,11 @@ class ChainDp {
       window_t<RingStack>(a, locals, held, monotone);
     else
       window_t<VecStack>(a, locals, held, monotone);
+    // planner8 (issue 15): the window prices [a, b] as P(b) - P(a) + last(b); the segment that
+    // ends at the chain's last block has inner costs of its own (seg_final_inner_cost), so it
+    // is never pushed (push skips j = n) and is relaxed here against the last row, g[n][s] = 0
+    // for s >= the head's slots (build()), which a rolling table no longer holds.
+    if (has_final) relax_final(a, final_t, kSegCode + static_cast<int32_t>(n_ - 1 - a));
     if (monotone) return;
     SegmentTerms again(m_, p_, a);
     for (int64_t b = a; b < a + static_cast<int64_t>(locals.size()); ++b) {
@@ -582,6 +611,7 @@ class ChainDp {
   // Pushes j (the segment ending at j - 1) onto the stack of s; base: P(j - 1) + last(j - 1).
   template <class S>
   void push(int64_t j, int64_t s, Cost base, int64_t a) {
+    if (j == n_) return;  // planner8: the segment ending at the last block: relax_final
     const size_t i = vidx(j, s);  // j = a + 1: the next row
     if (time_[i] == kInf) return;
     const Cost v = {time_[i] + base.time_ns, flops_[i] + base.flops};
@@ -662,6 +692,7 @@ class ChainDp {
   int64_t lmax_ = 0, ring_cap_ = 1;
   bool ring_ = false;
   bool rolling_ = false;  // planner7: two value rows (vidx)
+  int64_t head_slots_ = 0;  // planner8: the last row's first finite slot (relax_final)
 };
 
 template <>

@@ -74,6 +74,18 @@ class Planner {
            fake.stash_bytes;
   }
   void plan_stage(int64_t stage, PipelinePlan& out);
+  // planner8 (issue 15): every:k and block:k are candidates on a stage only where the chain
+  // model puts the stage peak within budget / kFixedModelMargin of the budget; their model
+  // cost (the chain model's, on the stage's graph).
+  bool within_margin(StageGraph& g, const Strategy& s, int64_t stage) const {
+    const std::vector<ChainUnit> units = units_of(resolve(s, g.graph.n_blocks));
+    const int64_t model_peak = g.model->base_bytes + evaluate_chain(*g.model, units).peak_bytes +
+                               extra_model(g, held_of(*g.model, units), stage);
+    return model_peak <= budget_ + budget_ / kFixedModelMargin;
+  }
+  static Cost model_cost(const StageGraph& g, const Strategy& s) {
+    return evaluate_chain(*g.model, units_of(resolve(s, g.graph.n_blocks))).cost;
+  }
 
   const ModelConfig& model_;
   const TrainSetup& setup_;
@@ -158,14 +170,20 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
   // budget: the model is exact for fixed plans that keep everything on the device under the
   // exact allocator, up to autocast's casts (sim/planner.hpp), and the caching allocator only
   // adds to the peak; the margin covers the casts.
-  for (const Strategy& s : fixed_) {
+  // planner8 (issue 15): every:k and block:k within the margin are offered after the DP's
+  // plans, in order of model cost, and only while one could still win the stage (below).
+  std::vector<size_t> deferred;
+  size_t best_fixed_index = fixed_.size();  // the list index of a fixed best (ties: the first)
+  for (size_t fi = 0; fi < fixed_.size(); ++fi) {
+    const Strategy& s = fixed_[fi];
     if (s.kind == StrategyKind::kEvery || s.kind == StrategyKind::kBlock) {
-      const std::vector<ChainUnit> units = units_of(resolve(s, nb));
-      const int64_t model_peak = g.model->base_bytes + evaluate_chain(*g.model, units).peak_bytes +
-                                 extra_model(g, held_of(*g.model, units), stage);
-      if (model_peak > budget_ + budget_ / kFixedModelMargin) continue;
+      if (within_margin(g, s, stage)) deferred.push_back(fi);
+      continue;
     }
+    const bool was = found;
+    const Cost before = best.cost;
     offer(s, "fixed " + s.canonical(), true);
+    if (found && (!was || best.cost < before)) best_fixed_index = fi;
   }
 
   // The DP over the stash bound S, by branch and bound (see the header).
@@ -290,6 +308,42 @@ void Planner::plan_stage(int64_t stage, PipelinePlan& out) {
   const Cost without = upper;
   best.lower_bound = search(*g.model);
   upper = std::min(upper, without);
+  // planner8 (issue 15): the deferred every:k and block:k, cheapest model cost first. Before,
+  // all of them were simulated (~250 per distinct stage graph at 125 blocks: 1.3 s of the 3.3 s
+  // the 1,000-block, 8-stage plan took under the caching allocator). Their model cost is exact
+  // where the chain model is (no data-parallel stream to slow recompute; tests/test_planner.cpp),
+  // checked against each simulation: once one differs, every remaining one is simulated, as
+  // before. One whose model cost exceeds the stage's best cannot win it. Ties go to the fixed
+  // strategy first in list order, as when they were offered before the DP's plans.
+  {
+    std::vector<Cost> mc(fixed_.size());
+    for (size_t fi : deferred) mc[fi] = model_cost(g, fixed_[fi]);
+    std::stable_sort(deferred.begin(), deferred.end(),
+                     [&](size_t x, size_t y) { return mc[x] < mc[y]; });
+    bool exact = true;
+    for (size_t fi : deferred) {
+      if (exact && found && best.cost < mc[fi]) break;
+      const Strategy& s = fixed_[fi];
+      const std::optional<Result>& r = simulate(g, s);
+      if (!r) continue;
+      if (!(cost_of(*r) == mc[fi])) exact = false;
+      const int64_t peak = stage_peak(*r, stage);
+      if (least_peak < 0 || peak < least_peak) least_peak = peak;
+      if (peak > budget_) continue;
+      const Cost c = cost_of(*r);
+      const bool fixed_best = best.source.rfind("fixed ", 0) == 0;
+      if (!found || c < best.cost ||
+          (c == best.cost && (!fixed_best || fi < best_fixed_index))) {
+        found = true;
+        best.strategy = s;
+        best.source = "fixed " + s.canonical();
+        best.cost = c;
+        best.peak_bytes = peak;
+        best.model_optimal = true;
+        best_fixed_index = fi;
+      }
+    }
+  }
   if (!found) {
     throw ConfigError("--strategy", "budget",
                       "no plan fits a peak of " + gib_text(budget_) + " on pipeline stage " +
@@ -315,26 +369,56 @@ PipelinePlan Planner::run() {
   for (const StagePlan& s : out.stages) out.per_stage.push_back(s.strategy);
   out.strategy = join_stage_strategies(out.per_stage, graph_of(0).graph.n_blocks);
 
-  // The best fixed strategy for the whole pipeline: every stage fits, least summed cost.
+  // The best fixed strategy for the whole pipeline: every stage fits, least summed cost (ties:
+  // the first in list order). every:k and block:k outside a stage's margin do not fit it.
+  // planner8 (issue 15): the stages no longer simulate every every:k and block:k within their
+  // margin, so the strategies are tried in order of summed model cost, simulated on demand
+  // (cached), and the first that fits every stage is the answer while every simulated cost
+  // equals the model's; after a difference, all are tried, as before.
+  std::vector<Cost> summed(fixed_.size());
+  for (size_t fi = 0; fi < fixed_.size(); ++fi)
+    for (int64_t i = 0; i < p; ++i) {
+      const Cost c = model_cost(graph_of(i), fixed_[fi]);
+      summed[fi].time_ns += c.time_ns;
+      summed[fi].flops += c.flops;
+    }
+  std::vector<size_t> order(fixed_.size());
+  for (size_t fi = 0; fi < order.size(); ++fi) order[fi] = fi;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return summed[x] < summed[y]; });
   Cost best_cost;
-  for (const Strategy& s : fixed_) {
+  size_t best_index = fixed_.size();
+  bool exact = true;
+  for (size_t fi : order) {
+    if (exact && out.fixed_found) break;  // the first that fit: no later one costs less
+    const Strategy& s = fixed_[fi];
     Cost total;
     bool fits = true;
-    for (int64_t i = 0; i < p && fits; ++i) {
-      // Only what the stages simulated (a strategy skipped on a stage did not fit it).
-      const StageGraph& sg = graph_of(i);
-      const auto hit = sg.sims.find(s.canonical());
-      if (hit == sg.sims.end() || !hit->second || stage_peak(*hit->second, i) > budget_) {
+    for (int64_t i = 0; i < p; ++i) {
+      StageGraph& sg = graph_of(i);
+      if ((s.kind == StrategyKind::kEvery || s.kind == StrategyKind::kBlock) &&
+          !within_margin(sg, s, i)) {
         fits = false;
         break;
       }
-      total.time_ns += cost_of(*hit->second).time_ns;
-      total.flops += cost_of(*hit->second).flops;
+      const std::optional<Result>& r = simulate(sg, s);
+      if (!r) {
+        fits = false;
+        break;
+      }
+      if (!(cost_of(*r) == model_cost(sg, s))) exact = false;
+      if (stage_peak(*r, i) > budget_) {
+        fits = false;
+        break;
+      }
+      total.time_ns += cost_of(*r).time_ns;
+      total.flops += cost_of(*r).flops;
     }
-    if (fits && (!out.fixed_found || total < best_cost)) {
+    if (fits && (!out.fixed_found || total < best_cost || (total == best_cost && fi < best_index))) {
       out.fixed_found = true;
       out.fixed = s;
       best_cost = total;
+      best_index = fi;
     }
   }
   if (out.fixed_found) out.fixed_result = simulate_pipeline(model_, setup_, device_,

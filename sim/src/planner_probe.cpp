@@ -246,11 +246,42 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
   }
   const Probe full = run_probe(g, device, segments_plan(n, 1), ps);
   const Probe one = run_probe(g, device, segments_plan(n, n), ps);
+  // planner8 (issue 15): the recompute of a segment's inner blocks, timed where plans run it.
+  // The engine slows a kernel that runs while the data-parallel stream is busy (comm.hpp
+  // kOverlapComputeSlowdown). In `one` the whole chain is recomputed first in backward, on a
+  // stream that has only the head's gradients queued, so its inner blocks run at full speed;
+  // in a plan's segment recomputed after other blocks' backward, that stream is mostly still
+  // busy with their gathers and reduce-scatters (DeepSpeed ZeRO-3's per-module replay,
+  // deepspeed.cpp; bench_planner_scale's 1,000 blocks at dp 64: every:6 simulated 1,141 ms
+  // where `one`'s inner costs priced it 1,003 ms, `full` 1,132 ms priced exactly). Two
+  // probes of two-block segments, offset by one, time every block as a segment's first
+  // (inner) block after one block's backward: [0,1],[2,3],... and [0],[1,2],[3,4],...
+  // Without a data-parallel stream to contend with they equal `one`'s (the same kernels), so
+  // they are run only where one exists: dp > 1, or the experts' edp group (engine.cpp edp_).
+  // The segment that ends at block n - 1 is still recomputed as in `one`, first in backward:
+  // its inner blocks keep `one`'s costs (BlockCosts::seg_final_inner_cost).
+  const bool contends = n >= 2 && (g.dp > 1 || g.tp * g.dp > std::max<int64_t>(1, g.etp * g.ep));
+  Probe pairs_even, pairs_odd;
+  if (contends) {
+    Plan even = segments_plan(n, 2), odd = segments_plan(1, 1);
+    odd.mode.assign(static_cast<size_t>(n), BlockMode::kCheckpoint);
+    for (int64_t b = 1; b < n; b += 2) odd.segments.push_back({b, std::min(n, b + 2) - 1});
+    pairs_even = run_probe(g, device, even, ps);
+    pairs_odd = run_probe(g, device, odd, ps);
+  }
+  // The inner cost of block j as a pairs probe saw it (j the first of a two-block segment),
+  // or `one`'s where no probe has one.
+  const auto contended_inner = [&](size_t j, const Cost& fallback) {
+    const Probe& p = j % 2 == 0 ? pairs_even : pairs_odd;
+    if (!contends || !p.ok || static_cast<int64_t>(j) + 1 >= n) return fallback;
+    return p.rc_cost[j];
+  };
   const Probe& store = single[0];
   if (!store.ok || !full.ok || !one.ok)
     throw ConfigError("--strategy", "budget", "the planner's probe plans cannot be simulated");
 
   ChainModel m;
+  m.probes = contends ? 9 : 7;  // planner8
   m.base_bytes = store.base;
   m.blocks.resize(static_cast<size_t>(n));
   const int64_t base = m.base_bytes;
@@ -317,7 +348,10 @@ ChainModel probe_chain(const Graph& graph, const Device& device) {
     c.seg_recompute = full.rc_peak[i] - full.live_before_bwd[i] + full.hb[i];
     c.seg_grad_state = full.live_before_bwd[i] - full_hb[i + 1] - base;
     c.seg_last_cost = full.rc_cost[i];
-    c.seg_inner_cost = j + 1 < n ? one.rc_cost[i] : full.rc_cost[i];
+    c.seg_inner_cost = j + 1 < n ? contended_inner(i, one.rc_cost[i]) : full.rc_cost[i];
+    // planner8: in the segment ending at block n - 1 (recomputed first in backward), as `one`
+    // recomputed it
+    if (contends && j + 1 < n) c.seg_final_inner_cost = one.rc_cost[i];
   }
   return m;
 }

@@ -155,6 +155,18 @@ enum class Exec : uint8_t {
   kGateMul,    // z[r, c] = g[r] y[r, c]: g [rows] (a [rows, 1] gate, input 0), y [rows, h]
                // (input 1); dim {rows, h}; backward reads each operand for the other's gradient
   // --- end exec13 ---
+  // --- exec14 (issue 10): Megatron's fused MLA rope (megatron/core/fusions/
+  // fused_mla_yarn_rope_apply.py @ d98e8a64ddf3; rotary_interleaved and remove_interleaving off)
+  kMlaRopeTables,  // YarnRotaryEmbedding's cos then sin ([s, rope] each, emb = cat(freqs, freqs),
+                   // scaling factor 1: concentration 1); dim {s, rope}
+  kMlaRopeQ,       // _FusedMLARoPEInplace: in place on q [tokens, heads, nope + rope] (out 0 is
+                   // q's storage): the trailing rope elements, read as (even, odd) pairs, written
+                   // as (left half, right half); input 1 the tables; dim {b, s, heads, nope, rope}
+  kMlaRopeKv,      // _FusedMLARoPEKVSplit: kv [tokens, heads, nope + v] (input 0) and k_pos_emb
+                   // [tokens, rope] (input 1, a view) to key [tokens, heads, nope + rope] (the
+                   // rotated k_pos_emb broadcast to every head) and value [tokens, heads, v];
+                   // input 2 the tables; dim {b, s, heads, nope, rope, v}
+  // --- end exec14 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).
@@ -295,6 +307,11 @@ struct Op {
   // while the dispatcher's all-to-alls of its MoE layer run (engine.cpp moe_overlap)
   bool moe_overlap = false;
   // --- end moetp ---
+  // --- time9 (issue 11): a fused attention op's dropout probability on the probabilities (its
+  // draft's p), which the kernel applies inside (philox in-kernel); timed by kernels.cpp
+  // attention_dropout_factor. 0 for every other op.
+  float attn_dropout = 0;
+  // --- end time9 ---
 };
 
 // fp8sac (issue 10): whether a selective-AC cache holds output k of the op, given whether the
@@ -393,6 +410,17 @@ struct Graph {
   std::vector<int32_t> ds3_fwd_step, ds3_bwd_step;  // per op: its step in forward / backward, -1
   int64_t ds3_reduce_bucket_bytes = 0;  // > 0: stage 3 reduce-scatters IPG buckets of this size
   // --- end ds3b ---
+  // --- ds3c (issue 10): what the engine needs to replay the coordinator over the step's own
+  // module order (sim/src/deepspeed.cpp ds3_replay), filled at stage 3 under deepspeed-bf16
+  // only. ds3_steps above stay the replay of the trace without recompute (forward, backward).
+  struct Ds3Params {
+    std::vector<int32_t> param_of;      // per storage: its index among the sharded parameters, -1
+    std::vector<int64_t> numel, bytes;  // per sharded parameter: whole elements and bf16 bytes
+    std::vector<uint8_t> persist;       // ds_persist (<= stage3_param_persistence_threshold)
+    int64_t prefetch_bucket = 0, max_live = 0, reuse_distance = 0;  // elements
+  };
+  Ds3Params ds3;
+  // --- end ds3c ---
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

@@ -85,8 +85,18 @@ struct BlockCosts {
   int64_t seg_grad_state = 0;   // gradients live when the segment ending here starts recompute
   Cost seg_inner_cost;          // recompute as a non-last block of a segment
   Cost seg_last_cost;           // recompute as a segment's last block (early stop applies)
+  // --- planner8 (issue 15): recompute as a non-last block of the segment that ends at the
+  // chain's last block, which backward recomputes first (right after the head's backward, before
+  // any block's gradients are queued on the data-parallel stream); time < 0: seg_inner_cost ---
+  Cost seg_final_inner_cost{-1, -1};
+  // --- end planner8 ---
   friend bool operator==(const BlockCosts&, const BlockCosts&) = default;
 };
+
+// planner8: a block's inner cost in the segment ending at the chain's last block.
+inline const Cost& final_inner_cost(const BlockCosts& c) {
+  return c.seg_final_inner_cost.time_ns < 0 ? c.seg_inner_cost : c.seg_final_inner_cost;
+}
 
 struct ChainModel {
   std::vector<BlockCosts> blocks;
@@ -94,6 +104,10 @@ struct ChainModel {
   int64_t outer_bytes = 0;      // peak outside the blocks and the head (embedding, optimizer)
   int64_t head_fwd_bytes = 0;   // head forward peak = D_n + sum of held + this
   int64_t head_bwd_bytes = 0;   // head backward peak = sum of held + this
+  // --- planner8 (issue 15): the probe simulations the model was measured by (7, or 9 where the
+  // inner blocks' recompute is timed beside the data-parallel stream: planner_probe.cpp) ---
+  int64_t probes = 7;
+  // --- end planner8 ---
   friend bool operator==(const ChainModel&, const ChainModel&) = default;
 };
 
@@ -278,7 +292,10 @@ std::vector<Strategy> fixed_strategies(int64_t n_blocks);
 // could win. plan_budget computes
 // it too (BudgetPlan::fixed). planner2: where the model's costs differ from the simulation's
 // (ZeRO-3's compute slowed by overlapping collectives, issue 11's time model), up to
-// kFullSearchBlocks blocks it returns best_fixed_exhaustive's answer; deeper, the cheapest
+// kFullSearchBlocks blocks it returns best_fixed_exhaustive's answer (planner8: found by
+// simulating only the strategies whose cost bound, model cost / (1 + kOverlapComputeSlowdown),
+// does not exceed the best cost found; the exhaustive search itself if a simulated cost falls
+// below its bound); deeper, the cheapest
 // simulated candidate, counting as candidates those within twice the largest relative
 // difference seen (not proven to be the exhaustive answer; the benchmark compares at 1,000).
 FixedChoice best_fixed(const Graph& graph, const Device& device, int64_t budget_bytes);

@@ -26,8 +26,10 @@
 // stage's graph) and kept only if its stage peak (simulated peak + in-flight stash) fits; one
 // over is re-solved at a budget lowered by its excess (bounded rounds). The fixed strategies
 // (sim::fixed_strategies) are candidates on every stage too (every:k and block:k where the chain
-// model puts the stage peak within 1/kFixedModelMargin of the budget), so no stage's plan costs
-// more than the best fixed strategy that fits it. The search runs on two views, as plan_budget's:
+// model puts the stage peak within 1/kFixedModelMargin of the budget; planner8: simulated in
+// order of model cost while one could still win the stage, all of them once a simulated cost
+// differs from the model's), so no stage's plan costs more than the best fixed strategy that
+// fits it. The search runs on two views, as plan_budget's:
 // without the offload options (whose device bytes and stalls the model sees only roughly), then
 // the whole model, whose bound is reported. The chosen plans are verified together by
 // simulate_pipeline: every stage's simulated peak (budget_peak_bytes) is within the budget, or

@@ -162,6 +162,15 @@ struct Result {
     uint8_t taken_back = 0;
   };
   std::vector<CopyRelease> copy_releases;
+
+  // --- ds3c (issue 10): DeepSpeed ZeRO-3 (deepspeed-bf16), as the engine replays its coordinator
+  // over the step's own module order, recompute included (sim/src/deepspeed.cpp ds3_replay): the
+  // most bf16 bytes of gathered (non-persisted) parameters alive at once, the bytes all-gathered
+  // in the step (recompute's fetches included) and, of those, the recompute's
+  int64_t ds3_gathered_peak_bytes = 0;
+  int64_t ds3_gather_bytes = 0;
+  int64_t ds3_recompute_gather_bytes = 0;
+  // --- end ds3c ---
 };
 
 }  // namespace sim
