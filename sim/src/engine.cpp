@@ -236,9 +236,11 @@ class Engine {
   // to the host as the next segment's input) while the buffer it had is freed but still read by
   // its copy to the host. As in PyTorch, the replay's output is a new tensor in a new block
   // (CheckpointFunction.backward reruns the forward; torch/autograd/graph.py save_on_cpu's pack
-  // made the host copy from the old tensor), and the old block goes back to the caching
-  // allocator only once the copy stream is done with it: until its pending_ entry is due, the
-  // old buffer stays in the ledger (its bytes and block) apart from the storage's new one.
+  // made the host copy from the old tensor; its unpack's `.to(device)` is a third tensor), and
+  // the old block goes back to the caching allocator only once the copy stream is done with it
+  // (a block used on a side stream is recorded with Tensor.record_stream and reused only after
+  // that stream's event completes: c10/cuda/CUDACachingAllocator.cpp). Until its pending_ entry is
+  // due, the old buffer stays in the ledger (its bytes and block) apart from the storage's new one.
   void detach(int32_t s) {
     detached_.push_back({pending_seq_of_[s], s, cat_[s], heap_ ? heap_->handle[s] : -1});
     if (heap_) heap_->handle[s] = -1;
