@@ -30,7 +30,8 @@ std::vector<int64_t> setup_radices(const Axes& a) {
           n(a.optimizers), n(a.allocators),
           // feat2 (issue 13): the swept feature lists, innermost
           n(a.eps), n(a.lora_ranks), n(a.cps), n(a.fp8s),
-          n(a.etps), n(a.lora_dropouts)};  // feat13: --etp, --lora-dropout, the fastest
+          n(a.etps), n(a.lora_dropouts),  // feat13: --etp, --lora-dropout
+          n(a.prefetches)};  // polish: --prefetch, the fastest
 }
 
 int64_t setup_count(const Axes& a) {
@@ -69,6 +70,7 @@ void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) 
   one(a.lora_ranks.size(), "--lora-rank", f.lora_rank);
   one(a.cps.size(), "--cp", f.cp);
   one(a.fp8s.size(), "--fp8", f.fp8);
+  one(a.prefetches.size(), "--prefetch", f.prefetch);  // polish
 }
 
 int64_t point_count(const Axes& a) {
@@ -106,7 +108,8 @@ Point point_at(const Axes& a, int64_t index) {
     return axis[i];
   };
   sim::TrainSetup& t = p.setup;
-  t.lora_dropout = digit(a.lora_dropouts);  // feat13: --lora-dropout, the fastest
+  t.prefetch = digit(a.prefetches);  // polish: --prefetch, the fastest
+  t.lora_dropout = digit(a.lora_dropouts);  // feat13: --lora-dropout
   t.etp = digit(a.etps);  // feat13: --etp
   t.fp8 = digit(a.fp8s);  // feat2: the swept feature lists
   t.cp = digit(a.cps);
@@ -129,7 +132,6 @@ Point point_at(const Axes& a, int64_t index) {
     t.impl_version = ic ? ic->version : std::string_view();
   }
   t.profile = digit(a.profiles);
-  t.prefetch = a.prefetch;
   t.pp = a.pp;
   t.vpp = a.vpp;
   t.microbatches = a.microbatches;
