@@ -135,6 +135,20 @@ sed -n 2p out.csv | grep -q ',default,off,on,[0-9][0-9]*,0,,0.01,1,off,off,off,0
 
 ]=])
 
+# mtmoe (issue 13): Megatron's fused MLA rope kernels assert a rope dim multiple of 4
+# (fused_mla_yarn_rope_apply.py): exec-mla's rope 2 is refused under megatron (one line, exit 2,
+# no output) and runs under hf. $2 is tests/validation.
+actsim_cli_test(mla_rope_dim_megatron [=[
+rc=0
+"$1" run --model "$2/exec-mla.json" --seq 8 --impl megatron > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+test ! -s out.txt
+test "$(wc -l < err.txt)" -eq 1
+grep -q "^actsim: error: --impl: qk_rope_head_dim: not in the code simulated: 2 under --impl megatron" err.txt
+"$1" run --model "$2/exec-mla.json" --seq 8 --impl hf > out.txt
+"$1" run --model "$2/exec-mla4.json" --seq 8 --impl megatron > out.txt
+]=] ${CMAKE_CURRENT_LIST_DIR}/validation)
+
 # sweep: writes the file, rows in order, no .partial left behind.
 actsim_cli_test(sweep_writes_file [=[
 rm -f s.csv s.csv.partial

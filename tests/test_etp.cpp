@@ -26,19 +26,21 @@ TEST_SUITE("etp") {
   TEST_CASE("one Mixtral-shaped layer at --tp 2 --sp --etp 2, bf16-mixed: to the byte") {
     // N = b s = 1024 tokens, t = 2: the MoE layer takes this rank's n = N / t = 512 tokens (SP).
     //   router: its input (the norm's output shard) 2nh, top-k indices 8nk, the fp32 softmax of
-    //           the k scores 4nk; permutation indices 8 per token sent (nk, dropless);
+    //           the k scores 4nk; the permute's int64 indices (mtmoe: the argsort of the
+    //           [E, n] map 8nE, kept whole by the probs' IndexBackward0, and sorted_indices 8nk;
+    //           docs/memory-model.md; before, 8nk only);
     //   the all-to-all (--ep 1: new buffers, nothing saved) hands on nk rows, the expert-TP
     //   all-gather makes R = etp x nk rows; per row fc1's input 2h, the fused weighted SwiGLU's
     //   input 2 (2f / etp) and prob 2, fc2's input 2 (f / etp): 2h + 6f / etp + 2.
     // The dense SwiGLU MLP under TP + SP: its input shard 2nh and four [N, f / t] 16-bit
     // tensors, 8 N f / t.
-    const int64_t N = 1024, t = 2, n = N / t, h = 4096, k = 2, f = 14336;
+    const int64_t N = 1024, t = 2, n = N / t, h = 4096, E = 8, k = 2, f = 14336;
     auto moe = [&](int64_t etp) {
       const int64_t R = etp * n * k;
-      return 2 * n * h + 12 * n * k + 8 * n * k + R * (2 * h + 6 * f / etp + 2);
+      return 2 * n * h + 12 * n * k + 8 * n * E + 8 * n * k + R * (2 * h + 6 * f / etp + 2);
     };
-    CHECK(moe(2) == 109'076'480);
-    CHECK(moe(1) == 100'685'824);
+    CHECK(moe(2) == 109'109'248);  // was 109,076,480 (without 8nE)
+    CHECK(moe(1) == 100'718'592);  // was 100,685,824
     const int64_t dense = 2 * n * h + 8 * N * f / t;
     const int64_t base = layer_bytes(mixtral_shaped(false), megatron(t, 0));
     CHECK(layer_bytes(mixtral_shaped(true), megatron(t, 0)) - base == moe(2) - dense);  // etp = tp

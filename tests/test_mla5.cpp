@@ -99,6 +99,29 @@ TEST_SUITE("mla5 megatron mla") {
     p.tp = 2;
     CHECK(where(mla_shaped(true), p) == "(built)");
   }
+
+  TEST_CASE("mtmoe: a rope dim not a multiple of 4 is refused under megatron, one line") {
+    // fusions/fused_mla_yarn_rope_apply.py @ d98e8a64ddf3: both fused MLA rope kernels
+    // `assert emb_dim % 4 == 0`; HF's apply_rotary_emb takes any even rope dim
+    ModelConfig m = mla_shaped(true);
+    const int64_t nope = m.head_dim - m.qk_rope_dim;
+    for (const int64_t rope : {2, 6, 66}) {
+      m.qk_rope_dim = rope;
+      m.head_dim = nope + rope;
+      CHECK(where(m, megatron(128)) == "--impl");
+      try {
+        (void)build_graph(m, megatron(128), fixtures::h100());
+      } catch (const ConfigError& e) {
+        CHECK(e.field() == "qk_rope_head_dim");
+        CHECK(std::string(e.what()).find('\n') == std::string::npos);
+      }
+      TrainSetup hf = megatron(128);
+      hf.impl = Impl::kHf;
+      CHECK(where(m, hf) == "");
+    }
+    m.qk_rope_dim = 4, m.head_dim = nope + 4;
+    CHECK(where(m, megatron(128)) == "");
+  }
 }
 
 TEST_SUITE("mla5 megatron aux loss") {

@@ -50,33 +50,44 @@ TEST_SUITE("moe") {
 
   TEST_CASE("Megatron's alltoall dispatcher with grouped GEMMs, bf16-mixed: to the byte") {
     // router: x 2Nh (the dense MLP's gate and up save the same x), top-k indices 8Nk, fp32 softmax
-    // of the k scores 4Nk; permutation indices 8 per token sent (kN dropless); per received token (T): fc1's input 2h, the
-    // fused weighted SwiGLU's input 4f and prob 2, fc2's input 2f. Dense (gate/up/silu/mul):
-    // 2Nh + 8Nf.
-    const int64_t b = 1, s = 1024, N = b * s, h = 4096, k = 2, f = 14336;
-    auto moe = [&](int64_t T, int64_t sent) {
-      return 2 * N * h + 12 * N * k + 8 * sent + T * (2 * h + 6 * f + 2);
+    // of the k scores 4Nk; the permute's int64 index storages (mtmoe, below); per received token
+    // (T): fc1's input 2h, the fused weighted SwiGLU's input 4f and prob 2, fc2's input 2f.
+    // Dense (gate/up/silu/mul): 2Nh + 8Nf.
+    // mtmoe (issue 13): the unfused permute (moe_utils.py permute @ d98e8a64ddf3; torch 1.13
+    // saves both storages): dropless, the probs' `[flat_sorted]` (IndexBackward0) keeps the whole
+    // argsort of the [E, N] map, 8EN, since flat_sorted[:num_out_tokens] is a view of it, and
+    // index_select and scatter_add_ keep sorted_indices = flat_sorted % N, 8 sent; drop and pad,
+    // sorted_indices and indices_1D, 8 sent each. Before: one 8 sent storage.
+    const int64_t b = 1, s = 1024, N = b * s, h = 4096, E = 8, k = 2, f = 14336;
+    auto moe = [&](int64_t T, int64_t index_bytes) {
+      return 2 * N * h + 12 * N * k + index_bytes + T * (2 * h + 6 * f + 2);
     };
     const int64_t dense = 2 * N * h + 8 * N * f;
+    // dropless: sent = T = kN = 2048: 8,388,608 + 24,576 + (65,536 + 16,384) + 2048 x 94,210
+    const int64_t dropless = 8 * E * N + 8 * k * N;
+    CHECK(moe(k * N, dropless) == 201'437'184);  // was 201,371,648 (8 sent only)
     TrainSetup t = setup(Impl::kMegatron, b, s);
     const int64_t base = layer_bytes(mixtral_shaped(false), t);
-    CHECK(layer_bytes(mixtral_shaped(true), t) - base == moe(k * N, k * N) - dense);
+    CHECK(layer_bytes(mixtral_shaped(true), t) - base == moe(k * N, dropless) - dense);
     // Capacity factor 1.25, drop and pad: ceil(kN / E x 1.25) = 320 tokens per expert, E x 320
-    // received and E x 320 sent (the permutation indices).
+    // received and E x 320 sent: two int64 [sent] index storages.
     t.moe_capacity = 1.25;
-    CHECK(layer_bytes(mixtral_shaped(true), t) - base == moe(8 * 320, 8 * 320) - dense);
+    CHECK(moe(8 * 320, 16 * 8 * 320) == 249'631'744);  // was 249,611,264
+    CHECK(layer_bytes(mixtral_shaped(true), t) - base == moe(8 * 320, 16 * 8 * 320) - dense);
     // --ep 2 (within --dp 2), the hottest expert at 2x the mean: mean = ep kN / E = 512, the hot
-    // expert 1024, the other 7 share 3072 (439, 439, 439 on this rank): T = 2341.
+    // expert 1024, the other 7 share 3072 (439, 439, 439 on this rank): T = 2341; the rank's
+    // routing map still spans all E experts (8EN) and it sends kN.
     t.moe_capacity.reset();
     t.ep = 2;
     t.dp = 2;
     t.moe_imbalance = 2.0;
+    CHECK(moe(2341, dropless) == 229'040'714);  // was 228,975,178
     CHECK(layer_bytes(mixtral_shaped(true), t) - layer_bytes(mixtral_shaped(false), [&] {
             TrainSetup d = t;
             d.ep = 1;
             d.moe_imbalance = 1.0;
             return d;
-          }()) == moe(2341, k * N) - dense);
+          }()) == moe(2341, dropless) - dense);
   }
 
   TEST_CASE("activations scale with top-k, not with the number of experts, FLOPs with active ones") {

@@ -193,14 +193,16 @@ TEST_SUITE("moetp mla") {
     // The MoE block against the same block with the dense MLP (10944), both at --tp 2 --sp,
     // N = 512, n = 256, etp = tp = 2, ep 1, k 6, E 64, expert width 1408, shared 2816:
     //   routed (docs "Expert tensor parallelism", pre-softmax router): the input shard 2nh,
-    //   top-k indices 8nk, the fp32 softmax over E 4nE, permutation indices 8nk, and
+    //   top-k indices 8nk, the fp32 softmax over E 4nE, the permute's int64 indices (mtmoe:
+    //   the argsort of the [E, n] map 8nE, which the probs' IndexBackward0 keeps whole, and
+    //   sorted_indices 8nk; before, 8nk only), and
     //   R = etp n k rows of 2h + 6 (1408 / etp) + 2;
     //   shared: 8 N 2816 / t; the dense MLP: 2nh + 8 N 10944 / t.
     const int64_t N = 512, n = 256, k = 6, E = 64, h = 2048, R = 2 * n * k;
-    const int64_t moe = 2 * n * h + 16 * n * k + 4 * n * E + R * (2 * h + 6 * 1408 / 2 + 2) +
+    const int64_t moe = 2 * n * h + 16 * n * k + 12 * n * E + R * (2 * h + 6 * 1408 / 2 + 2) +
                         8 * N * 2816 / 2;
     const int64_t dense = 2 * n * h + 8 * N * 10944 / 2;
-    CHECK(moe - dense == 9'009'152);
+    CHECK(moe - dense == 9'140'224);  // was 9,009,152 (without 8nE)
     CHECK(layer_bytes(m, s) - layer_bytes(mla_shaped(true), s) == moe - dense);
     s.sp = false;  // MoE with TP still needs SP (Megatron's MoELayer raises)
     CHECK(where(m, s) == "--sp");

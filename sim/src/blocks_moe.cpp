@@ -94,9 +94,18 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
     // slice of the 3D gate_up_proj, then .chunk(2): one input cast, gate and up are views
     int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out", LinearSite::kNone);
     const int64_t half = bld.tensor(gu).bytes / 2;
-    int32_t v[2];
-    split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
-    g = v[0], u = v[1];
+    // exec14 (issue 10): split_views' two views with their geometry for the executor (each row
+    // of [n_e, 2f]: gate columns 0..f, up f..2f; Exec::kSplit), the same bytes
+    OpDraft d = o.draft(OpKind::kSplit, "expert gate_up chunk");
+    d.op.math16 = false;
+    d.exec = Exec::kSplit;
+    d.inputs.push_back({gu, GradRule::kNew});
+    const DType gdt = bld.tensor(gu).dtype;
+    const int32_t fc = static_cast<int32_t>(f);
+    g = bld.view(gu, half, gdt, 0, fc, 2 * fc);
+    u = bld.view(gu, half, gdt, fc, fc, 2 * fc);
+    d.outputs = {g, u};
+    bld.add_op(std::move(d));
   } else {
     // moe2: Python evaluates `act_fn(w1(x)) * w3(x)` left to right: w1, silu, w3 (census)
     g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out", LinearSite::kGate);
@@ -204,8 +213,18 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   }
   // DeepseekV2Moe.route_tokens_to_experts: `topk_weight * routed_scaling_factor`, a new [N, k]
   // (MulBackward0 with a Python scalar saves nothing)
-  if (m.family == "deepseek_v2")
-    w = op(bld, o, OpKind::kMul, "routed scaling", {{w, GradRule::kNew}}, mul(n, k), DType::kF32, {});
+  if (m.family == "deepseek_v2") {
+    OpDraft d = o.draft(OpKind::kMul, "routed scaling");
+    d.op.math16 = false;
+    // exec14 (issue 10): the executor's x * scalar; torch multiplies an fp32 tensor by the Python
+    // float in fp32 (the scalar rounded to float)
+    d.exec = Exec::kScale;
+    d.p = static_cast<float>(m.routed_scaling);
+    d.inputs.push_back({w, GradRule::kNew});
+    w = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routed scaling");
+    d.outputs.push_back(w);
+    bld.add_op(std::move(d));
+  }
   // .to(hidden_states.dtype): a copy when the hidden states are 16-bit (bf16-mixed)
   // (DeepSeek keeps its fp32 top-k weights: route_tokens_to_experts returns them uncast, and
   // the expert output times them is promoted, then cast back for index_add_; census)
@@ -354,11 +373,29 @@ int32_t megatron_alltoall(Builder& bld, const Dims& dm, int32_t x) {
   } else {
     for (int64_t ne : expert_tokens(dm, n)) recv += ne;
   }
-  // permute: sorted indices (argsort of the routing map, int64 [sent], no gradient), the probs
-  // gathered (IndexBackward saves the indices) and tokens.index_select (saves the indices)
-  int32_t sorted = no_grad_op(bld, o, map, sent, DType::kI64, "permutation indices");
+  // mtmoe (issue 13): permute, unfused (moe_utils.py permute @ d98e8a64ddf3; moe_permute_fusion
+  // off by default), two int64 index storages kept until backward (torch 1.13, CPU: the saved
+  // tensors' storages, docs/memory-model.md):
+  // - dropless: `flat_sorted = routing_map.T.contiguous().reshape(-1).argsort(...)` is int64
+  //   [E N]; `flat_sorted[:num_out_tokens]` is a view of it, and the probs' `[flat_sorted]`
+  //   (IndexBackward0 saves the indices) keeps the whole [E N] storage; `sorted_indices =
+  //   flat_sorted % num_tokens` is a new int64 [sent] that tokens.index_select saves (and
+  //   unpermute's scatter_add_).
+  // - drop and pad (--moe-capacity): the argsort [E, N] is sliced to [:, :capacity].contiguous()
+  //   (sorted_indices, int64 [sent]; the argsort dies), and `indices_1D = (arange(E)[:, None] N +
+  //   sorted_indices).view(-1)` is a second int64 [sent] that the probs' index_select saves.
+  int32_t sorted = -1, probs_index = -1;
+  if (dm.moe_capacity > 0) {
+    const int32_t order = no_grad_op(bld, o, map, mul(n, e), DType::kI64, "permute argsort");
+    sorted = no_grad_op(bld, o, order, sent, DType::kI64, "permutation indices");
+    probs_index = no_grad_op(bld, o, sorted, sent, DType::kI64, "probs indices (indices_1D)");
+  } else {
+    probs_index = no_grad_op(bld, o, map, mul(n, e), DType::kI64, "permute argsort (flat_sorted)");
+    sorted = no_grad_op(bld, o, probs_index, sent, DType::kI64, "permutation indices");
+  }
   int32_t pprobs = op(bld, o, OpKind::kCopy, "permute probs",
-                      {{probs, GradRule::kNew}, {sorted, GradRule::kNone}}, sent, dt, {sorted});
+                      {{probs, GradRule::kNew}, {probs_index, GradRule::kNone}}, sent, dt,
+                      {probs_index});
   int32_t px = op(bld, o, OpKind::kCopy, "permute tokens",
                   {{x, GradRule::kNew}, {sorted, GradRule::kNone}}, mul(sent, h), dt, {sorted});
   // all_to_all over the expert-parallel group (tensor_parallel/mappings.py _AllToAll saves

@@ -93,6 +93,13 @@ void check_moe_setup(const ModelConfig& m, const TrainSetup& s, const ImplSpec* 
       *s.attention == AttentionKind::kStandard)
     throw Unsupported("--attention", "attention", "eager MLA attention" + in +
                                                       " (modeled: TE's fused attention, --attention flash)");
+  // mtmoe (issue 13): Megatron's fused MLA rope kernels (blocks_mla.cpp build_mla_megatron)
+  // assert `emb_dim % 4 == 0` in both _FusedMLARoPEInplace.forward and
+  // _FusedMLARoPEKVSplit.forward (fusions/fused_mla_yarn_rope_apply.py @ d98e8a64ddf3)
+  if (is_mla(m) && impl->mla_ops == MlaOps::kMegatronTe && m.qk_rope_dim % 4 != 0)
+    throw NotInCode("--impl", "qk_rope_head_dim",
+                    std::to_string(m.qk_rope_dim) + in +
+                        " (Megatron's fused MLA rope kernels assert a multiple of 4)");
   // etp (issue 13): tensor parallelism of MoE blocks is Megatron's alltoall dispatcher with
   // expert tensor parallelism (blocks_moe.cpp megatron_alltoall). moetp (issue 13): MLA under TP
   // is Megatron's (blocks_mla.cpp build_mla_megatron: duplicated down projections, column-
