@@ -233,11 +233,12 @@ inline int64_t storage_bytes(const sim::Graph& g, const std::string& role) {
 }
 
 // polish: the MoE/MLA tests' shared set-ups (test_moetp, test_etp, test_mla5).
-// Megatron at --tp (sequence parallel with it, as Megatron's MoE needs), micro-batch 1.
-inline sim::TrainSetup megatron_tp(int64_t tp, int64_t seq = 1024, int64_t etp = 0) {
+// Megatron at --tp (sequence parallel with it, as Megatron's MoE needs), micro-batch 1 unless given.
+inline sim::TrainSetup megatron_tp(int64_t tp, int64_t seq = 1024, int64_t etp = 0,
+                                   int64_t micro_batch = 1) {
   sim::TrainSetup t;
   t.impl = sim::Impl::kMegatron;
-  t.micro_batch = 1;
+  t.micro_batch = micro_batch;
   t.seq = seq;
   t.tp = tp;
   t.sp = tp > 1;
