@@ -203,7 +203,7 @@ TEST_CASE("--format is checked against the verb's formats") {
   CHECK(error_flag([] { parse_format("cs", "table|csv", Format::kTable); }) == "--format");
 }
 
-TEST_CASE("--prefetch is a list swept fastest, after --lora-dropout; one value where one runs") {
+TEST_CASE("--prefetch is a list swept fastest, after --lora-dropout, one value where one runs") {
   // polish: the prefetch axis is innermost, so sweeps without a --prefetch list keep their rows
   CommonFlags f;
   f.lora_dropout = "0,0.1";
