@@ -1203,3 +1203,41 @@ sed 's/^1,sim,/1,published,/' k.csv > pub.csv
 "$1" validate pub.csv --tolerance 0 > v.txt
 grep -q '^1 rows, 1 within the tolerance of 0 %' v.txt || { cat v.txt; exit 1; }
 ]=])
+
+# polish: --prefetch is a sweep list like --etp (the fastest set-up axis); the prefetch key column
+# holds each row's value (the CSV is unchanged); one value per command elsewhere, named when two.
+# GPT-2 XL offloaded over the H100's 50 GB/s link stalls on each copy back at prefetch 1; two
+# blocks ahead hides more of it: less stall, a shorter step, and no less memory.
+actsim_cli_test(polish_prefetch_sweep [=[
+"$1" sweep --model gpt2-xl --batch 8 --strategy none,offload --prefetch 1,2 --format csv > out.csv
+test "$(wc -l < out.csv)" -eq 5
+col() { head -n 1 out.csv | tr ',' '\n' | grep -n "^$1\$" | cut -d: -f1; }
+test "$(cut -d, -f"$(col strategy)","$(col prefetch)" out.csv | tail -n +2 | tr '\n' ' ')" = \
+     "none,1 none,2 offload,1 offload,2 "
+field() { sed -n "$1p" out.csv | cut -d, -f"$(col "$2")"; }
+test -z "$(field 4 error)"
+test -z "$(field 5 error)"
+# none does not offload: prefetch changes nothing
+test "$(field 2 peak_allocated_bytes)" -eq "$(field 3 peak_allocated_bytes)"
+test "$(field 2 step_time_ns)" -eq "$(field 3 step_time_ns)"
+test "$(field 4 offload_stall_ns)" -gt "$(field 5 offload_stall_ns)"
+test "$(field 4 step_time_ns)" -gt "$(field 5 step_time_ns)"
+test "$(field 5 peak_allocated_bytes)" -ge "$(field 4 peak_allocated_bytes)"
+# the same rows as two single-value sweeps
+"$1" sweep --model gpt2-xl --batch 8 --strategy offload --prefetch 2 --format csv > two.csv
+test "$(sed -n 2p two.csv | cut -d, -f4-)" = "$(sed -n 5p out.csv | cut -d, -f4-)"  # from model on
+for verb in valley trace run; do
+  rc=0
+  "$1" $verb --model gpt2-xl --batch 8 --prefetch 1,2 > out.txt 2> err.txt || rc=$?
+  if [ "$verb" = run ]; then test "$rc" -eq 0; continue; fi
+  test "$rc" -eq 2
+  test ! -s out.txt
+  grep -q "^actsim: error: --prefetch: 1,2: $verb simulates one configuration" err.txt
+done
+rc=0
+"$1" sweep --model gpt2-xl --prefetch 1,-1 -o bad.csv > out.txt 2> err.txt || rc=$?
+test "$rc" -eq 2
+test ! -e bad.csv
+test "$(wc -l < err.txt)" -eq 1
+grep -q -- '^actsim: error: --prefetch' err.txt
+]=])

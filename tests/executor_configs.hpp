@@ -34,6 +34,31 @@ inline sim::ModelConfig tiny_gqa_llama(int64_t layers = 5) {
   return m;
 }
 
+// polish: a named configuration of the executor tests (test_executor, test_exec_offload).
+struct ExecCase {
+  const char* name;
+  sim::ModelConfig model;
+  sim::TrainSetup setup;
+};
+
+// The set-up the executor's op lists were written against: micro-batch 2, seq 8, eager attention
+// under bf16 autocast (tiny_gpt: Megatron's op list, tiny_gqa_llama: HF's).
+inline sim::TrainSetup executor_setup() {
+  sim::TrainSetup s;
+  s.micro_batch = 2;
+  s.seq = 8;
+  s.attention = sim::AttentionKind::kStandard;
+  s.precision = sim::Precision::kBf16Amp;
+  return s;
+}
+// The paper profile (reentrant checkpoints, bf16-mixed) at the same micro-batch 2 and seq 8.
+inline sim::TrainSetup executor_paper() {
+  sim::TrainSetup s = paper(1, false);
+  s.micro_batch = 2;
+  s.seq = 8;
+  return s;
+}
+
 // The H100 fixture with a small cuBLAS workspace: the executor allocates every persistent storage
 // for real, and the workspace's size changes nothing else.
 inline sim::Device executor_device() {

@@ -2,6 +2,9 @@
 // published ones (REFERENCE.md); the shipped JSON files are tested separately in test_load.cpp.
 #pragma once
 
+#include <string>
+
+#include "sim/error.hpp"
 #include "sim/simulate.hpp"
 
 namespace fixtures {
@@ -58,14 +61,27 @@ inline sim::ModelConfig tiny_llama() {
   return m;
 }
 
+// polish: what mixtral_shaped and mla_shaped share: 4 Llama-style layers (SwiGLU, RMSNorm
+// without bias, rotary positions, untied embeddings, no linear biases); the widths are theirs.
+inline sim::ModelConfig swiglu_rope(const char* name, const char* family) {
+  sim::ModelConfig m;
+  m.name = m.source = name;
+  m.family = family;
+  m.layers = 4;
+  m.mlp = sim::MlpKind::kSwiglu;
+  m.norm = sim::NormKind::kRmsNorm;
+  m.norm_bias = false;
+  m.positions = sim::PosEmbedding::kRope;
+  m.tied_embeddings = false;
+  m.qkv_bias = m.linear_bias = false;
+  return m;
+}
+
 // Mixtral-8x7B's shape (models/mixtral-8x7b.json): h 4096, 32 heads, 8 KV heads, 8 experts of
 // SwiGLU width 14336, top-2, renormalized; 4 layers (the MoE tests' bytes are per layer). With
 // moe = false, its dense twin.
 inline sim::ModelConfig mixtral_shaped(bool moe = true) {
-  sim::ModelConfig m;
-  m.name = m.source = "mixtral-shaped";
-  m.family = "mixtral";
-  m.layers = 4;
+  sim::ModelConfig m = swiglu_rope("mixtral-shaped", "mixtral");
   m.hidden = 4096;
   m.heads = 32;
   m.kv_heads = 8;
@@ -73,12 +89,6 @@ inline sim::ModelConfig mixtral_shaped(bool moe = true) {
   m.ffn_hidden = 14336;
   m.vocab = 32000;
   m.max_positions = 32768;
-  m.mlp = sim::MlpKind::kSwiglu;
-  m.norm = sim::NormKind::kRmsNorm;
-  m.norm_bias = false;
-  m.positions = sim::PosEmbedding::kRope;
-  m.tied_embeddings = false;
-  m.qkv_bias = m.linear_bias = false;
   if (moe) {
     m.experts = 8;
     m.experts_per_token = 2;
@@ -107,22 +117,13 @@ inline sim::ModelConfig megatron_gpt_small() {
 // latent; q_lora > 0 gives DeepSeek-V2's q latent) with a dense SwiGLU, or a Llama attention of
 // the same heads and head dim 192.
 inline sim::ModelConfig mla_shaped(bool mla, int64_t q_lora = 0) {
-  sim::ModelConfig m;
-  m.name = m.source = "mla-shaped";
-  m.family = mla ? "deepseek_v2" : "llama";
-  m.layers = 4;
+  sim::ModelConfig m = swiglu_rope("mla-shaped", mla ? "deepseek_v2" : "llama");
   m.hidden = 2048;
   m.heads = m.kv_heads = 16;
   m.head_dim = 192;
   m.ffn_hidden = 10944;
   m.vocab = 102400;
   m.max_positions = 4096;
-  m.mlp = sim::MlpKind::kSwiglu;
-  m.norm = sim::NormKind::kRmsNorm;
-  m.norm_bias = false;
-  m.positions = sim::PosEmbedding::kRope;
-  m.tied_embeddings = false;
-  m.qkv_bias = m.linear_bias = false;
   if (mla) {
     m.kv_lora_rank = 512;
     m.qk_rope_dim = 64;
@@ -191,6 +192,72 @@ inline sim::TrainSetup paper(int64_t t, bool sp) {
 
 inline sim::Result run(const sim::ModelConfig& m, const sim::TrainSetup& s, const char* strategy) {
   return sim::simulate(m, s, h100(), sim::parse_strategy(strategy));
+}
+
+// polish: nanoGPT's GPTConfig with n_layer `layers`, n_head 4, n_embd 256, block_size 256, bias
+// on or off (validation/real-code/models/nanogpt-l4-h256-bias.json): test_impl_nanogpt,
+// test_lora, test_lora_dropout.
+inline sim::ModelConfig nanogpt(int64_t layers = 4, bool bias = true) {
+  sim::ModelConfig m = gpt2_small();
+  m.name = m.source = "nanogpt";
+  m.layers = layers;
+  m.hidden = 256;
+  m.heads = m.kv_heads = 4;
+  m.head_dim = 64;
+  m.ffn_hidden = 1024;
+  m.vocab = 50304;
+  m.max_positions = 256;
+  m.qkv_bias = m.linear_bias = m.norm_bias = bias;
+  return m;
+}
+// nanoGPT's slow path (eager attention, fp32), micro-batch 4, seq 256, PEFT LoRA of `rank` on
+// `targets` (--lora-targets names) with lora_dropout `dropout`.
+inline sim::TrainSetup nanogpt_lora(int64_t rank, const char* targets, double dropout = 0.0) {
+  sim::TrainSetup t;
+  t.impl = sim::Impl::kNanogpt;
+  t.attention = sim::AttentionKind::kStandard;
+  t.precision = sim::Precision::kFp32;
+  t.micro_batch = 4;
+  t.seq = 256;
+  t.lora_rank = rank;
+  t.lora_targets = *sim::parse_lora_targets(targets);
+  t.lora_dropout = dropout;
+  return t;
+}
+// The bytes of a graph's storages of one role.
+inline int64_t storage_bytes(const sim::Graph& g, const std::string& role) {
+  int64_t n = 0;
+  for (const sim::Storage& s : g.storages)
+    if (s.role == role) n += s.bytes;
+  return n;
+}
+
+// polish: the MoE/MLA tests' shared set-ups (test_moetp, test_etp, test_mla5).
+// Megatron at --tp (sequence parallel with it, as Megatron's MoE needs), micro-batch 1 unless given.
+inline sim::TrainSetup megatron_tp(int64_t tp, int64_t seq = 1024, int64_t etp = 0,
+                                   int64_t micro_batch = 1) {
+  sim::TrainSetup t;
+  t.impl = sim::Impl::kMegatron;
+  t.micro_batch = micro_batch;
+  t.seq = seq;
+  t.tp = tp;
+  t.sp = tp > 1;
+  t.etp = etp;
+  return t;
+}
+// One layer's activation bytes on the H100.
+inline int64_t layer_bytes(const sim::ModelConfig& m, const sim::TrainSetup& t,
+                           const char* strategy = "none") {
+  return run(m, t, strategy).activation_bytes_per_layer;
+}
+// The flag whose one-line error refuses m under t, or "(built)" when its graph builds.
+inline std::string refused_flag(const sim::ModelConfig& m, const sim::TrainSetup& t) {
+  try {
+    (void)sim::build_graph(m, t, h100());
+  } catch (const sim::ConfigError& e) {
+    return e.where();
+  }
+  return "(built)";
 }
 
 }  // namespace fixtures

@@ -203,6 +203,31 @@ TEST_CASE("--format is checked against the verb's formats") {
   CHECK(error_flag([] { parse_format("cs", "table|csv", Format::kTable); }) == "--format");
 }
 
+TEST_CASE("--prefetch is a list swept fastest, after --lora-dropout, one value where one runs") {
+  // polish: the prefetch axis is innermost, so sweeps without a --prefetch list keep their rows
+  CommonFlags f;
+  f.lora_dropout = "0,0.1";
+  f.prefetch = "1,2,4";
+  const Axes a = parse_axes(f);
+  REQUIRE(point_count(a) == 6);
+  const int64_t want_prefetch[] = {1, 2, 4, 1, 2, 4};
+  const double want_dropout[] = {0, 0, 0, 0.1, 0.1, 0.1};
+  for (int64_t i = 0; i < 6; ++i) {
+    CAPTURE(i);
+    CHECK(point_at(a, i).setup.prefetch == want_prefetch[i]);
+    CHECK(point_at(a, i).setup.lora_dropout == want_dropout[i]);
+    CHECK(point_at(a, i).setup_index == i);
+  }
+  CHECK(error_flag([&] { require_single(a, f, "trace"); }) == "--lora-dropout");
+  f.lora_dropout = "0";
+  CHECK(error_flag([&] { require_single(parse_axes(f), f, "trace"); }) == "--prefetch");
+  f.prefetch = "2";
+  CHECK_NOTHROW(require_single(parse_axes(f), f, "trace"));
+  CHECK(point_at(parse_axes(f), 0).setup.prefetch == 2);
+  f.prefetch = "1,-2";
+  CHECK(error_flag([&] { (void)parse_axes(f); }) == "--prefetch");
+}
+
 TEST_CASE("points come in the documented order: model outermost, allocator fastest") {
   CommonFlags f;
   f.model = "a,b";

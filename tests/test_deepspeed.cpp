@@ -38,12 +38,7 @@ int32_t storage_id(const Graph& g, const std::string& role) {
   return -1;
 }
 
-int64_t storage_bytes(const Graph& g, const std::string& role) {
-  int64_t n = 0;
-  for (const Storage& s : g.storages)
-    if (s.role == role) n += s.bytes;
-  return n;
-}
+using fixtures::storage_bytes;
 
 TrainSetup hf_dp(int zero, int64_t dp = 4) {
   TrainSetup t;

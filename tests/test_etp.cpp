@@ -15,29 +15,10 @@ namespace {
 
 using fixtures::mixtral_shaped;  // tests/fixtures.hpp
 
-TrainSetup megatron(int64_t tp, int64_t etp) {
-  TrainSetup t;
-  t.impl = Impl::kMegatron;
-  t.micro_batch = 1;
-  t.seq = 1024;
-  t.tp = tp;
-  t.sp = tp > 1;
-  t.etp = etp;
-  return t;
-}
+TrainSetup megatron(int64_t tp, int64_t etp) { return fixtures::megatron_tp(tp, 1024, etp); }
 
-int64_t layer_bytes(const ModelConfig& m, const TrainSetup& t) {
-  return fixtures::run(m, t, "none").activation_bytes_per_layer;
-}
-
-std::string where(const ModelConfig& m, const TrainSetup& t) {
-  try {
-    (void)build_graph(m, t, fixtures::h100());
-  } catch (const ConfigError& e) {
-    return e.where();
-  }
-  return "(built)";
-}
+using fixtures::layer_bytes;
+const auto& where = fixtures::refused_flag;  // "(built)" when it builds
 
 }  // namespace
 

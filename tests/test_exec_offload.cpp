@@ -20,18 +20,10 @@ using namespace sim;
 
 namespace {
 
-struct Case {
-  const char* name;
-  ModelConfig model;
-  TrainSetup setup;
-};
+using Case = fixtures::ExecCase;
 
 std::vector<Case> cases() {
-  TrainSetup s;
-  s.micro_batch = 2;
-  s.seq = 8;
-  s.attention = AttentionKind::kStandard;
-  s.precision = Precision::kBf16Amp;
+  const TrainSetup s = fixtures::executor_setup();
   TrainSetup flash = s;
   flash.attention = AttentionKind::kFlash;
   flash.dropout = 0.1;
@@ -39,9 +31,7 @@ std::vector<Case> cases() {
   fp32.precision = Precision::kFp32;
   TrainSetup prefetch2 = s;
   prefetch2.prefetch = 2;
-  TrainSetup paper = fixtures::paper(1, false);
-  paper.micro_batch = 2;
-  paper.seq = 8;
+  const TrainSetup paper = fixtures::executor_paper();
   return {{"gpt dropout bf16-amp", fixtures::tiny_gpt(), s},
           {"llama flash dropout", fixtures::tiny_gqa_llama(), flash},
           {"llama fp32", fixtures::tiny_gqa_llama(), fp32},
@@ -129,10 +119,6 @@ TEST_CASE("executor: copies that run past their kFree keep the device buffer as 
     CAPTURE(link);
     const std::string name = c.name;
     CAPTURE(name);
-    // The engine itself stops here ("storage allocated twice"): under the reentrant replay a
-    // checkpoint's output that offload+full sent to the host is made again while its first
-    // buffer still waits on a copy that outlived its free (one ledger entry per storage).
-    if (c.setup.profile == Profile::kPaper) continue;
     const Graph g = build_graph_exec(c.model, c.setup, dev);
     const executor::StepResult ref = none_step(g);
     for (const char* st : kOffloadStrategies) {

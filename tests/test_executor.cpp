@@ -23,20 +23,12 @@ const char* const kStrategies[] = {"none",      "full",   "every:2", "sqrt",
                                    "block:1",   "selective", "sac:mm",
                                    "custom:none@0-0+full@1-2+sel@3-3+sac@4-4"};
 
-struct Case {
-  const char* name;
-  ModelConfig model;
-  TrainSetup setup;
-};
+using Case = fixtures::ExecCase;
 
 std::vector<Case> cases() {
-  TrainSetup s;
-  s.micro_batch = 2;
-  s.seq = 8;
   // The defaults of the op lists the executor was written against: eager attention under
   // autocast (tiny_gpt: Megatron's op list, tiny_gqa_llama: HF's).
-  s.attention = AttentionKind::kStandard;
-  s.precision = Precision::kBf16Amp;
+  const TrainSetup s = fixtures::executor_setup();
   TrainSetup flash = s;
   flash.attention = AttentionKind::kFlash;
   flash.dropout = 0.1;  // dropout inside the flash kernel, replayed by its backward
@@ -49,7 +41,7 @@ std::vector<Case> cases() {
           {"llama fp32", fixtures::tiny_gqa_llama(), [&] { TrainSetup f = s; f.precision = Precision::kFp32; return f; }()},
           {"gpt bf16-mixed", fixtures::tiny_gpt(), [&] { TrainSetup f = s; f.precision = Precision::kBf16Mixed; return f; }()},
           {"gpt paper profile (reentrant, bf16-mixed, vocab-parallel cross entropy)",
-           fixtures::tiny_gpt(), [] { TrainSetup f = fixtures::paper(1, false); f.micro_batch = 2; f.seq = 8; return f; }()},
+           fixtures::tiny_gpt(), fixtures::executor_paper()},
           {"bert-like post-norm encoder", [] {
              ModelConfig m = fixtures::tiny_gpt();
              m.name = m.source = "tiny-bert";

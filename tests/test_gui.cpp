@@ -8,7 +8,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -18,9 +20,11 @@
 #include "compare.hpp"
 #include "fit_axes.hpp"
 #include "fitmap.hpp"
+#include "impl_fields.hpp"  // polish
 #include "jobs.hpp"
 #include "phases.hpp"
 #include "session.hpp"
+#include "sim/error.hpp"
 #include "sim/impl.hpp"
 #include "sim/planner.hpp"
 #include "sim/valley.hpp"
@@ -852,4 +856,99 @@ TEST_CASE("ds3b: the DeepSpeed knobs under hf --dp 8 --zero 3 reach the simulati
   for (int f = 0; f < 3; ++f) ui.frame(st, worker);
   CHECK(st.graph_error.find("--ds-") != std::string::npos);
   CHECK(ui.vertices() > 100);
+}
+
+// polish: the set-up panel offers an implementation-specific field exactly where its knob can be
+// set. For every release (and for no --impl), each field impl_fields shows is accepted by
+// sim::resolve_setup, and each it hides is refused in one line naming the field's flag: the
+// panel's data and the refusals are the same ImplSpec rows.
+TEST_CASE("set-up fields: shown where the implementation has the knob, refused where hidden") {
+  struct Knob {
+    const char* flag;
+    bool gui::ImplFields::*shown;
+    void (*set)(sim::TrainSetup&, const sim::ImplSpec*);
+  };
+  const auto fp8 = [](sim::TrainSetup& s, const sim::ImplSpec* sp) {
+    s.fp8 = sp && sp->fp8_torchao ? sim::Fp8Recipe::kTorchaoTensorwise : sim::Fp8Recipe::kTeDelayed;
+  };
+  const Knob dense[] = {
+      {"--tp", &gui::ImplFields::tensor_parallel, [](sim::TrainSetup& s, const sim::ImplSpec*) { s.tp = 2; }},
+      {"--pp", &gui::ImplFields::pipeline, [](sim::TrainSetup& s, const sim::ImplSpec*) { s.pp = 2; }},
+      {"--cp", &gui::ImplFields::context_parallel, [](sim::TrainSetup& s, const sim::ImplSpec*) { s.cp = 2; }},
+      {"--compile", &gui::ImplFields::compile, [](sim::TrainSetup& s, const sim::ImplSpec*) { s.compile = true; }},
+      {"--norm-kernel", &gui::ImplFields::norm_kernel,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.norm_kernel = sim::NormKernel::kTriton; }},
+      {"--grad-accum-fusion", &gui::ImplFields::grad_accum_fusion,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.grad_accum_fusion = false; }},
+      {"--cross-entropy-loss-fusion", &gui::ImplFields::ce_loss_fusion,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.cross_entropy_loss_fusion = true; }},
+      {"--transformer-impl", &gui::ImplFields::local_spec,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.local_spec = true; }},
+      {"--deterministic", &gui::ImplFields::deterministic,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.deterministic = true; }},
+      {"--fp8", &gui::ImplFields::fp8, fp8},
+      {"--lora-rank", &gui::ImplFields::lora, [](sim::TrainSetup& s, const sim::ImplSpec*) { s.lora_rank = 8; }},
+      {"--padding", &gui::ImplFields::padding, [](sim::TrainSetup& s, const sim::ImplSpec*) { s.padding = true; }},
+  };
+  const Knob moe[] = {
+      {"--moe-imbalance", &gui::ImplFields::moe_routing,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.moe_imbalance = 2.0; }},
+      {"--ep", &gui::ImplFields::moe_dispatcher, [](sim::TrainSetup& s, const sim::ImplSpec*) { s.ep = 2; }},
+      {"--moe-capacity", &gui::ImplFields::moe_dispatcher,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.moe_capacity = 1.25; }},
+      {"--moe-aux-loss-coeff", &gui::ImplFields::moe_dispatcher,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.moe_aux_loss_coeff = 0.01; }},
+      {"--moe-shared-expert-overlap", &gui::ImplFields::shared_expert_overlap,
+       [](sim::TrainSetup& s, const sim::ImplSpec*) { s.moe_shared_expert_overlap = true; }},
+  };
+  // llama-3-8b for the dense fields (RMSNorm: the Triton kernel applies); Qwen1.5-MoE (routed
+  // and shared experts) for the MoE ones, at dp 2 so that --ep 2 divides the data-parallel ranks
+  const std::pair<const char*, std::span<const Knob>> cases[] = {{"llama-3-8b", dense},
+                                                                 {"qwen1.5-moe-a2.7b", moe}};
+  int shown = 0, hidden = 0;
+  for (const auto& [name, knobs] : cases) {
+    const sim::ModelConfig model = sim_io::load_model(name, dirs());
+    std::vector<const sim::ImplSpec*> rows{nullptr};  // nullptr: no --impl
+    for (const sim::ImplSpec& r : sim::implementations())
+      if (sim::supports_family(r, model.family)) rows.push_back(&r);
+    for (const sim::ImplSpec* row : rows) {
+      sim::TrainSetup base;
+      base.seq = 1024;
+      if (sim::is_moe(model)) base.dp = 2;
+      if (row) base.impl = row->id, base.impl_version = row->version_key;
+      CAPTURE(name);
+      CAPTURE(std::string(row ? row->name : "model default") + "@" +
+              std::string(row ? row->version_key : ""));
+      REQUIRE_NOTHROW(sim::resolve_setup(model, base));
+      const gui::ImplFields f = gui::impl_fields(model, base);
+      for (const Knob& k : knobs) {
+        CAPTURE(k.flag);
+        sim::TrainSetup s = base;
+        k.set(s, row ? row : &sim::spec(sim::default_impl(model, base)));
+        if (f.*k.shown) {
+          ++shown;
+          CHECK_NOTHROW(sim::resolve_setup(model, s));
+        } else {
+          ++hidden;
+          std::string where;
+          try {
+            sim::resolve_setup(model, s);
+          } catch (const sim::ConfigError& e) {
+            where = e.where();
+          }
+          CHECK(where == k.flag);
+        }
+      }
+    }
+  }
+  CHECK(shown > 0);
+  CHECK(hidden > 0);
+  // Megatron's local layer spec (the field of the note) is megatron's alone
+  const sim::ModelConfig llama = sim_io::load_model("llama-3-8b", dirs());
+  for (const sim::ImplSpec& r : sim::implementations()) {
+    sim::TrainSetup s;
+    s.impl = r.id;
+    s.impl_version = r.version_key;
+    CHECK(gui::impl_fields(llama, s).local_spec == (r.id == sim::Impl::kMegatron));
+  }
 }

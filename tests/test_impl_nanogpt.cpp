@@ -10,20 +10,9 @@ using namespace sim;
 
 namespace {
 
-// nanoGPT's GPTConfig with n_layer 4, n_head 4, n_embd 256, block_size 256, bias on.
-ModelConfig nanogpt(bool bias = true, int64_t layers = 4) {
-  ModelConfig m = fixtures::gpt2_small();
-  m.name = m.source = "nanogpt";
-  m.layers = layers;
-  m.hidden = 256;
-  m.heads = m.kv_heads = 4;
-  m.head_dim = 64;
-  m.ffn_hidden = 1024;
-  m.vocab = 50304;
-  m.max_positions = 256;
-  m.qkv_bias = m.linear_bias = m.norm_bias = bias;
-  return m;
-}
+// nanoGPT's GPTConfig with n_layer 4, n_head 4, n_embd 256, block_size 256, bias on
+// (tests/fixtures.hpp)
+ModelConfig nanogpt(bool bias = true, int64_t layers = 4) { return fixtures::nanogpt(layers, bias); }
 
 TrainSetup slow_path(int64_t b, int64_t s) {
   TrainSetup t;

@@ -14,39 +14,11 @@ using namespace sim;
 
 namespace {
 
-// nanoGPT's GPTConfig with n_layer 4, n_head 4, n_embd 256, block_size 256, bias on (as
-// tests/test_impl_nanogpt.cpp and validation/real-code/models/nanogpt-l4-h256-bias.json).
-ModelConfig nanogpt(int64_t layers = 4) {
-  ModelConfig m = fixtures::gpt2_small();
-  m.name = m.source = "nanogpt";
-  m.layers = layers;
-  m.hidden = 256;
-  m.heads = m.kv_heads = 4;
-  m.head_dim = 64;
-  m.ffn_hidden = 1024;
-  m.vocab = 50304;
-  m.max_positions = 256;
-  return m;
-}
-
-TrainSetup nanogpt_lora(int64_t rank, const char* targets) {
-  TrainSetup t;
-  t.impl = Impl::kNanogpt;
-  t.attention = AttentionKind::kStandard;
-  t.precision = Precision::kFp32;
-  t.micro_batch = 4;
-  t.seq = 256;
-  t.lora_rank = rank;
-  t.lora_targets = *parse_lora_targets(targets);
-  return t;
-}
-
-int64_t storage_bytes(const Graph& g, const std::string& role) {
-  int64_t n = 0;
-  for (const Storage& s : g.storages)
-    if (s.role == role) n += s.bytes;
-  return n;
-}
+// nanoGPT's GPTConfig (n_layer 4 unless given, n_head 4, n_embd 256, bias on) and its slow path
+// with LoRA: tests/fixtures.hpp
+using fixtures::nanogpt;
+using fixtures::nanogpt_lora;
+using fixtures::storage_bytes;
 
 }  // namespace
 

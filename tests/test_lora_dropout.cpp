@@ -15,33 +15,8 @@ using namespace sim;
 
 namespace {
 
-// nanoGPT's GPTConfig with n_layer 4, n_head 4, n_embd 256, block_size 256, bias on (as
-// tests/test_lora.cpp).
-ModelConfig nanogpt() {
-  ModelConfig m = fixtures::gpt2_small();
-  m.name = m.source = "nanogpt";
-  m.layers = 4;
-  m.hidden = 256;
-  m.heads = m.kv_heads = 4;
-  m.head_dim = 64;
-  m.ffn_hidden = 1024;
-  m.vocab = 50304;
-  m.max_positions = 256;
-  return m;
-}
-
-TrainSetup nanogpt_lora(const char* targets, double p) {
-  TrainSetup t;
-  t.impl = Impl::kNanogpt;
-  t.attention = AttentionKind::kStandard;
-  t.precision = Precision::kFp32;
-  t.micro_batch = 4;
-  t.seq = 256;
-  t.lora_rank = 8;
-  t.lora_targets = *parse_lora_targets(targets);
-  t.lora_dropout = p;
-  return t;
-}
+using fixtures::nanogpt;  // n_layer 4, n_head 4, n_embd 256, block_size 256, bias on
+TrainSetup nanogpt_lora(const char* targets, double p) { return fixtures::nanogpt_lora(8, targets, p); }
 
 TrainSetup llama_lora(std::optional<Precision> prec, double p) {
   TrainSetup t;
@@ -53,12 +28,7 @@ TrainSetup llama_lora(std::optional<Precision> prec, double p) {
   return t;
 }
 
-int64_t storage_bytes(const Graph& g, const std::string& role) {
-  int64_t n = 0;
-  for (const Storage& s : g.storages)
-    if (s.role == role) n += s.bytes;
-  return n;
-}
+using fixtures::storage_bytes;
 
 int count_ops(const Graph& g, const std::string& name) {
   int n = 0;

@@ -171,32 +171,9 @@ TEST_SUITE("moe") {
 }
 
 TEST_SUITE("moe mla") {
-  // DeepSeek-V2-Lite's attention (h 2048, 16 heads, qk 128 + 64 rope, v 128, kv latent 512, no
-  // q latent) with a dense SwiGLU, against a Llama attention of the same heads and head dim 192.
-  ModelConfig mla_shaped(bool mla) {
-    ModelConfig m;
-    m.name = m.source = "mla-shaped";
-    m.family = mla ? "deepseek_v2" : "llama";
-    m.layers = 4;
-    m.hidden = 2048;
-    m.heads = m.kv_heads = 16;
-    m.head_dim = 192;
-    m.ffn_hidden = 10944;
-    m.vocab = 102400;
-    m.max_positions = 4096;
-    m.mlp = MlpKind::kSwiglu;
-    m.norm = NormKind::kRmsNorm;
-    m.norm_bias = false;
-    m.positions = PosEmbedding::kRope;
-    m.tied_embeddings = false;
-    m.qkv_bias = m.linear_bias = false;
-    if (mla) {
-      m.kv_lora_rank = 512;
-      m.qk_rope_dim = 64;
-      m.v_head_dim = 128;
-    }
-    return m;
-  }
+  // DeepSeek-V2-Lite's attention with a dense SwiGLU, against a Llama attention of the same
+  // heads and head dim 192 (no q latent)
+  using fixtures::mla_shaped;
 
   TEST_CASE("HF DeepseekV2Attention under SDPA, bf16-amp: the hand derivation, to the byte") {
     // MLA saves (docs/memory-model.md "MLA"): q_proj's and kv_a's input casts 2Nh each; the

@@ -16,15 +16,7 @@ namespace {
 using fixtures::mixtral_shaped;  // tests/fixtures.hpp
 using fixtures::mla_shaped;
 
-TrainSetup megatron(int64_t tp, int64_t seq = 1024) {
-  TrainSetup t;
-  t.impl = Impl::kMegatron;
-  t.micro_batch = 1;
-  t.seq = seq;
-  t.tp = tp;
-  t.sp = tp > 1;
-  return t;
-}
+TrainSetup megatron(int64_t tp, int64_t seq = 1024) { return fixtures::megatron_tp(tp, seq); }
 
 // Mixtral's shape with a Qwen2-MoE-style shared expert of width fs (and its sigmoid gate)
 ModelConfig with_shared(int64_t fs, bool gate) {
@@ -34,18 +26,8 @@ ModelConfig with_shared(int64_t fs, bool gate) {
   return m;
 }
 
-int64_t layer_bytes(const ModelConfig& m, const TrainSetup& t) {
-  return fixtures::run(m, t, "none").activation_bytes_per_layer;
-}
-
-std::string where(const ModelConfig& m, const TrainSetup& t) {
-  try {
-    (void)build_graph(m, t, fixtures::h100());
-  } catch (const ConfigError& e) {
-    return e.where();
-  }
-  return "(built)";
-}
+using fixtures::layer_bytes;
+const auto& where = fixtures::refused_flag;  // "(built)" when it builds
 
 }  // namespace
 

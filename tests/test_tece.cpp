@@ -26,13 +26,7 @@ ModelConfig llama_width(int64_t h) {
   return m;
 }
 
-TrainSetup megatron(int64_t b, int64_t s) {
-  TrainSetup t;
-  t.impl = Impl::kMegatron;
-  t.micro_batch = b;
-  t.seq = s;
-  return t;
-}
+TrainSetup megatron(int64_t b, int64_t s) { return fixtures::megatron_tp(1, s, 0, b); }
 
 const Op& op_named(const Graph& g, std::string_view name) {
   for (const Op& op : g.ops)

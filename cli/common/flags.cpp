@@ -126,7 +126,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
   add("--allocator", f.allocator,
       "exact, caching, caching-expandable (PyTorch's CUDA caching allocator; default exact)");
   add("--prefetch", f.prefetch,
-      "offload strategies: blocks whose saved tensors are copied back ahead of their backward");
+      "offload strategies: blocks whose saved tensors are copied back ahead of their backward "
+      "(a list is swept)");
   add("--pp", f.pp, "pipeline stages (1F1B schedule; per-stage peaks, the worst in the summary)");
   add("--vpp", f.vpp, "model chunks per pipeline stage: the interleaved schedule when > 1");
   add("--num-microbatches", f.microbatches,
@@ -159,7 +160,7 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const FlagOptions& options)
       "product: model outermost, then device, strategy, profile, impl, precision, attention, dropout,\n"
       "batch, seq, tp, sp, dp, zero, optimizer, allocator, ep, lora-rank, cp, fp8, etp, lora-dropout,\n"
       "ds-reduce-bucket, ds-prefetch-bucket, ds-persistence-threshold, ds-max-live,\n"
-      "ds-max-reuse-distance (fastest).");
+      "ds-max-reuse-distance, prefetch (fastest).");
 }
 
 Axes parse_axes(const CommonFlags& f) {
@@ -217,7 +218,7 @@ Axes parse_axes(const CommonFlags& f) {
     if (v.size() != 1) throw sim::ConfigError(flag, text, "takes one value, not a list");
     return v.front();
   };
-  a.prefetch = one(f.prefetch, "--prefetch", 0);
+  a.prefetches = parse_int_axis(f.prefetch, "--prefetch", false, 0);  // polish: a list
   a.pp = one(f.pp, "--pp", 1);
   a.vpp = one(f.vpp, "--vpp", 1);
   a.microbatches = one(f.microbatches, "--num-microbatches", 1);

@@ -34,7 +34,7 @@ struct CommonFlags {
   std::string zero;                    // --zero (feat3: empty: not given, 0)
   std::string optimizer;               // --optimizer; empty: the implementation's (implver)
   std::string allocator = "exact";     // --allocator
-  std::string prefetch = "1";          // --prefetch (one value, not an axis)
+  std::string prefetch = "1";          // --prefetch (polish: a list, swept)
   std::string pp = "1";                // --pp (one value)
   std::string vpp = "1";               // --vpp (one value)
   std::string microbatches = "1";      // --num-microbatches (one value)
@@ -103,7 +103,6 @@ struct Axes {
   std::vector<int64_t> zeros;
   std::vector<std::optional<sim::Optimizer>> optimizers;  // {nullopt}: the implementation's
   std::vector<sim::AllocatorKind> allocators;
-  int64_t prefetch = 1;  // offload: blocks copied back ahead (one value for the whole sweep)
   int64_t pp = 1, vpp = 1, microbatches = 1;  // pipeline (one value each for the whole sweep)
   int64_t gpus_per_node = 8;  // topology: GPUs per node on NVLink (one value)
   std::optional<bool> set_to_none;  // --set-to-none (one value; exec10: unset: the release's)
@@ -141,6 +140,8 @@ struct Axes {
   bool moe_shared_expert_overlap = false;  // moetp (issue 13): one value
   std::vector<double> lora_dropouts{0.0};  // feat13 (issue 13): --lora-dropout (a list, swept)
   bool local_spec = false;        // tece (issue 10): --transformer-impl local
+  // polish: --prefetch, offload's blocks copied back ahead; a list, swept (the fastest axis)
+  std::vector<int64_t> prefetches{1};
 };
 
 // Parses every flag's text; throws sim::ConfigError naming the first bad flag.

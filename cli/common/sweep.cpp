@@ -31,9 +31,10 @@ std::vector<int64_t> setup_radices(const Axes& a) {
           // feat2 (issue 13): the swept feature lists, innermost
           n(a.eps), n(a.lora_ranks), n(a.cps), n(a.fp8s),
           n(a.etps), n(a.lora_dropouts),  // feat13: --etp, --lora-dropout
-          // ds3c (issue 10): the --ds-* lists, the fastest
+          // ds3c (issue 10): the --ds-* lists
           n(a.ds_reduce_buckets), n(a.ds_prefetch_buckets), n(a.ds_persistence_thresholds),
-          n(a.ds_max_lives), n(a.ds_max_reuse_distances)};
+          n(a.ds_max_lives), n(a.ds_max_reuse_distances),
+          n(a.prefetches)};  // polish: --prefetch, the fastest
 }
 
 int64_t setup_count(const Axes& a) {
@@ -77,6 +78,7 @@ void require_single(const Axes& a, const CommonFlags& f, std::string_view verb) 
   one(a.ds_persistence_thresholds.size(), "--ds-persistence-threshold", f.ds_persistence_threshold);
   one(a.ds_max_lives.size(), "--ds-max-live", f.ds_max_live);
   one(a.ds_max_reuse_distances.size(), "--ds-max-reuse-distance", f.ds_max_reuse_distance);
+  one(a.prefetches.size(), "--prefetch", f.prefetch);  // polish
 }
 
 int64_t point_count(const Axes& a) {
@@ -114,7 +116,8 @@ Point point_at(const Axes& a, int64_t index) {
     return axis[i];
   };
   sim::TrainSetup& t = p.setup;
-  t.ds_max_reuse_distance = digit(a.ds_max_reuse_distances);  // ds3c: the --ds-* lists, fastest
+  t.prefetch = digit(a.prefetches);  // polish: --prefetch, the fastest
+  t.ds_max_reuse_distance = digit(a.ds_max_reuse_distances);  // ds3c: the --ds-* lists
   t.ds_max_live = digit(a.ds_max_lives);
   t.ds_persistence_threshold = digit(a.ds_persistence_thresholds);
   t.ds_prefetch_bucket = digit(a.ds_prefetch_buckets);
@@ -142,7 +145,6 @@ Point point_at(const Axes& a, int64_t index) {
     t.impl_version = ic ? ic->version : std::string_view();
   }
   t.profile = digit(a.profiles);
-  t.prefetch = a.prefetch;
   t.pp = a.pp;
   t.vpp = a.vpp;
   t.microbatches = a.microbatches;

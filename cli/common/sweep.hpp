@@ -3,7 +3,7 @@
 //
 // Configuration order: model outermost, then device, strategy, then the set-up knobs in flag
 // order: profile, precision, attention, dropout, batch, seq, tp, sp, dp, zero, optimizer,
-// allocator, then the feature lists ep, lora-rank, cp, fp8, etp, lora-dropout (feat13), then the --ds-* lists (ds3c; fastest). Row i of a sweep is point_at(axes, i).
+// allocator, then the feature lists ep, lora-rank, cp, fp8, etp, lora-dropout (feat13), then the --ds-* lists (ds3c), then prefetch (polish; fastest). Row i of a sweep is point_at(axes, i).
 #pragma once
 
 #include <atomic>

@@ -51,6 +51,8 @@ void status_line(const AppState& st) {
                          std::pair{s.ds_max_reuse_distance, "ds-max-reuse-distance"}})
     if (v >= 0) extra += ", " + std::string(name) + " " + std::to_string(v);
   if (s.local_spec) extra += ", local layer spec";  // tece (issue 10)
+  if (s.deterministic) extra += ", deterministic mode";  // polish: time7's --deterministic
+  if (s.padding) extra += ", padding mask";              // polish: hfimpl's --padding
   if (s.lora_rank > 0)
     extra += ", LoRA rank " + std::to_string(s.lora_rank) +
              (s.lora_targets != 0 ? " on " + sim::lora_targets_name(s.lora_targets) : std::string()) +

@@ -8,6 +8,7 @@
 
 #include <imgui.h>
 
+#include "impl_fields.hpp"
 #include "panels.hpp"
 #include "sim/error.hpp"
 #include "sim/impl.hpp"
@@ -80,6 +81,10 @@ bool setup_panel(AppState& st) {
     }
     changed = true;
   }
+  // polish: implementation-specific fields only under a code base whose ImplSpec row has their
+  // setting (impl_fields.hpp); a knob set where the code base lacks it stays shown, with the
+  // one-line error naming its flag, so that it can be undone in place
+  const ImplFields has = impl_fields(st.inputs.model, s);
   int precision = s.precision ? 1 + static_cast<int>(*s.precision) : 0;
   if (edit_choice("precision", precision, kPrecisions)) {
     if (precision == 0) s.precision.reset();
@@ -95,21 +100,35 @@ bool setup_panel(AppState& st) {
   // polish: --norm-kernel (torchtitan's fused Triton RMSNorm where the release has it; elsewhere
   // an error naming --norm-kernel, shown like any other)
   int norm_kernel = static_cast<int>(s.norm_kernel);
-  if (edit_choice("norm kernel", norm_kernel, kNormKernels))
+  if ((has.norm_kernel || s.norm_kernel != sim::NormKernel::kDefault) &&
+      edit_choice("norm kernel", norm_kernel, kNormKernels))
     s.norm_kernel = static_cast<sim::NormKernel>(norm_kernel), changed = true;
   // --compile (torchtitan's training.compile) and --grad-accum-fusion (Megatron's
   // --[no-]gradient-accumulation-fusion): where the implementation's code has no such setting
   // resolve_setup's one-line error naming the flag is shown like any other
-  form_label("torch.compile");
-  changed |= ImGui::Checkbox("##compile", &s.compile);
-  form_label("grad-accum fusion");
-  changed |= ImGui::Checkbox("##gradaccumfusion", &s.grad_accum_fusion);
+  if (has.compile || s.compile) {
+    form_label("torch.compile");
+    changed |= ImGui::Checkbox("##compile", &s.compile);
+  }
+  if (has.grad_accum_fusion || !s.grad_accum_fusion) {
+    form_label("grad-accum fusion");
+    changed |= ImGui::Checkbox("##gradaccumfusion", &s.grad_accum_fusion);
+  }
   // te_norm (issue 10): Megatron's --cross-entropy-loss-fusion, refused the same way elsewhere
-  form_label("fused CE loss");
-  changed |= ImGui::Checkbox("##cefusion", &s.cross_entropy_loss_fusion);
+  if (has.ce_loss_fusion || s.cross_entropy_loss_fusion) {
+    form_label("fused CE loss");
+    changed |= ImGui::Checkbox("##cefusion", &s.cross_entropy_loss_fusion);
+  }
   // tece (issue 10): Megatron's --transformer-impl local, refused the same way elsewhere
-  form_label("local layer spec");
-  changed |= ImGui::Checkbox("##localspec", &s.local_spec);
+  if (has.local_spec || s.local_spec) {
+    form_label("local layer spec");
+    changed |= ImGui::Checkbox("##localspec", &s.local_spec);
+  }
+  // time7 (issue 11): Megatron's --deterministic-mode (polish: the field was missing)
+  if (has.deterministic || s.deterministic) {
+    form_label("deterministic mode");
+    changed |= ImGui::Checkbox("##deterministic", &s.deterministic);
+  }
   form_label("dropout");
   bool override_dropout = s.dropout.has_value();
   if (ImGui::Checkbox("override##dropout", &override_dropout)) {
@@ -118,9 +137,11 @@ bool setup_panel(AppState& st) {
     changed = true;
   }
   if (s.dropout) changed |= edit_real("  probability", *s.dropout, 0, 0.999, "%.3f");
-  changed |= edit_i64("tensor parallel", s.tp, 1, 4096);
-  form_label("seq. parallel");
-  changed |= ImGui::Checkbox("##sp", &s.sp);
+  if (has.tensor_parallel || s.tp > 1) changed |= edit_i64("tensor parallel", s.tp, 1, 4096);
+  if (has.tensor_parallel || s.sp) {
+    form_label("seq. parallel");
+    changed |= ImGui::Checkbox("##sp", &s.sp);
+  }
   changed |= edit_i64("data parallel", s.dp, 1, 1 << 20);
   // The stage the implementation takes when none is given (fsdp2-bf16 always shards: 3, as
   // resolve_setup decides for `--zero` left out); an edit makes the stage explicit, as --zero.
@@ -168,8 +189,8 @@ bool setup_panel(AppState& st) {
   // gui_pp: pipeline parallelism (--pp, --vpp, --num-microbatches): with pp > 1 or more than one
   // micro-batch each strategy is simulated per stage (sim::simulate_pipeline), and the views show
   // one stage (bad combinations are an error naming the flag, shown like any other)
-  changed |= edit_i64("pipeline stages", s.pp, 1, 4096);
-  changed |= edit_i64("virtual stages", s.vpp, 1, 4096);
+  if (has.pipeline || s.pp > 1) changed |= edit_i64("pipeline stages", s.pp, 1, 4096);
+  if (has.pipeline || s.vpp > 1) changed |= edit_i64("virtual stages", s.vpp, 1, 4096);
   changed |= edit_i64("micro-batches", s.microbatches, 1, 1 << 20);
   if (s.pp > 1 || s.microbatches > 1) {
     std::vector<std::string> names{"worst (each strategy's)"};
@@ -187,23 +208,31 @@ bool setup_panel(AppState& st) {
   }
   // moe: expert parallelism and routing of MoE models (--ep, --moe-imbalance, --moe-capacity;
   // a dense model with ep > 1 is an error naming --ep, shown like any other)
-  changed |= edit_i64("expert parallel", s.ep, 1, 4096);
-  changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
+  // polish: shown for an MoE model under a code base with an MoE layer (the dispatcher's own
+  // knobs under Megatron's all-to-all only)
+  if (has.moe_dispatcher || s.ep > 1) changed |= edit_i64("expert parallel", s.ep, 1, 4096);
+  if (has.moe_routing || s.moe_imbalance != 1.0)
+    changed |= edit_real("MoE imbalance", s.moe_imbalance, 1.0, 4096.0, "%.2f");
   // mla5: Megatron's --moe-aux-loss-coeff (0: no load-balancing loss)
-  changed |= edit_real("MoE aux loss coeff", s.moe_aux_loss_coeff, 0.0, 1e6, "%.4g");
+  if (has.moe_dispatcher || s.moe_aux_loss_coeff != 0.0)
+    changed |= edit_real("MoE aux loss coeff", s.moe_aux_loss_coeff, 0.0, 1e6, "%.4g");
   // etp (issue 13): Megatron's --expert-tensor-parallel-size; 0: --tp (its default)
-  changed |= edit_i64("expert TP (0: tp)", s.etp, 0, 4096);
+  if (has.moe_dispatcher || s.etp != 0) changed |= edit_i64("expert TP (0: tp)", s.etp, 0, 4096);
   // moetp (issue 13): Megatron's --moe-shared-expert-overlap; refused in one line elsewhere
-  form_label("MoE shared overlap");
-  changed |= ImGui::Checkbox("##sharedoverlap", &s.moe_shared_expert_overlap);
-  form_label("MoE capacity");
-  bool capacity = s.moe_capacity.has_value();
-  if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {
-    if (capacity) s.moe_capacity = 1.25;
-    else s.moe_capacity.reset();
-    changed = true;
+  if (has.shared_expert_overlap || s.moe_shared_expert_overlap) {
+    form_label("MoE shared overlap");
+    changed |= ImGui::Checkbox("##sharedoverlap", &s.moe_shared_expert_overlap);
   }
-  if (s.moe_capacity) changed |= edit_real("  factor", *s.moe_capacity, 0.01, 64.0, "%.2f");
+  if (has.moe_dispatcher || s.moe_capacity) {
+    form_label("MoE capacity");
+    bool capacity = s.moe_capacity.has_value();
+    if (ImGui::Checkbox("drop and pad##moecap", &capacity)) {
+      if (capacity) s.moe_capacity = 1.25;
+      else s.moe_capacity.reset();
+      changed = true;
+    }
+    if (s.moe_capacity) changed |= edit_real("  factor", *s.moe_capacity, 0.01, 64.0, "%.2f");
+  }
   int optimizer = s.optimizer ? 1 + static_cast<int>(*s.optimizer) : 0;  // implver: 0: impl's
   if (edit_choice("optimizer", optimizer, kOptimizers)) {
     if (optimizer == 0) s.optimizer.reset();
@@ -214,14 +243,14 @@ bool setup_panel(AppState& st) {
   if (edit_choice("allocator", allocator, kAllocators))
     s.allocator = static_cast<sim::AllocatorKind>(allocator), changed = true;
   // feat (issue 13): context parallelism, LoRA / QLoRA (targets: PEFT's default for the family)
-  changed |= edit_i64("context parallel", s.cp, 1, 1 << 10);
-  {
+  if (has.context_parallel || s.cp > 1) changed |= edit_i64("context parallel", s.cp, 1, 1 << 10);
+  if (has.fp8 || s.fp8 != sim::Fp8Recipe::kOff) {
     static constexpr std::string_view kFp8[] = {"off", "te-delayed", "te-current", "torchao-tensorwise",
                                        "torchao-rowwise"};
     int fp8 = static_cast<int>(s.fp8);
     if (edit_choice("fp8 linears", fp8, kFp8)) s.fp8 = static_cast<sim::Fp8Recipe>(fp8), changed = true;
   }
-  changed |= edit_i64("LoRA rank", s.lora_rank, 0, 1 << 16);
+  if (has.lora || s.lora_rank > 0) changed |= edit_i64("LoRA rank", s.lora_rank, 0, 1 << 16);
   if (s.lora_rank > 0) {
     form_label("QLoRA (4-bit)");
     changed |= ImGui::Checkbox("##qlora", &s.qlora);
@@ -261,8 +290,10 @@ bool setup_panel(AppState& st) {
   }
   // hfimpl (issue 10): a padding attention mask (--padding; refused outside --impl hf, shown as
   // any other error)
-  form_label("padding mask");
-  changed |= ImGui::Checkbox("##padding", &s.padding);
+  if (has.padding || s.padding) {
+    form_label("padding mask");
+    changed |= ImGui::Checkbox("##padding", &s.padding);
+  }
   return changed;
 }
 

@@ -180,8 +180,9 @@ class Engine {
           break;
         case EventKind::kBackward: run_backward(k, e.id); break;
         case EventKind::kFree:
-          if (!copy_done_.empty() && copy_done_[e.id] > clock_) {
+          if (!copy_done_.empty() && copy_reads_[e.id] && copy_done_[e.id] > clock_) {
             // the copy still reads it
+            pending_seq_of_[e.id] = pending_seq_;
             pending_.push_back({copy_done_[e.id], pending_seq_++, e.id});
             std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
             in_pending_[e.id] = 1;
@@ -208,7 +209,12 @@ class Engine {
 
  private:
   void alloc(int32_t s, Category c) {
-    if (live_[s]) throw std::logic_error("engine: storage allocated twice");
+    if (live_[s]) {
+      if (copy_done_.empty() || !in_pending_[s])
+        throw std::logic_error("engine: storage allocated twice");
+      detach(s);  // polish: made again while its old buffer waits on a copy to the host
+    }
+    if (!copy_reads_.empty()) copy_reads_[s] = 0;  // a new buffer: no copy out reads it
     live_[s] = 1;
     cat_[s] = static_cast<uint8_t>(c);
     by_cat_[static_cast<int>(c)] += g_.storages[s].bytes;
@@ -226,6 +232,31 @@ class Engine {
     by_cat_[cat_[s]] -= g_.storages[s].bytes;
     total_ -= g_.storages[s].bytes;
     if (by_cat_[cat_[s]] < 0) throw std::logic_error("engine: negative category in ledger");
+  }
+
+  // polish: a storage made again (a reentrant replay's segment output, which offload+full sent
+  // to the host as the next segment's input) while the buffer it had is freed but still read by
+  // its copy to the host. As in PyTorch, the replay's output is a new tensor in a new block
+  // (CheckpointFunction.backward reruns the forward; torch/autograd/graph.py save_on_cpu's pack
+  // made the host copy from the old tensor; its unpack's `.to(device)` is a third tensor), and
+  // the old block goes back to the caching allocator only once the copy stream is done with it
+  // (a block used on a side stream is recorded with Tensor.record_stream and reused only after
+  // that stream's event completes: c10/cuda/CUDACachingAllocator.cpp). Until its pending_ entry is
+  // due, the old buffer stays in the ledger (its bytes and block) apart from the storage's new one.
+  void detach(int32_t s) {
+    detached_.push_back({pending_seq_of_[s], s, cat_[s], heap_ ? heap_->handle[s] : -1});
+    if (heap_) heap_->handle[s] = -1;
+    in_pending_[s] = 0;
+    live_[s] = 0;
+  }
+  // Releases a detached buffer (its storage's bytes and category, its own allocator block).
+  void release_detached(size_t i) {
+    const Detached d = detached_[i];
+    detached_.erase(detached_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (heap_ && d.handle >= 0) heap_->allocator.free(d.handle);
+    by_cat_[d.cat] -= g_.storages[d.storage].bytes;
+    total_ -= g_.storages[d.storage].bytes;
+    if (by_cat_[d.cat] < 0) throw std::logic_error("engine: negative category in ledger");
   }
 
   // A request to the allocator model; empty storages allocate nothing (-1).
@@ -277,7 +308,10 @@ class Engine {
       copy_done_.assign(g_.storages.size(), 0);
       ready_.assign(g_.storages.size(), 0);
       in_pending_.assign(g_.storages.size(), 0);
+      copy_reads_.assign(g_.storages.size(), 0);  // polish
+      pending_seq_of_.assign(g_.storages.size(), -1);
     }
+    copy_reads_[s] = 1;  // polish: this buffer is the copy's source until it completes
     const int64_t bytes = g_.storages[s].bytes;
     const int64_t start = std::max(clock_, d2h_free_);
     const int64_t ns = copy_ns(bytes, dev_);
@@ -338,13 +372,20 @@ class Engine {
       std::pop_heap(pending_.begin(), pending_.end(), std::greater<>());
       const auto [done, seq, s] = pending_.back();
       pending_.pop_back();
-      if (!in_pending_[s]) continue;  // fetched back while its copy out ran
-      in_pending_[s] = 0;
-      due_.push_back({seq, s});
+      if (in_pending_[s] && pending_seq_of_[s] == seq) {
+        in_pending_[s] = 0;
+        due_.push_back({seq, s});
+      } else {  // polish: its storage made again since (detach), or fetched back while it ran
+        for (const Detached& d : detached_)
+          if (d.seq == seq) due_.push_back({seq, s});
+      }
     }
     std::sort(due_.begin(), due_.end());
     for (const auto& [seq, s] : due_) {
-      release(s);
+      size_t i = 0;
+      while (i < detached_.size() && detached_[i].seq != seq) ++i;
+      if (i < detached_.size()) release_detached(i);  // polish
+      else release(s);
       res_.copy_releases.push_back({event_, s, 0});  // execreg
     }
   }
@@ -1067,6 +1108,17 @@ class Engine {
   int64_t pending_seq_ = 0;
   std::vector<std::pair<int64_t, int32_t>> due_;  // release_copied's scratch
   std::vector<uint8_t> in_pending_;  // per storage: in pending_ and not yet fetched back
+  // polish: per storage, whether its live buffer is the one its copy out reads, and the seq of
+  // its latest pending_ entry; the buffers detached from their storage while still copied.
+  std::vector<uint8_t> copy_reads_;
+  std::vector<int64_t> pending_seq_of_;
+  struct Detached {
+    int64_t seq;      // its pending_ entry
+    int32_t storage;  // whose bytes it holds
+    uint8_t cat;
+    int32_t handle;   // its caching-allocator block (-1: none)
+  };
+  std::vector<Detached> detached_;
   int64_t d2h_free_ = 0, h2d_free_ = 0, host_bytes_ = 0;
   int32_t event_ = 0;  // execreg: the running event, for Result::copy_releases
   Breakdown by_cat_{};

@@ -367,6 +367,15 @@ class Walker {
   void make(int32_t s, int32_t refs) {
     if (live_[s]) fail(describe_storage(g_, s) + " is made again while live");
     if (pending_[s]) fail(describe_storage(g_, s) + " is made again before the schedule freed it");
+    // polish: made again (a reentrant replay's segment output) while its old buffer waits on its
+    // copy to the host, as the engine's detach: the old buffer's bytes stay until the simulator's
+    // copy end, and the new buffer is the storage's (no copy reads it: it goes at its kFree).
+    if (!in_flight_.empty() && in_flight_[s]) {
+      be_.release(s);  // nothing reads the old buffer again (its host copy was made at the offload)
+      in_flight_[s] = 0;
+      release_at_[s] = -1;
+      detached_[s] = 1;
+    }
     be_.allocate(s, g_.storages[s].bytes);
     live_[s] = 1;
     refs_[s] = refs;
@@ -431,6 +440,7 @@ class Walker {
     }
     out_host_.assign(n, 0);
     in_flight_.assign(n, 0);
+    detached_.assign(n, 0);  // polish
     release_at_.assign(n, -1);
     taken_back_.assign(n, 0);
     for (const sim::Result::CopyRelease& c : copies) {
@@ -475,6 +485,11 @@ class Walker {
   void release_copied(int32_t k) {
     while (next_release_ < releases_.size() && releases_[next_release_].event <= k) {
       const int32_t s = releases_[next_release_++].storage;
+      if (detached_[s]) {  // polish: the old buffer of a storage made again (make)
+        detached_[s] = 0;
+        total_ -= g_.storages[s].bytes;
+        continue;
+      }
       if (!in_flight_[s])
         fail("the simulator releases " + describe_storage(g_, s) +
              " after its copy to the host, which the executor has not let go");
@@ -700,6 +715,7 @@ class Walker {
   std::vector<int32_t> group_;
   std::vector<std::vector<int32_t>> members_, deferred_;
   std::vector<uint8_t> out_host_, in_flight_, taken_back_;
+  std::vector<uint8_t> detached_;  // polish: an old buffer of the storage awaits its copy end
   std::vector<int32_t> release_at_;
   std::vector<sim::Result::CopyRelease> releases_;
   size_t next_release_ = 0;

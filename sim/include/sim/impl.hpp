@@ -306,6 +306,12 @@ struct ImplSpec {
   // the code base has Megatron's --cross-entropy-loss-fusion (TrainSetup::cross_entropy_loss_fusion)
   bool ce_loss_fusion = false;
   // --- end te_norm ---
+  // --- polish: run settings only this code base's configuration has (resolve_setup refuses
+  // them elsewhere in one line; the GUI shows their fields only where the row has them) ---
+  bool grad_accum_fusion_flag = false;  // --grad-accum-fusion off: --no-gradient-accumulation-fusion
+  bool deterministic_mode = false;      // --deterministic on: Megatron's --deterministic-mode
+  bool local_spec = false;              // --transformer-impl local: get_gpt_layer_local_spec
+  // --- end polish ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

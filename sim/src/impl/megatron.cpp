@@ -84,6 +84,11 @@ ImplSpec megatron() {
   s.te_norms = true;
   s.ce_loss_fusion = true;
   // --- end te_norm ---
+  // polish: training/arguments.py's --no-gradient-accumulation-fusion, --deterministic-mode and
+  // --transformer-impl {transformer_engine,local} (registry.cpp resolve_setup)
+  s.grad_accum_fusion_flag = true;
+  s.deterministic_mode = true;
+  s.local_spec = true;
   return s;
 }
 

@@ -213,7 +213,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
     s.attention = AttentionKind::kStandard;
   }
   // tece (issue 10): the local spec's core attention is Megatron's own (unfused) DotProductAttention
-  if (!s.attention && s.local_spec && s.impl == Impl::kMegatron) s.attention = AttentionKind::kStandard;
+  if (!s.attention && s.local_spec && sp.local_spec) s.attention = AttentionKind::kStandard;
   if (!s.attention) s.attention = sp.attention;
   if (!s.dropout && sp.dropout == DropoutDefault::kZero) s.dropout = 0.0;
   // implver: the release's optimizer (ImplSpec::optimizer, its eager-path default under
@@ -269,7 +269,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                       "torch.compile under --impl " + std::string(sp.name) +
                           " (modeled for torchtitan's per-block training.compile only)");
   // time6 (issue 11): --grad-accum-fusion off is Megatron's --no-gradient-accumulation-fusion
-  if (!s.grad_accum_fusion && s.impl != Impl::kMegatron)
+  if (!s.grad_accum_fusion && !sp.grad_accum_fusion_flag)  // polish: the row's data
     throw NotInCode("--grad-accum-fusion", "grad_accum_fusion",
                     "off under --impl " + std::string(sp.name) +
                         " (Megatron's --no-gradient-accumulation-fusion; only Megatron fuses "
@@ -282,7 +282,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
                         "own loss)");
   // time7 (issue 11): --deterministic on is Megatron's --deterministic-mode (the fill it times
   // falls on Transformer Engine's allocations: graph_builder.cpp)
-  if (s.deterministic && s.impl != Impl::kMegatron)
+  if (s.deterministic && !sp.deterministic_mode)  // polish: the row's data
     throw NotInCode("--deterministic", "deterministic",
                     "on under --impl " + std::string(sp.name) +
                         " (Megatron's --deterministic-mode; its NaN fill of new tensors is "
@@ -290,7 +290,7 @@ TrainSetup resolve_setup(const ModelConfig& model, const TrainSetup& in) {
   // --- tece (issue 10): --transformer-impl local, Megatron's get_gpt_layer_local_spec
   // (gpt_layer_specs.py @ d98e8a64dd): no Transformer Engine module in the layer ---
   if (s.local_spec) {
-    if (s.impl != Impl::kMegatron)
+    if (!sp.local_spec)  // polish: the row's data
       throw NotInCode("--transformer-impl", "transformer_impl",
                       "local under --impl " + std::string(sp.name) +
                           " (Megatron's --transformer-impl)");
