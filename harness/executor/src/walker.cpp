@@ -90,6 +90,7 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
       if (a.in[1].mode != sim::GradMode::kNone) in(0);
       if (a.in[0].mode != sim::GradMode::kNone) in(1);
       break;
+    case Exec::kSwiglu: in(0); break;  // feat14: SwiGLUFunction saves its [n, 2f] input
   }
   return r;
 }

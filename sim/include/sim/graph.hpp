@@ -155,6 +155,10 @@ enum class Exec : uint8_t {
   kGateMul,    // z[r, c] = g[r] y[r, c]: g [rows] (a [rows, 1] gate, input 0), y [rows, h]
                // (input 1); dim {rows, h}; backward reads each operand for the other's gradient
   // --- end exec13 ---
+  // --- feat14 (issue 13): Megatron's SwiGLUFunction ---
+  kSwiglu,  // y [rows, f] = silu(x[:, :f]) * x[:, f:] of x [rows, 2f] (input 0, saved);
+            // dim {rows, f}; backward: the [rows, 2f] gradient of x
+  // --- end feat14 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).

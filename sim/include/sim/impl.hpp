@@ -306,6 +306,12 @@ struct ImplSpec {
   // the code base has Megatron's --cross-entropy-loss-fusion (TrainSetup::cross_entropy_loss_fusion)
   bool ce_loss_fusion = false;
   // --- end te_norm ---
+  // --- feat14 (issue 13): the gated MLP as ONE fc1 of 2f columns whose output a fused SwiGLU
+  // function saves whole (Megatron-core's MLP with gated_linear_unit and bias_activation_fusion:
+  // megatron/core/transformer/mlp.py MLP.forward, fusions/fused_bias_swiglu.py SwiGLUFunction;
+  // sim/src/blocks_feat14.cpp). Unset: gate and up as two linears, silu, mul (HF's LlamaMLP) ---
+  bool fused_swiglu = false;
+  // --- end feat14 ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

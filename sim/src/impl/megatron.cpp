@@ -42,9 +42,7 @@ ImplSpec megatron() {
   s.context_parallel = true;
   s.fp8_te = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "Megatron's distributed optimizer at ZeRO 1, DDP at ZeRO 0";
-  s.not_modeled =
-      "FP8, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
-      "--attention-softmax-in-fp32 above s = 4096";
+  s.not_modeled = "FP8, --attention-softmax-in-fp32 above s = 4096";
   // --- implver ---
   s.version_key = "d98e8a6";
   // megatron/core/optimizer/__init__.py @ d98e8a64ddf3:14-21 imports Transformer Engine's
@@ -84,6 +82,12 @@ ImplSpec megatron() {
   s.te_norms = true;
   s.ce_loss_fusion = true;
   // --- end te_norm ---
+  // --- feat14 (issue 13): --swiglu's MLP as Megatron-core runs it by default: one linear_fc1 of
+  // 2f / tp columns and bias_swiglu_impl (arguments.py:2895 --no-bias-swiglu-fusion, store_false:
+  // on unless given; argument_utils.py:317 bias_activation_fusion = args.bias_swiglu_fusion;
+  // mlp.py MLP.forward; fusions/fused_bias_swiglu.py SwiGLUFunction @ d98e8a64ddf3) ---
+  s.fused_swiglu = true;
+  // --- end feat14 ---
   return s;
 }
 
