@@ -5,11 +5,14 @@
 // all-gather of the MLP input instead of two.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <string_view>
 
 #include "fixtures.hpp"
 #include "sim/graph.hpp"
 #include "sim/impl.hpp"
+#include "../sim/src/comm.hpp"
 
 using namespace sim;
 
@@ -123,5 +126,57 @@ TEST_SUITE("feat14") {
     CHECK(op_named(g, "fc1 (gate+up)") == nullptr);
     CHECK(op_named(g, "gate proj") != nullptr);
     CHECK(op_named(g, "up proj") != nullptr);
+  }
+
+  // --- item 3: Megatron's TP all-reduce of the replicated parameters' gradients ---
+  TEST_CASE("TP all-reduce of replicated grads: Llama's norms at --tp 2 --sp, none without SP") {
+    // finalize_model_grads.py _allreduce_non_tensor_model_parallel_grads: under SP every norm
+    // weight (TE's fused RMSNorms in linear_qkv and linear_fc1, TENorm) is summed over TP:
+    // (2h per layer + the final norm's h) fp32 main_grads. tiny_llama: 4 layers of h 256.
+    const int64_t h = 256, L = 4;
+    const Graph g = build_graph(llama_mha(), setup(Impl::kMegatron, 2, 128, 2), fixtures::h100());
+    CHECK(g.tp_replicated_grad_bytes == 4 * (2 * h * L + h));
+    TrainSetup no_sp = setup(Impl::kMegatron, 2, 128, 2);
+    no_sp.sp = false;
+    CHECK(build_graph(llama_mha(), no_sp, fixtures::h100()).tp_replicated_grad_bytes == 0);
+    CHECK(build_graph(llama_mha(), setup(Impl::kMegatron, 2, 128), fixtures::h100())
+              .tp_replicated_grad_bytes == 0);
+  }
+
+  TEST_CASE("TP all-reduce of replicated grads: the MoE router and MLA's down projections") {
+    // Mixtral-shaped under megatron, --tp 2 --sp: per layer the two norms 2h and the router
+    // [E, h] (router.py:85), plus the final norm; the experts are not (their own expert grid).
+    const int64_t h = 4096, E = 8, L = 4;
+    TrainSetup t = setup(Impl::kMegatron, 1, 1024, 2);
+    CHECK(build_graph(fixtures::mixtral_shaped(true), t, fixtures::h100())
+              .tp_replicated_grad_bytes == 4 * (L * (2 * h + E * h) + h));
+    // MLA (DeepSeek-V2-Lite's attention, no q latent) as mla5 builds it: per layer the two block
+    // norms 2h, linear_q_proj's fused norm h, the kv latent's norm r and the duplicated TELinear
+    // linear_kv_down_proj [r + rope, h] (multi_latent_attention.py:572-574 parallel_mode
+    // 'duplicated'; transformer_engine.py:1316)
+    const int64_t hm = 2048, r = 512, rope = 64;
+    CHECK(build_graph(fixtures::mla_shaped(true), setup(Impl::kMegatron, 1, 256, 2),
+                      fixtures::h100())
+              .tp_replicated_grad_bytes == 4 * (L * (3 * hm + r + (r + rope) * hm) + hm));
+  }
+
+  TEST_CASE("TP all-reduce of replicated grads: timed on the comm stream, exposed before the step") {
+    // The Mixtral-shaped case above at dp 1: no DP reduction, the TP all-reduce alone.
+    const int64_t h = 4096, E = 8, L = 4;
+    const int64_t bytes = 4 * (L * (2 * h + E * h) + h);
+    TrainSetup t = setup(Impl::kMegatron, 1, 1024, 2);
+    const Device dev = fixtures::h100();
+    const Result r = simulate(fixtures::mixtral_shaped(true), t, dev, parse_strategy("none"));
+    CHECK(r.tp_grad_allreduce_bytes == bytes);
+    // one NCCL ring all-reduce of the coalesced buffer over the TP group (2 ranks, one node)
+    const int64_t ns = static_cast<int64_t>(
+        std::llround(collective_seconds(Collective::kAllReduce, bytes, comm_group(2, 1, 8), dev) * 1e9));
+    CHECK(r.tp_grad_allreduce_ns > 0);
+    CHECK(std::llabs(r.tp_grad_allreduce_ns - ns) <= 1);
+    CHECK(r.dp_comm_exposed_ns >= r.tp_grad_allreduce_ns);
+    // the dense twin: its norms only
+    const Result d = simulate(fixtures::mixtral_shaped(false), t, dev, parse_strategy("none"));
+    CHECK(d.tp_grad_allreduce_bytes == 4 * (L * 2 * h + h));
+    CHECK(d.tp_grad_allreduce_ns > 0);
   }
 }

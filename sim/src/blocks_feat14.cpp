@@ -22,6 +22,8 @@
 // byte in tests/test_feat14.cpp.
 #include "blocks_feat14.hpp"
 
+#include <vector>
+
 namespace sim::detail {
 
 int32_t megatron_fused_swiglu_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) {
@@ -42,6 +44,44 @@ int32_t megatron_fused_swiglu_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) 
   d.saves = {fc1};  // SwiGLUFunction: ctx.save_for_backward(input)
   bld.add_op(std::move(d));
   return o.linear(y, f, h, m.linear_bias, Tp::kRow, "fc2", "fc2 out", -1, LinearSite::kDown);
+}
+
+}  // namespace sim::detail
+
+// feat14 (issue 13): Megatron's TP all-reduce of the gradients of the parameters replicated over
+// the TP group (Graph::tp_replicated_grad_bytes; ImplSpec::tp_replicated_grad_allreduce). Under
+// sequence parallelism each TP rank's replicated parameter sees only its shard of the tokens, so
+// its gradient is partial; finalize_model_grads.py @ d98e8a64ddf3 sums them over TP after the DP
+// reduction. Which ones: every parameter read by a norm (LayerNorm, RMSNorm, TE's norms: TE sets
+// `sequence_parallel` on its norm weights) and every non-expert linear weight without a TP
+// collective of its own (Ops::Tp::kNone: the MoE router, router.py:85; Qwen2-MoE's shared gate,
+// shared_experts.py:143; MLA's down projections, TELinear parallel_mode "duplicated",
+// transformer_engine.py:1316). Excluded: the shared experts' linears under
+// --moe-shared-expert-overlap (parallel_mode None but their weights are TP-split: Op::moe_overlap),
+// the routed experts (their own expert-TP grid), frozen weights, buffers (not parameters).
+// Read from Op::persistent_reads (the persistent storages an op reads). Not counted (small, noted in
+// docs): row-parallel linears' biases (stored inside their weight's storage here), learned
+// position embeddings, MLA's q/kv layernorm without SP (qk_layernorm).
+namespace sim::detail {
+
+int64_t tp_replicated_grad_bytes(const Graph& g) {
+  std::vector<char> is_param(g.storages.size(), 0), seen(g.storages.size(), 0);
+  for (int32_t s : g.param_storages) is_param[static_cast<size_t>(s)] = 1;
+  int64_t numel = 0;
+  for (const Op& op : g.ops) {
+    const bool norm = op.kind == OpKind::kLayerNorm || op.kind == OpKind::kRmsNorm;
+    const bool replicated_linear = op.kind == OpKind::kLinear && op.fwd.comm_kind == 0 &&
+                                   op.bwd.comm_kind == 0 && !op.moe_overlap;
+    if (!norm && !replicated_linear) continue;
+    for (const int32_t* id = g.begin(op.persistent_reads); id != g.end(op.persistent_reads); ++id) {
+      const size_t s = static_cast<size_t>(*id);
+      const Storage& st = g.storages[s];
+      if (!is_param[s] || seen[s] || st.expert || st.frozen) continue;
+      seen[s] = 1;
+      numel += st.bytes / bytes_of(st.dtype);
+    }
+  }
+  return numel * 4;  // fp32 main_grad (Megatron's DDP under --bf16)
 }
 
 }  // namespace sim::detail

@@ -12,4 +12,8 @@ namespace sim::detail {
 // Returns fc2's output.
 int32_t megatron_fused_swiglu_mlp(Builder& bld, const Dims& dm, int32_t mlp_in);
 
+// The fp32 gradient bytes of the parameters replicated over TP that Megatron all-reduces over the
+// TP group under SP (Graph::tp_replicated_grad_bytes); the caller checks the variant, tp and sp.
+int64_t tp_replicated_grad_bytes(const Graph& g);
+
 }  // namespace sim::detail

@@ -397,6 +397,13 @@ struct Graph {
   std::vector<int32_t> ds3_fwd_step, ds3_bwd_step;  // per op: its step in forward / backward, -1
   int64_t ds3_reduce_bucket_bytes = 0;  // > 0: stage 3 reduce-scatters IPG buckets of this size
   // --- end ds3b ---
+  // --- feat14 (issue 13): fp32 main_grad bytes of the parameters replicated over TP that see
+  // sequence-sharded tokens (norms, the MoE router and shared-expert gate, MLA's down
+  // projections) and that Megatron all-reduces over the TP group after the data-parallel
+  // reduction (finalize_model_grads.py _allreduce_non_tensor_model_parallel_grads; engine.cpp
+  // finish_grads); 0 without SP, at tp 1 or under a code base without it ---
+  int64_t tp_replicated_grad_bytes = 0;
+  // --- end feat14 ---
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

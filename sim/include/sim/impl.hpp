@@ -311,6 +311,9 @@ struct ImplSpec {
   // megatron/core/transformer/mlp.py MLP.forward, fusions/fused_bias_swiglu.py SwiGLUFunction;
   // sim/src/blocks_feat14.cpp). Unset: gate and up as two linears, silu, mul (HF's LlamaMLP) ---
   bool fused_swiglu = false;
+  // the gradients of parameters replicated over TP are all-reduced over the TP group under
+  // sequence parallelism after the data-parallel reduction (Graph::tp_replicated_grad_bytes)
+  bool tp_replicated_grad_allreduce = false;
   // --- end feat14 ---
 };
 

@@ -87,6 +87,13 @@ ImplSpec megatron() {
   // on unless given; argument_utils.py:317 bias_activation_fusion = args.bias_swiglu_fusion;
   // mlp.py MLP.forward; fusions/fused_bias_swiglu.py SwiGLUFunction @ d98e8a64ddf3) ---
   s.fused_swiglu = true;
+  // finalize_model_grads.py @ d98e8a64ddf3 finalize_model_grads: finish_grad_sync (the DP
+  // reduction), then _allreduce_non_tensor_model_parallel_grads: every parameter with the
+  // `sequence_parallel` attribute under config.sequence_parallel (norms; router.py:85 the router
+  // weight; shared_experts.py:143 the gate; transformer_engine.py:1316 TELinear
+  // parallel_mode="duplicated", MLA's down projections), main_grads coalesced
+  // (_flatten_dense_tensors), one torch.distributed.all_reduce over the TP group, copied back
+  s.tp_replicated_grad_allreduce = true;
   // --- end feat14 ---
   return s;
 }
