@@ -126,9 +126,9 @@ int32_t build_mla_megatron(Builder& bld, const Dims& dm, int32_t attn_in) {
   // moetp (issue 13): the down projections are TELinear with parallel_mode "duplicated"
   // (replicated weights, no TP communication) on the block's input as it is: the sequence shard
   // [N / tp, h] under SP (`kv_compressed:[s / TP, b, kv_lora_rank]`)
-  const int64_t nl = numel_of(bld.tensor(ckv)) / (r + rope);
-  split_views(bld, dm, ckv, {bytes(mul(nl, r), cdt), bytes(mul(nl, rope), cdt)}, cv,
-              "kv_compressed, k_pos_emb split");
+  // exec14: with the views' geometry (per token: r then rope columns) for the executor; the
+  // same views and bytes as split_views
+  mla_split(bld, dm, ckv, r + rope, {r, rope}, cv, "kv_compressed, k_pos_emb split");
   if (dm.t > 1 && dm.sp) {
     // get_query_key_value_tensors: `if get_pg_size(self.tp_group) > 1 and
     // self.config.sequence_parallel: k_pos_emb = gather_from_sequence_parallel_region(k_pos_emb)`
@@ -157,6 +157,8 @@ int32_t build_mla_megatron(Builder& bld, const Dims& dm, int32_t attn_in) {
   {
     OpDraft d = o.draft(OpKind::kRope, "fused mla rope q (in place)");
     d.op.math16 = false;
+    d.exec = Exec::kMlaRopeQ;  // exec14
+    d.dim = {dm.b, dm.s, a, nope, rope};
     d.inputs.push_back({q, GradRule::kPass, 0});
     d.inputs.push_back({tables, GradRule::kNone});
     query = bld.view(q, bld.tensor(q).bytes, bld.tensor(q).dtype);
@@ -171,6 +173,8 @@ int32_t build_mla_megatron(Builder& bld, const Dims& dm, int32_t attn_in) {
   {
     OpDraft d = o.draft(OpKind::kRope, "fused mla rope kv split");
     d.op.math16 = false;
+    d.exec = Exec::kMlaRopeKv;  // exec14
+    d.dim = {dm.b, dm.s, a, nope, rope, vd};
     d.inputs.push_back({kv, GradRule::kNew});
     d.inputs.push_back({cv[1], GradRule::kNew});
     d.inputs.push_back({tables, GradRule::kNone});

@@ -94,9 +94,18 @@ int32_t hf_swiglu(Builder& bld, const Dims& dm, int32_t x, int64_t f, bool exper
     // slice of the 3D gate_up_proj, then .chunk(2): one input cast, gate and up are views
     int32_t gu = lin(x, h, 2 * f, "expert gate_up", "expert gate_up out", LinearSite::kNone);
     const int64_t half = bld.tensor(gu).bytes / 2;
-    int32_t v[2];
-    split_views(bld, dm, gu, {half, half}, v, "expert gate_up chunk");
-    g = v[0], u = v[1];
+    // exec14 (issue 10): split_views' two views with their geometry for the executor (each row
+    // of [n_e, 2f]: gate columns 0..f, up f..2f; Exec::kSplit), the same bytes
+    OpDraft d = o.draft(OpKind::kSplit, "expert gate_up chunk");
+    d.op.math16 = false;
+    d.exec = Exec::kSplit;
+    d.inputs.push_back({gu, GradRule::kNew});
+    const DType gdt = bld.tensor(gu).dtype;
+    const int32_t fc = static_cast<int32_t>(f);
+    g = bld.view(gu, half, gdt, 0, fc, 2 * fc);
+    u = bld.view(gu, half, gdt, fc, fc, 2 * fc);
+    d.outputs = {g, u};
+    bld.add_op(std::move(d));
   } else {
     // moe2: Python evaluates `act_fn(w1(x)) * w3(x)` left to right: w1, silu, w3 (census)
     g = lin(x, h, f, expert ? "expert w1" : "shared gate proj", "expert w1 out", LinearSite::kGate);
@@ -204,8 +213,18 @@ int32_t hf_router(Builder& bld, const Dims& dm, int32_t x, int64_t n, int32_t* s
   }
   // DeepseekV2Moe.route_tokens_to_experts: `topk_weight * routed_scaling_factor`, a new [N, k]
   // (MulBackward0 with a Python scalar saves nothing)
-  if (m.family == "deepseek_v2")
-    w = op(bld, o, OpKind::kMul, "routed scaling", {{w, GradRule::kNew}}, mul(n, k), DType::kF32, {});
+  if (m.family == "deepseek_v2") {
+    OpDraft d = o.draft(OpKind::kMul, "routed scaling");
+    d.op.math16 = false;
+    // exec14 (issue 10): the executor's x * scalar; torch multiplies an fp32 tensor by the Python
+    // float in fp32 (the scalar rounded to float)
+    d.exec = Exec::kScale;
+    d.p = static_cast<float>(m.routed_scaling);
+    d.inputs.push_back({w, GradRule::kNew});
+    w = bld.fresh(bytes(mul(n, k), DType::kF32), DType::kF32, "routed scaling");
+    d.outputs.push_back(w);
+    bld.add_op(std::move(d));
+  }
   // .to(hidden_states.dtype): a copy when the hidden states are 16-bit (bf16-mixed)
   // (DeepSeek keeps its fp32 top-k weights: route_tokens_to_experts returns them uncast, and
   // the expert output times them is promoted, then cast back for index_add_; census)

@@ -40,9 +40,10 @@ void build_rope_tables(Builder& bld, const Dims& dm) {
   // (multi_latent_attention.py @ d98e8a6 get_query_key_value_tensors)
   const bool mla_te = is_mla(*dm.model) && dm.impl && dm.impl->mla_ops == MlaOps::kMegatronTe;
   if (mla_te) table = bytes(mul(2 * dm.s, dm.model->qk_rope_dim), dm.half_dt), tdt = dm.half_dt;
-  // exec11: HF's complex rotary tables have a kernel; Megatron's fused YaRN tables do not
+  // exec11: HF's complex rotary tables have a kernel; exec14: so do Megatron's fused YaRN ones
   if (is_mla(*dm.model))
-    d.exec = mla_te ? Exec::kNone : Exec::kComplexRopeTables, d.dim = {dm.s, dm.model->qk_rope_dim};
+    d.exec = mla_te ? Exec::kMlaRopeTables : Exec::kComplexRopeTables,
+    d.dim = {dm.s, dm.model->qk_rope_dim};
   // fam12: Gemma 3's two pairs are two storages, each saved only by the layers that use it
   if (tables == 2) table /= 2;
   int32_t cs = bld.fresh(table, tdt, "rotary cos+sin");

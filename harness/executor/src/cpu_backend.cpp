@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executor/executor.hpp"
+#include "mla_rope.hpp"  // exec14
 #include "numeric.hpp"
 
 namespace executor {
@@ -707,6 +708,38 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
         }
       deliver(a, 0, dg);
       return deliver(a, 1, dy);
+    }
+    // exec14 (issue 10): Megatron's fused MLA rope (mla_rope.hpp)
+    case Exec::kMlaRopeTables:
+      if (!bwd) store(a.out[0], mla_rope::tables(d[0], d[1], kRopeTheta));
+      return;
+    case Exec::kMlaRopeQ: {  // in place: out 0 is q's storage; the backward in place on the gradient
+      const Vec t = bwd ? saved(a.in[1]) : load(a.in[1]);
+      Vec x = bwd ? grad_out(a, 0) : load(a.in[0]);
+      mla_rope::rotate_q(x, t, d[1], d[2], d[3], d[4], bwd);
+      if (!bwd) return store(a.out[0], x);
+      // _FusedMLARoPEInplace.backward rotates the incoming gradient in place and returns it: the
+      // input's gradient buffer is the output's (kAlias), rewritten here
+      if (a.in[0].mode == GradMode::kAlias) {
+        if (a.in[0].grad >= 0) store({a.in[0].grad}, x);
+        return;
+      }
+      return deliver(a, 0, x);
+    }
+    case Exec::kMlaRopeKv: {
+      const Vec t = bwd ? saved(a.in[2]) : load(a.in[2]);
+      if (!bwd) {
+        Vec key, value;
+        mla_rope::kv_split_forward(load(a.in[0]), load(a.in[1]), t, d[1], d[2], d[3], d[4], d[5],
+                                   key, value);
+        store(a.out[0], key);
+        return store(a.out[1], value);
+      }
+      Vec dkv, demb;
+      mla_rope::kv_split_backward(grad_out(a, 0), grad_out(a, 1), t, d[1], d[2], d[3], d[4], d[5],
+                                  dkv, demb);
+      deliver(a, 0, dkv);
+      return deliver(a, 1, demb);
     }
     case Exec::kHeld:  // exec11
       if (!bwd) store(a.out[0], Vec(static_cast<size_t>(numel(a.out[0])), 0.0));

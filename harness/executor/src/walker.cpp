@@ -90,6 +90,10 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
       if (a.in[1].mode != sim::GradMode::kNone) in(0);
       if (a.in[0].mode != sim::GradMode::kNone) in(1);
       break;
+    // exec14: Megatron's fused MLA rope: both autograd functions save_for_backward(cos, sin) only
+    case Exec::kMlaRopeTables: break;
+    case Exec::kMlaRopeQ: in(1); break;
+    case Exec::kMlaRopeKv: in(2); break;
     case Exec::kSwiglu: in(0); break;  // feat14: SwiGLUFunction saves its [n, 2f] input
   }
   return r;
@@ -745,6 +749,20 @@ StepResult run_step(const Graph& graph, const sim::Plan& plan, const sim::Schedu
     if (op.sac_mm_outputs >= 0 || op.sac_tt_always_output >= 0)
       throw sim::Unsupported("--compile", "compile",
                              "executing a compiled SAC region (the executor runs eager code)");
+  }
+  // exec14 (issue 10): Megatron's fused MLA q rope rotates the q projection's output in place
+  // (_FusedMLARoPEInplace, a Triton kernel writing through the pointer: no mark_dirty, no version
+  // bump). A save-matmuls SAC block caches that output at forward, already rotated when the
+  // recompute takes it back, and the replayed rope rotates it a second time: the step's
+  // gradients are not those of the model. Refused rather than run either way.
+  for (size_t i = 0; i < graph.args.size(); ++i) {
+    const int64_t b = graph.ops[i].block;
+    if (graph.args[i].exec == Exec::kMlaRopeQ && b >= 0 &&
+        static_cast<size_t>(b) < plan.mode.size() && plan.mode[b] == sim::BlockMode::kSacMm)
+      throw sim::Unsupported("--strategy", "strategy",
+                             "executing a save-matmuls SAC block over Megatron's in-place MLA q "
+                             "rope (the cached q projection output is rotated in place at forward "
+                             "and would be rotated again by the replay)");
   }
   // Ops of an implementation variant with no kernel here (exec12: SDPA's memory-efficient
   // kernel, the MoE router and dispatch, ...) are refused by name rather than run approximately.

@@ -155,6 +155,18 @@ enum class Exec : uint8_t {
   kGateMul,    // z[r, c] = g[r] y[r, c]: g [rows] (a [rows, 1] gate, input 0), y [rows, h]
                // (input 1); dim {rows, h}; backward reads each operand for the other's gradient
   // --- end exec13 ---
+  // --- exec14 (issue 10): Megatron's fused MLA rope (megatron/core/fusions/
+  // fused_mla_yarn_rope_apply.py @ d98e8a64ddf3; rotary_interleaved and remove_interleaving off)
+  kMlaRopeTables,  // YarnRotaryEmbedding's cos then sin ([s, rope] each, emb = cat(freqs, freqs),
+                   // scaling factor 1: concentration 1); dim {s, rope}
+  kMlaRopeQ,       // _FusedMLARoPEInplace: in place on q [tokens, heads, nope + rope] (out 0 is
+                   // q's storage): the trailing rope elements, read as (even, odd) pairs, written
+                   // as (left half, right half); input 1 the tables; dim {b, s, heads, nope, rope}
+  kMlaRopeKv,      // _FusedMLARoPEKVSplit: kv [tokens, heads, nope + v] (input 0) and k_pos_emb
+                   // [tokens, rope] (input 1, a view) to key [tokens, heads, nope + rope] (the
+                   // rotated k_pos_emb broadcast to every head) and value [tokens, heads, v];
+                   // input 2 the tables; dim {b, s, heads, nope, rope, v}
+  // --- end exec14 ---
   // --- feat14 (issue 13): Megatron's SwiGLUFunction ---
   kSwiglu,  // y [rows, f] = silu(x[:, :f]) * x[:, f:] of x [rows, 2f] (input 0, saved);
             // dim {rows, f}; backward: the [rows, 2f] gradient of x
