@@ -51,13 +51,13 @@ TEST_SUITE("moe") {
   TEST_CASE("Megatron's alltoall dispatcher with grouped GEMMs, bf16-mixed: to the byte") {
     // router: x 2Nh (the dense MLP's gate and up save the same x), top-k indices 8Nk, fp32 softmax
     // of the k scores 4Nk; permutation indices 8 per token sent (kN dropless); per received token (T): fc1's input 2h, the
-    // fused weighted SwiGLU's input 4f and prob 2, fc2's input 2f. Dense (gate/up/silu/mul):
-    // 2Nh + 8Nf.
+    // fused weighted SwiGLU's input 4f and prob 2, fc2's input 2f. Dense (feat14: Megatron's
+    // one fc1 and SwiGLUFunction, fc1 out 4f and fc2's input 2f): 2Nh + 6Nf.
     const int64_t b = 1, s = 1024, N = b * s, h = 4096, k = 2, f = 14336;
     auto moe = [&](int64_t T, int64_t sent) {
       return 2 * N * h + 12 * N * k + 8 * sent + T * (2 * h + 6 * f + 2);
     };
-    const int64_t dense = 2 * N * h + 8 * N * f;
+    const int64_t dense = 2 * N * h + 6 * N * f;
     TrainSetup t = setup(Impl::kMegatron, b, s);
     const int64_t base = layer_bytes(mixtral_shaped(false), t);
     CHECK(layer_bytes(mixtral_shaped(true), t) - base == moe(k * N, k * N) - dense);
