@@ -32,8 +32,8 @@ TEST_SUITE("etp") {
     //   the all-to-all (--ep 1: new buffers, nothing saved) hands on nk rows, the expert-TP
     //   all-gather makes R = etp x nk rows; per row fc1's input 2h, the fused weighted SwiGLU's
     //   input 2 (2f / etp) and prob 2, fc2's input 2 (f / etp): 2h + 6f / etp + 2.
-    // The dense SwiGLU MLP under TP + SP: its input shard 2nh and four [N, f / t] 16-bit
-    // tensors, 8 N f / t.
+    // The dense SwiGLU MLP under TP + SP: its input shard 2nh, fc1's [N, 2f / t] output and
+    // fc2's [N, f / t] input, 6 N f / t (feat14: Megatron's fused SwiGLU; 8 N f / t before).
     const int64_t N = 1024, t = 2, n = N / t, h = 4096, E = 8, k = 2, f = 14336;
     auto moe = [&](int64_t etp) {
       const int64_t R = etp * n * k;
@@ -41,7 +41,7 @@ TEST_SUITE("etp") {
     };
     CHECK(moe(2) == 109'109'248);  // was 109,076,480 (without 8nE)
     CHECK(moe(1) == 100'718'592);  // was 100,685,824
-    const int64_t dense = 2 * n * h + 8 * N * f / t;
+    const int64_t dense = 2 * n * h + 6 * N * f / t;
     const int64_t base = layer_bytes(mixtral_shaped(false), megatron(t, 0));
     CHECK(layer_bytes(mixtral_shaped(true), megatron(t, 0)) - base == moe(2) - dense);  // etp = tp
     CHECK(layer_bytes(mixtral_shaped(true), megatron(t, 2)) - base == moe(2) - dense);

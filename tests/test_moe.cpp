@@ -52,7 +52,8 @@ TEST_SUITE("moe") {
     // router: x 2Nh (the dense MLP's gate and up save the same x), top-k indices 8Nk, fp32 softmax
     // of the k scores 4Nk; the permute's int64 index storages (mtmoe, below); per received token
     // (T): fc1's input 2h, the fused weighted SwiGLU's input 4f and prob 2, fc2's input 2f.
-    // Dense (gate/up/silu/mul): 2Nh + 8Nf.
+    // Dense (feat14: Megatron's one fc1 and SwiGLUFunction, fc1 out 4f and fc2's input 2f):
+    // 2Nh + 6Nf.
     // mtmoe (issue 13): the unfused permute (moe_utils.py permute @ d98e8a64ddf3; torch 1.13
     // saves both storages): dropless, the probs' `[flat_sorted]` (IndexBackward0) keeps the whole
     // argsort of the [E, N] map, 8EN, since flat_sorted[:num_out_tokens] is a view of it, and
@@ -62,7 +63,7 @@ TEST_SUITE("moe") {
     auto moe = [&](int64_t T, int64_t index_bytes) {
       return 2 * N * h + 12 * N * k + index_bytes + T * (2 * h + 6 * f + 2);
     };
-    const int64_t dense = 2 * N * h + 8 * N * f;
+    const int64_t dense = 2 * N * h + 6 * N * f;
     // dropless: sent = T = kN = 2048: 8,388,608 + 24,576 + (65,536 + 16,384) + 2048 x 94,210
     const int64_t dropless = 8 * E * N + 8 * k * N;
     CHECK(moe(k * N, dropless) == 201'437'184);  // was 201,371,648 (8 sent only)

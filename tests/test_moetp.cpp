@@ -35,24 +35,24 @@ TEST_SUITE("moetp shared experts") {
   TEST_CASE("SharedExpertMLP at --tp 2 --sp, bf16-mixed: the hand derivation, to the byte") {
     // N = b s = 1024 tokens, t = 2, the MoE layer's input is the n = N / t = 512-token shard.
     // SharedExpertMLP is Megatron's MLP of width fs over the TP group (column-parallel fc1,
-    // row-parallel fc2, SP): fc1 saves the input shard (the router's saved input already), and
-    // four [N, fs / t] 16-bit tensors (the gate and up outputs, silu's output, fc2's input):
-    // 8 N fs / t. The gate: sigmoid's output [n, 1] 2n, and `output * gate_score` keeps the
+    // row-parallel fc2, SP): fc1 saves the input shard (the router's saved input already); feat14:
+    // fc1's [N, 2 fs / t] output (SwiGLUFunction saves it) and fc2's [N, fs / t] input, 16-bit:
+    // 6 N fs / t (8 N fs / t as gate/up/silu/mul before). The gate: sigmoid's output [n, 1] 2n, and `output * gate_score` keeps the
     // reduce-scattered output [n, h] 2nh (and the score).
     const int64_t N = 1024, t = 2, n = N / t, h = 4096, fs = 5632;
-    const int64_t mlp = 8 * N * fs / t;
+    const int64_t mlp = 6 * N * fs / t;
     const int64_t gate = 2 * n + 2 * n * h;
-    CHECK(mlp == 23'068'672);
+    CHECK(mlp == 17'301'504);
     CHECK(gate == 4'195'328);
     const TrainSetup s = megatron(t);
     const int64_t routed = layer_bytes(mixtral_shaped(true), s);
     CHECK(layer_bytes(with_shared(fs, false), s) - routed == mlp);
     CHECK(layer_bytes(with_shared(fs, true), s) - routed == mlp + gate);
-    // the same width at --tp 4: the four tensors at fs / 4, the gate on N / 4 tokens
+    // the same width at --tp 4: the tensors at fs / 4, the gate on N / 4 tokens
     const TrainSetup s4 = megatron(4);
     const int64_t n4 = N / 4;
     CHECK(layer_bytes(with_shared(fs, true), s4) - layer_bytes(mixtral_shaped(true), s4) ==
-          8 * N * fs / 4 + 2 * n4 + 2 * n4 * h);
+          6 * N * fs / 4 + 2 * n4 + 2 * n4 * h);
   }
 
   TEST_CASE("--moe-shared-expert-overlap keeps the gathered [N, h] input fc1 saves") {
@@ -197,12 +197,12 @@ TEST_SUITE("moetp mla") {
     //   the argsort of the [E, n] map 8nE, which the probs' IndexBackward0 keeps whole, and
     //   sorted_indices 8nk; before, 8nk only), and
     //   R = etp n k rows of 2h + 6 (1408 / etp) + 2;
-    //   shared: 8 N 2816 / t; the dense MLP: 2nh + 8 N 10944 / t.
+    //   shared: 6 N 2816 / t; the dense MLP: 2nh + 6 N 10944 / t (feat14: the fused SwiGLU).
     const int64_t N = 512, n = 256, k = 6, E = 64, h = 2048, R = 2 * n * k;
     const int64_t moe = 2 * n * h + 16 * n * k + 12 * n * E + R * (2 * h + 6 * 1408 / 2 + 2) +
-                        8 * N * 2816 / 2;
-    const int64_t dense = 2 * n * h + 8 * N * 10944 / 2;
-    CHECK(moe - dense == 9'140'224);  // was 9,009,152 (without 8nE)
+                        6 * N * 2816 / 2;
+    const int64_t dense = 2 * n * h + 6 * N * 10944 / 2;
+    CHECK(moe - dense == 13'301'760);  // 13,170,688 without mtmoe's 8nE; 9,140,224 before feat14's 6Nf
     CHECK(layer_bytes(m, s) - layer_bytes(mla_shaped(true), s) == moe - dense);
     s.sp = false;  // MoE with TP still needs SP (Megatron's MoELayer raises)
     CHECK(where(m, s) == "--sp");

@@ -42,11 +42,11 @@ TEST_SUITE("te_norm") {
     //   linear_qkv: ln_out 2Nh; its output 6Nad (v a view of it, kept whole); rotated q, k 4Nad;
     //   TE attention's output 2Nad (linear_proj's input) and fp32 softmax stats 4aN;
     //   norm2 (fused into linear_fc1): the residual 2Nh, rsigma 4N;
-    //   linear_fc1: ln_out 2Nh; gate out 2Nf (silu), silu out and up out 4Nf (mul), mul out 2Nf
-    //   (linear_fc2).
+    //   linear_fc1: ln_out 2Nh; its [N, 2f] output 4Nf (SwiGLUFunction), the [N, f] product 2Nf
+    //   (linear_fc2) (feat14: Megatron's fused SwiGLU; 8Nf as gate/up/silu/mul before).
     const int64_t layer = 2 * N * h + 4 * N + 2 * N * h + 12 * N * a * d + 4 * a * N +
-                          2 * N * h + 4 * N + 2 * N * h + 8 * N * f;
-    CHECK(layer == 2'729'984);
+                          2 * N * h + 4 * N + 2 * N * h + 6 * N * f;
+    CHECK(layer == 2'377'728);
     const Result r = fixtures::run(llama_mha(), megatron(b, s), "none");
     CHECK(r.activation_bytes_per_layer == layer);
   }

@@ -10,7 +10,8 @@
 // megatron rows' gate/up/silu/mul/down); then, with the gate (Qwen2-MoE's shared_expert_gate),
 // `logits = F.linear(hidden_states, self.gate_weight)` on the block's own (sequence-sharded)
 // input, `sigmoid`, `output * gate_score`: the gate weight [1, h] is replicated over TP
-// (`sequence_parallel` attribute: its gradient is all-reduced with the layer norms', not timed).
+// (`sequence_parallel` attribute: its gradient is all-reduced with the layer norms', timed since
+// feat14: engine.cpp tp_grad_allreduce).
 //
 // --moe-shared-expert-overlap (SharedExpertMLP.__init__: `linear.parallel_mode = None` on both
 // linears; pre_forward_comm, linear_fc1_forward_and_act, linear_fc2_forward, post_forward_comm,

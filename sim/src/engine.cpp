@@ -727,7 +727,7 @@ class Engine {
 
   // Before the optimizer: the last gradients are reduced and the step waits for the stream.
   void finish_grads() {
-    if (grad_at_.empty()) return;
+    if (grad_at_.empty()) return tp_grad_allreduce();  // feat14
     if (g_.zero >= 3 && g_.ds3_steps.empty()) {  // ds3b: DeepSpeed's IPG buckets below
       if (bwd_block_ >= 0) reduce_block(bwd_block_);
       bwd_block_ = -1;
@@ -736,6 +736,31 @@ class Engine {
       flush_expert_bucket();  // moetp
     }
     wait_until(std::max(dp_free_, ag_free_), true);  // ds3c: and the gathers in flight
+    tp_grad_allreduce();  // feat14
+  }
+
+  // feat14 (issue 13): after the data-parallel reduction, Megatron's finalize_model_grads
+  // (finalize_model_grads.py @ d98e8a64ddf3 _allreduce_non_tensor_model_parallel_grads) sums
+  // the gradients of the parameters replicated over TP (Graph::tp_replicated_grad_bytes, fp32
+  // main_grads) over the TP group: `coalesced = _flatten_dense_tensors(grads)` (torch.cat: each
+  // byte read and written on the compute stream), `torch.distributed.all_reduce(coalesced,
+  // group=tp_group)` (the compute stream waits for it: exposed), then `buf.copy_(synced)` per
+  // parameter (read and written again). The collective runs on the communication stream, which
+  // is idle by then (the DP reduction was waited for).
+  void tp_grad_allreduce() {
+    const int64_t bytes = g_.tp_replicated_grad_bytes;
+    if (bytes <= 0 || g_.tp <= 1) return;
+    fsdp2_copy(2 * bytes);  // the flatten: a memory-bound copy kernel (read + write)
+    const int64_t ns = comm_ns(Collective::kAllReduce, bytes, tp_group_, dev_);
+    const int64_t start = std::max(clock_, dp_free_);
+    dp_free_ = checked_add(start, ns, "step_time_ns");
+    if (opt_.record_timeline && ns > 0)
+      res_.spans.push_back({start, ns, cur_op_, kDpComm, phase_,
+                            static_cast<int32_t>(Collective::kAllReduce)});
+    res_.tp_grad_allreduce_ns += ns;
+    res_.tp_grad_allreduce_bytes += bytes;
+    wait_until(dp_free_, true);
+    fsdp2_copy(2 * bytes);  // the unflatten's copy_ back into each main_grad
   }
 
   // After the optimizer, ZeRO-1/2 gather the updated weight shards (16-bit under bf16-mixed,

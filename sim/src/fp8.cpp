@@ -75,9 +75,9 @@ void fp8_linear(Builder& bld, const Dims& dm, OpDraft& d, int32_t x16, int64_t i
     d.saves = {x8, d.saves[1]};
     // the fp8 weight workspace, row-wise and column-wise, cached across micro-batches
     (void)bld.buffer(mul(2, nw), DType::kF8, "fp8 weight cache (row-wise + column-wise)");
-    // feat2: delayed scaling's scales and amax histories (header comment), per TE module: the
-    // gate and up projections are one GEMM of Megatron's linear_fc1 (its gated MLP builds
-    // fc1 of 2 x ffn_hidden; built here as two ops), so the up projection adds none
+    // feat2: delayed scaling's scales and amax histories (header comment), per TE module
+    // (feat14: Megatron's linear_fc1 is one op of 2 x ffn_hidden, blocks_feat14.cpp; an up
+    // projection of its own, under no TE implementation, adds none)
     if (dm.fp8 == Fp8Recipe::kTeDelayed && d.op.site != LinearSite::kUp)
       (void)bld.buffer(kTeDelayedStateBytes, DType::kF32, "fp8 scales + amax history (1024)");
     // forward: the row-wise fp8 input for the GEMM, freed inside the op

@@ -8,6 +8,7 @@
 #include "blocks_census12.hpp"  // census12 (issue 12): SDPA math kernel
 #include "blocks_hfmask.hpp"  // hfimpl (issue 10)
 #include "blocks_moe.hpp"
+#include "blocks_feat14.hpp"  // feat14 (issue 13)
 #include "ops.hpp"
 
 namespace sim::detail {
@@ -541,6 +542,9 @@ int32_t build_mlp(Builder& bld, const Dims& dm, int32_t mlp_in) {
     int32_t gu = o.gelu(u);
     mlp_out = o.linear(gu, dm.f, h, m.linear_bias, Tp::kRow, "fc2", "fc2 out", -1,
                        LinearSite::kFc2);
+  } else if (dm.impl && dm.impl->fused_swiglu && !m.gated_gelu) {
+    // feat14 (issue 13): Megatron's one fc1 of 2f and SwiGLUFunction (blocks_feat14.cpp)
+    mlp_out = megatron_fused_swiglu_mlp(bld, dm, mlp_in);
   } else {
     // HF LlamaMLP: down(silu(gate(x)) * up(x))
     int32_t gate = o.linear(mlp_in, h, dm.f, m.linear_bias, Tp::kColumn, "gate proj", "gate out",

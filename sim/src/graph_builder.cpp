@@ -7,6 +7,7 @@
 
 #include "blocks_encdec.hpp"  // famenc
 #include "blocks_famdec.hpp"  // famdec
+#include "blocks_feat14.hpp"  // feat14 (issue 13)
 #include "builder.hpp"
 #include "deepspeed.hpp"  // hfds
 #include "inductor.hpp"  // inductor (issue 10)
@@ -920,6 +921,10 @@ void complete(Graph& g, const ModelConfig& model, const TrainSetup& setup, const
   }
   g.params = parameter_count(model);
   add_persistent_state(g, model, setup, device);
+  // feat14 (issue 13): Megatron's TP all-reduce of the replicated parameters' gradients
+  if (setup.impl && spec(*setup.impl, setup.impl_version).tp_replicated_grad_allreduce &&
+      setup.tp > 1 && setup.sp && setup.profile != Profile::kPaper)
+    g.tp_replicated_grad_bytes = detail::tp_replicated_grad_bytes(g);
   g.initial_uses.assign(g.storages.size(), 0);
   for (const Op& op : g.ops)
     for (int32_t k = 0; k < op.inputs.count; ++k) ++g.initial_uses[g.idx[op.inputs.begin + k]];

@@ -1217,6 +1217,7 @@ void CudaBackend::run(const sim::OpArgs& a, bool bwd) {
     case Exec::kWhere: case Exec::kGatherRows: case Exec::kGatherWeight: case Exec::kIndexAdd:
     case Exec::kTeRmsNorm: case Exec::kSigmoid: case Exec::kGateMul:  // exec13: refused up front
     case Exec::kMlaRopeTables: case Exec::kMlaRopeQ: case Exec::kMlaRopeKv:  // exec14: refused up front
+    case Exec::kSwiglu:  // feat14: refused up front (run_cuda: past kHeld)
       throw executor::ExecutionError("executor: op without a CUDA kernel");
   }
 }

@@ -664,6 +664,30 @@ void CpuBackend::run(const sim::OpArgs& a, bool bwd) {
       for (size_t i = 0; i < dx.size(); ++i) dx[i] *= y[i] * (1.0 - y[i]);
       return deliver(a, 0, dx);
     }
+    case Exec::kSwiglu: {  // feat14: Megatron's SwiGLUFunction (fused_bias_swiglu.py swiglu,
+      // swiglu_back @ d98e8a64ddf3): x [rows, 2f] -> silu(x[:, :f]) * x[:, f:]
+      const int64_t rows = d[0], f = d[1];
+      const Vec x = bwd ? saved(a.in[0]) : load(a.in[0]);
+      if (!bwd) {
+        Vec y(static_cast<size_t>(rows * f));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < f; ++c) {
+            const double g = x[r * 2 * f + c], u = x[r * 2 * f + f + c];
+            y[r * f + c] = g / (1.0 + std::exp(-g)) * u;
+          }
+        return store(a.out[0], y);
+      }
+      const Vec dy = grad_out(a, 0);
+      Vec dx(x.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < f; ++c) {
+          const double g = x[r * 2 * f + c], u = x[r * 2 * f + f + c], e = dy[r * f + c];
+          const double sg = 1.0 / (1.0 + std::exp(-g));
+          dx[r * 2 * f + c] = e * sg * (1 + g * (1 - sg)) * u;
+          dx[r * 2 * f + f + c] = e * g * sg;
+        }
+      return deliver(a, 0, dx);
+    }
     case Exec::kGateMul: {  // exec13: sigmoid(gate) [N, 1] * shared_expert(x) [N, h]
       const int64_t rows = d[0], h = d[1];
       const bool g0 = a.in[0].mode != GradMode::kNone, g1 = a.in[1].mode != GradMode::kNone;

@@ -94,6 +94,7 @@ std::vector<int32_t> backward_reads(const Graph& g, int32_t op) {
     case Exec::kMlaRopeTables: break;
     case Exec::kMlaRopeQ: in(1); break;
     case Exec::kMlaRopeKv: in(2); break;
+    case Exec::kSwiglu: in(0); break;  // feat14: SwiGLUFunction saves its [n, 2f] input
   }
   return r;
 }

@@ -167,6 +167,10 @@ enum class Exec : uint8_t {
                    // rotated k_pos_emb broadcast to every head) and value [tokens, heads, v];
                    // input 2 the tables; dim {b, s, heads, nope, rope, v}
   // --- end exec14 ---
+  // --- feat14 (issue 13): Megatron's SwiGLUFunction ---
+  kSwiglu,  // y [rows, f] = silu(x[:, :f]) * x[:, f:] of x [rows, 2f] (input 0, saved);
+            // dim {rows, f}; backward: the [rows, 2f] gradient of x
+  // --- end feat14 ---
 };
 
 // How an op's backward delivers the gradient of one input (the static backward pass).
@@ -421,6 +425,13 @@ struct Graph {
   };
   Ds3Params ds3;
   // --- end ds3c ---
+  // --- feat14 (issue 13): fp32 main_grad bytes of the parameters replicated over TP that see
+  // sequence-sharded tokens (norms, the MoE router and shared-expert gate, MLA's down
+  // projections) and that Megatron all-reduces over the TP group after the data-parallel
+  // reduction (finalize_model_grads.py _allreduce_non_tensor_model_parallel_grads; engine.cpp
+  // finish_grads); 0 without SP, at tp 1 or under a code base without it ---
+  int64_t tp_replicated_grad_bytes = 0;
+  // --- end feat14 ---
 };
 
 // Builds the step's graph for one rank. Validates model and setup first (ConfigError on bad input;

@@ -312,6 +312,15 @@ struct ImplSpec {
   bool deterministic_mode = false;      // --deterministic on: Megatron's --deterministic-mode
   bool local_spec = false;              // --transformer-impl local: get_gpt_layer_local_spec
   // --- end polish ---
+  // --- feat14 (issue 13): the gated MLP as ONE fc1 of 2f columns whose output a fused SwiGLU
+  // function saves whole (Megatron-core's MLP with gated_linear_unit and bias_activation_fusion:
+  // megatron/core/transformer/mlp.py MLP.forward, fusions/fused_bias_swiglu.py SwiGLUFunction;
+  // sim/src/blocks_feat14.cpp). Unset: gate and up as two linears, silu, mul (HF's LlamaMLP) ---
+  bool fused_swiglu = false;
+  // the gradients of parameters replicated over TP are all-reduced over the TP group under
+  // sequence parallelism after the data-parallel reduction (Graph::tp_replicated_grad_bytes)
+  bool tp_replicated_grad_allreduce = false;
+  // --- end feat14 ---
 };
 
 // every row, in --impl's listing order; implver: every release of each code base, its default first

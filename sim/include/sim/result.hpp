@@ -171,6 +171,12 @@ struct Result {
   int64_t ds3_gather_bytes = 0;
   int64_t ds3_recompute_gather_bytes = 0;
   // --- end ds3c ---
+  // --- feat14 (issue 13): Megatron's TP all-reduce of the replicated parameters' gradients
+  // (Graph::tp_replicated_grad_bytes): its payload and its time on the communication stream,
+  // which the optimizer step waits for (exposed; also in dp_comm_exposed_ns) ---
+  int64_t tp_grad_allreduce_bytes = 0;
+  int64_t tp_grad_allreduce_ns = 0;
+  // --- end feat14 ---
 };
 
 }  // namespace sim

@@ -42,9 +42,7 @@ ImplSpec megatron() {
   s.context_parallel = true;
   s.fp8_te = true;  // feat: --fp8 (sim/src/fp8.cpp)
   s.zero_means = "Megatron's distributed optimizer at ZeRO 1, DDP at ZeRO 0";
-  s.not_modeled =
-      "FP8, fused bias-SwiGLU (modeled as gate/up/silu/mul), "
-      "--attention-softmax-in-fp32 above s = 4096";
+  s.not_modeled = "FP8, --attention-softmax-in-fp32 above s = 4096";
   // --- implver ---
   s.version_key = "d98e8a6";
   // megatron/core/optimizer/__init__.py @ d98e8a64ddf3:14-21 imports Transformer Engine's
@@ -89,6 +87,19 @@ ImplSpec megatron() {
   s.grad_accum_fusion_flag = true;
   s.deterministic_mode = true;
   s.local_spec = true;
+  // --- feat14 (issue 13): --swiglu's MLP as Megatron-core runs it by default: one linear_fc1 of
+  // 2f / tp columns and bias_swiglu_impl (arguments.py:2895 --no-bias-swiglu-fusion, store_false:
+  // on unless given; argument_utils.py:317 bias_activation_fusion = args.bias_swiglu_fusion;
+  // mlp.py MLP.forward; fusions/fused_bias_swiglu.py SwiGLUFunction @ d98e8a64ddf3) ---
+  s.fused_swiglu = true;
+  // finalize_model_grads.py @ d98e8a64ddf3 finalize_model_grads: finish_grad_sync (the DP
+  // reduction), then _allreduce_non_tensor_model_parallel_grads: every parameter with the
+  // `sequence_parallel` attribute under config.sequence_parallel (norms; router.py:85 the router
+  // weight; shared_experts.py:143 the gate; transformer_engine.py:1316 TELinear
+  // parallel_mode="duplicated", MLA's down projections), main_grads coalesced
+  // (_flatten_dense_tensors), one torch.distributed.all_reduce over the TP group, copied back
+  s.tp_replicated_grad_allreduce = true;
+  // --- end feat14 ---
   return s;
 }
 
