@@ -392,10 +392,13 @@ TEST_CASE("ds3c: recompute fetches each checkpointed layer's parameters again") 
   const Result r = fixtures::run(m, re, "full");
   CHECK(r.ds3_recompute_gather_bytes == kBlocks);
   CHECK(r.ds3_gather_bytes == kAll + kBlocks + kAll);
-  // Non-reentrant (hf's own, with early stop): the recompute stops inside down_proj, the last op
-  // that saves a tensor, so down_proj's post-forward hook never runs and its weight stays gathered
-  // into its backward, which then fetches nothing for it.
-  const Result n = fixtures::run(m, on_demand(), "full");
+  // Non-reentrant (gradient_checkpointing_kwargs={"use_reentrant": False}, with early stop): the
+  // recompute stops inside down_proj, the last op that saves a tensor, so down_proj's
+  // post-forward hook never runs and its weight stays gathered into its backward, which then
+  // fetches nothing for it.
+  TrainSetup nre = on_demand();
+  nre.reentrant = false;
+  const Result n = fixtures::run(m, nre, "full");
   CHECK(n.ds3_recompute_gather_bytes == kBlocks);
   CHECK(n.ds3_gather_bytes == kAll + kBlocks + kAll - kDown);
   // the most at once is still one module, the embeddings or lm_head (1000 x 256 bf16): the kept

@@ -115,7 +115,12 @@ TEST_CASE("hf@4.16: the early-2022 Trainer's eager attention and reentrant check
   CHECK(resolved_attention(r) == AttentionKind::kStandard);
   CHECK(build_graph(gpt, r, fixtures::h100()).impl_version == "4.16");
   CHECK(recompute_mode(build_graph(gpt, r, fixtures::h100())) == RecomputeMode::kReentrant);
+  // v4.48 is reentrant too: gradient_checkpointing_enable's {"use_reentrant": True} (hf.cpp)
   CHECK(recompute_mode(build_graph(gpt, resolve_setup(gpt, with(Impl::kHf)), fixtures::h100())) ==
+        RecomputeMode::kReentrant);
+  TrainSetup off = with(Impl::kHf);
+  off.reentrant = false;  // gradient_checkpointing_kwargs={"use_reentrant": False}
+  CHECK(recompute_mode(build_graph(gpt, resolve_setup(gpt, off), fixtures::h100())) ==
         RecomputeMode::kNonReentrant);
 }
 

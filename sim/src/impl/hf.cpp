@@ -33,7 +33,12 @@ ImplSpec hf() {
   // F.scaled_dot_product_attention, is_causal without a padding mask): the flash backend, FA2.
   s.attention_kernel = KernelChoice::kFlashAttention2;
   s.dropout = DropoutDefault::kConfig;
-  s.checkpoint = CheckpointApi::kNonReentrant;
+  // modeling_utils.py gradient_checkpointing_enable: `if gradient_checkpointing_kwargs is None:
+  // gradient_checkpointing_kwargs = {"use_reentrant": True}` from transformers PR #28538 (v4.38,
+  // Jan 2024) until PR #43203 (Jan 2026, v5) switched it to False; the Trainer passes
+  // args.gradient_checkpointing_kwargs, None unless set (PR #33208 removed its `{}`, which
+  // reached torch's own default, also reentrant). So v4.48's checkpointing is reentrant.
+  s.checkpoint = CheckpointApi::kReentrant;
   s.qkv = QkvVariant::kArchitecture;
   s.eager_matmul = EagerMatmul::kCopies;
   // modeling_bert.py @ 8ec58104, modeling_gpt2.py @ c44b2d99, modeling_llama.py @ 5dd4a635:
