@@ -1241,3 +1241,21 @@ test ! -e bad.csv
 test "$(wc -l < err.txt)" -eq 1
 grep -q -- '^actsim: error: --prefetch' err.txt
 ]=])
+
+# The JSON output carries DeepSpeed ZeRO-3's replayed gathers (ds3c) and Megatron's TP all-reduce
+# of the replicated gradients (feat14): a smaller --ds-max-live releases more between a layer's
+# forward and its recompute, so the recompute gathers more and fewer are alive at once.
+actsim_cli_test(json_ds3_tp_grads [=[
+num() { grep "\"$2\":" "$1" | sed 's/.*: \([0-9]*\),*$/\1/'; }
+"$1" run --model llama-3-8b --seq 2048 --dp 8 --zero 3 --strategy full --ds-max-live 1000000000 --format json > big.json
+"$1" run --model llama-3-8b --seq 2048 --dp 8 --zero 3 --strategy full --ds-max-live 20000000 --format json > small.json
+test "$(num big.json ds3_recompute_gather_bytes)" -gt 0
+test "$(num small.json ds3_recompute_gather_bytes)" -gt "$(num big.json ds3_recompute_gather_bytes)"
+test "$(num small.json ds3_gathered_peak_bytes)" -lt "$(num big.json ds3_gathered_peak_bytes)"
+test "$(num big.json ds3_gather_bytes)" -gt "$(num big.json ds3_recompute_gather_bytes)"
+test "$(num big.json tp_grad_allreduce_bytes)" -eq 0
+"$1" run --model mixtral-8x7b --seq 256 --impl megatron --tp 2 --sp --format json > tp.json
+test "$(num tp.json tp_grad_allreduce_bytes)" -gt 0
+test "$(num tp.json tp_grad_allreduce_ns)" -gt 0
+test "$(num tp.json ds3_gather_bytes)" -eq 0
+]=])

@@ -126,6 +126,13 @@ std::string result_json(const Row& row) {
     j["cuda_context_bytes"] = r.cuda_context_bytes;
     j["comm_buffer_bytes"] = r.comm_buffer_bytes;
     j["device_bytes"] = r.device_bytes;
+    // DeepSpeed ZeRO-3 as replayed (ds3c; Result::ds3_*) and Megatron's TP all-reduce of the
+    // replicated gradients (feat14); 0 where the set-up has none. JSON only: not CSV columns.
+    j["ds3_gathered_peak_bytes"] = r.ds3_gathered_peak_bytes;
+    j["ds3_gather_bytes"] = r.ds3_gather_bytes;
+    j["ds3_recompute_gather_bytes"] = r.ds3_recompute_gather_bytes;
+    j["tp_grad_allreduce_bytes"] = r.tp_grad_allreduce_bytes;
+    j["tp_grad_allreduce_ns"] = r.tp_grad_allreduce_ns;
   }
   j["error"] = row.error.empty() ? Json(nullptr) : Json(row.error);
   return j.dump(2);
