@@ -99,7 +99,7 @@ inline sim::ModelConfig mixtral_shaped(bool moe = true) {
 }
 
 // A small Megatron GPT (gpt2_small's layout, 4 layers of h 256, 8 heads of 32, f 1024, vocab
-// 1000, 256 positions): test_te_norm and test_tece.
+// 1000, 256 positions): test_te_norm, test_tece and test_implmt.
 inline sim::ModelConfig megatron_gpt_small() {
   sim::ModelConfig m = gpt2_small();
   m.family = "megatron-gpt";

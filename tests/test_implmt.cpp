@@ -18,16 +18,8 @@ namespace {
 // A small Megatron GPT (actsim's megatron-gpt family): LayerNorm, GeLU 4h MLP with biases,
 // learned positions, tied embeddings, dropout 0.1 at the three sites.
 ModelConfig mcore_gpt() {
-  ModelConfig m = fixtures::gpt2_small();
+  ModelConfig m = fixtures::megatron_gpt_small();  // vocab 1000, padded to 1024 (128 x tp 1)
   m.name = m.source = "mcore-test";
-  m.family = "megatron-gpt";
-  m.layers = 4;
-  m.hidden = 256;
-  m.heads = m.kv_heads = 8;
-  m.head_dim = 32;
-  m.ffn_hidden = 1024;
-  m.vocab = 1000;  // padded to 1024 (128 x tp 1)
-  m.max_positions = 256;
   return m;
 }
 
